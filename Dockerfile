@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+# Build stage: install with dev dependencies; `npm ci` runs the `prepare` script (tsc → dist/).
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json ./
+COPY src ./src
+COPY schemas ./schemas
+RUN npm ci --no-audit --no-fund
+
+# Runtime stage: production dependencies only, compiled JS, schema and sample bundles.
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production \
+    FAIRVISOR_HOST=0.0.0.0 \
+    FAIRVISOR_PORT=8080
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY schemas ./schemas
+COPY policies ./policies
+USER node
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["node", "-e", "require('http').get('http://127.0.0.1:'+(process.env.FAIRVISOR_PORT||8080)+'/livez',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
+ENTRYPOINT ["node", "dist/cli.js"]
+CMD ["serve"]

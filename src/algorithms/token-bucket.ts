@@ -1,0 +1,53 @@
+/**
+ * Token bucket, SPEC §5: lazy continuous refill, no timers. Pure maths on
+ * (state, config, cost, now); the stores call it (or its Lua twin) atomically.
+ * Times are in seconds (float).
+ */
+export interface BucketConfig {
+  /** Tokens added per second (`tokens_per_second`, alias `rps`). */
+  rate: number
+  /** Bucket capacity; a first request sees a full bucket. */
+  burst: number
+}
+
+export interface BucketState {
+  tokens: number
+  /** Last refill time in seconds; never moves backwards. */
+  last: number
+}
+
+export interface BucketResult {
+  allowed: boolean
+  /** Tokens left after this request (unchanged on reject). */
+  tokens: number
+  last: number
+  /** Seconds until `cost` tokens are available (0 when allowed). */
+  retryAfter: number
+}
+
+export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, cost: number, now: number): BucketResult {
+  let tokens: number
+  let last: number
+  if (state === undefined) {
+    tokens = cfg.burst
+    last = now
+  } else {
+    const elapsed = Math.max(0, now - state.last)
+    tokens = Math.min(cfg.burst, state.tokens + elapsed * cfg.rate)
+    last = Math.max(state.last, now)
+  }
+  if (cost <= cfg.burst && tokens >= cost) {
+    return { allowed: true, tokens: tokens - cost, last, retryAfter: 0 }
+  }
+  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate)) }
+}
+
+/** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
+export function resetSeconds(tokens: number, rate: number): number {
+  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate))
+}
+
+/** Seconds after `last` at which the bucket is full again, so its state can be forgotten. */
+export function secondsUntilFull(tokens: number, cfg: BucketConfig): number {
+  return Math.max(0, (cfg.burst - tokens) / cfg.rate)
+}

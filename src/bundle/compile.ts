@@ -1,0 +1,161 @@
+/**
+ * Compilation (pure): a validated bundle document becomes the structures the
+ * engine runs per request — a route index, per-rule key extractors and cost
+ * functions, match predicates, normalised algorithm configs (aliases and
+ * defaults applied to the config that actually runs).
+ */
+import { compileDescriptor, type Extractor } from '../request/descriptors.js'
+import { headerKey, type RequestView } from '../request/view.js'
+import { normaliseSelectorHost } from './hosts.js'
+import { normalisePrefix, RouteIndex } from './route-index.js'
+import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
+import { parseTimestamp } from './validate.js'
+
+export interface CompiledRule {
+  name: string
+  algorithm: RawRule['algorithm']
+  /** False for algorithms not implemented yet: the rule is skipped at request time. */
+  supported: boolean
+  keyNames: readonly string[]
+  keys: readonly Extractor[]
+  match: readonly { key: string; extract: Extractor; expected: string }[]
+  /** Normalised token_bucket config. */
+  rate: number
+  burst: number
+  /** RateLimit-Policy window: burst / rate rounded up. */
+  windowS: number
+  cost: (view: RequestView) => number
+  /** `tb:<name>:` and `shadow:tb:<name>:` */
+  counterPrefix: string
+  shadowCounterPrefix: string
+}
+
+export interface CompiledPolicy {
+  id: string
+  ordinal: number
+  shadow: boolean
+  methods: ReadonlySet<string> | undefined
+  hosts: ReadonlySet<string> | undefined
+  pathExact: string | undefined
+  pathPrefix: string | undefined
+  rules: readonly CompiledRule[]
+  fallback: CompiledRule | undefined
+}
+
+export interface CompiledKillSwitch {
+  scopeKey: string
+  extract: Extractor
+  value: string
+  route: string | undefined
+  reason: string | undefined
+  expiresAtMs: number | undefined
+}
+
+export interface CompiledBundle {
+  version: number
+  hash: string
+  /** Epoch seconds of the load. */
+  loadedAt: number
+  source: string
+  policies: readonly CompiledPolicy[]
+  index: RouteIndex<CompiledPolicy>
+  killSwitches: readonly CompiledKillSwitch[]
+  /** Epoch ms until which global_shadow is active (undefined: never). */
+  globalShadowUntil: number | undefined
+  killSwitchOverrideUntil: number | undefined
+}
+
+/** Positive finite number written in plain decimal, else undefined (no hex, no exponent, no Infinity). */
+export function parseCost(raw: string | undefined): number | undefined {
+  if (raw === undefined || !/^\s*\d+(\.\d+)?\s*$/.test(raw)) return undefined
+  const n = Number(raw)
+  return n > 0 && Number.isFinite(n) ? n : undefined
+}
+
+function costFunction(source: string, fixed: number, dflt: number): (view: RequestView) => number {
+  if (source.startsWith('header:')) {
+    const h = headerKey(source.slice(7))
+    return (v) => parseCost(v.header(h)) ?? dflt
+  }
+  if (source.startsWith('query:')) {
+    const q = source.slice(6)
+    return (v) => parseCost(v.query(q)) ?? dflt
+  }
+  return () => fixed
+}
+
+function extractorOf(key: string): Extractor {
+  const d = compileDescriptor(key)
+  // Unsupported descriptors are validated earlier; the rule is marked unsupported and never extracts.
+  return d.ok ? d.extract : () => undefined
+}
+
+function compileRule(raw: RawRule, name: string): CompiledRule {
+  const c = raw.algorithm_config
+  const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
+  const burst = Number(c.burst ?? rate)
+  const keyNames = raw.limit_keys ?? []
+  const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
+  return {
+    name,
+    algorithm: raw.algorithm,
+    supported: raw.algorithm === 'token_bucket' && descriptorsOk,
+    keyNames,
+    keys: keyNames.map(extractorOf),
+    match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
+    rate,
+    burst,
+    windowS: Math.ceil(burst / rate),
+    cost: costFunction(String(c.cost_source ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1)),
+    counterPrefix: `tb:${name}:`,
+    shadowCounterPrefix: `shadow:tb:${name}:`,
+  }
+}
+
+function activeUntil(o: RawOverride | undefined): number | undefined {
+  return o?.enabled === true && o.expires_at ? parseTimestamp(o.expires_at) : undefined
+}
+
+function compileKillSwitch(k: RawKillSwitch): CompiledKillSwitch {
+  return {
+    scopeKey: k.scope_key,
+    extract: extractorOf(k.scope_key),
+    value: k.scope_value,
+    route: k.route,
+    reason: k.reason,
+    expiresAtMs: k.expires_at ? parseTimestamp(k.expires_at) : undefined,
+  }
+}
+
+/**
+ * `policies` must already be the valid ones, duplicates resolved (last wins).
+ * They are sorted by id here: evaluation order is policy-id order (SPEC §4).
+ */
+export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], meta: { hash: string; loadedAt: number; source: string }): CompiledBundle {
+  const sorted = [...policies].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const compiled: CompiledPolicy[] = sorted.map((p, ordinal) => {
+    const s = p.spec.selector
+    return {
+      id: p.id,
+      ordinal,
+      shadow: p.spec.mode === 'shadow',
+      methods: s.methods ? new Set(s.methods) : undefined,
+      hosts: s.hosts ? new Set(s.hosts.map(normaliseSelectorHost)) : undefined,
+      pathExact: s.pathExact,
+      pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
+      rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
+      fallback: p.spec.fallback_limit ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`) : undefined,
+    }
+  })
+  return {
+    version: doc.bundle_version,
+    hash: meta.hash,
+    loadedAt: meta.loadedAt,
+    source: meta.source,
+    policies: compiled,
+    index: new RouteIndex(compiled),
+    killSwitches: (doc.kill_switches ?? []).map(compileKillSwitch),
+    globalShadowUntil: activeUntil(doc.global_shadow),
+    killSwitchOverrideUntil: activeUntil(doc.kill_switch_override),
+  }
+}

@@ -1,0 +1,53 @@
+/** Shapes of the bundle JSON as written by operators (after schema validation). */
+
+export interface RawRule {
+  name?: string
+  limit_keys?: string[]
+  algorithm: 'token_bucket' | 'cost_based' | 'token_bucket_llm'
+  algorithm_config: Record<string, unknown>
+  match?: Record<string, string | number | boolean>
+}
+
+export interface RawSelector {
+  pathPrefix?: string
+  pathExact?: string
+  methods?: string[]
+  hosts?: string[]
+}
+
+export interface RawPolicy {
+  id: string
+  spec: {
+    selector: RawSelector
+    mode?: 'enforce' | 'shadow'
+    rules: RawRule[]
+    fallback_limit?: RawRule
+    loop_detection?: { enabled?: boolean }
+    circuit_breaker?: { enabled?: boolean }
+  }
+}
+
+export interface RawOverride {
+  enabled: boolean
+  reason?: string
+  expires_at?: string
+}
+
+export interface RawKillSwitch {
+  scope_key: string
+  scope_value: string
+  route?: string
+  reason?: string
+  expires_at?: string
+}
+
+export interface RawBundle {
+  bundle_version: number
+  issued_at?: string
+  expires_at?: string
+  policies: RawPolicy[]
+  kill_switches?: RawKillSwitch[]
+  global_shadow?: RawOverride
+  kill_switch_override?: RawOverride
+  defaults?: Record<string, unknown>
+}

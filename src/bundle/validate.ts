@@ -1,0 +1,194 @@
+/**
+ * Bundle validation, two stages: the JSON Schema (ajv, compiled once) and
+ * then the checks a schema cannot express. Each issue carries the JSON
+ * pointer and, where it applies, the policy and rule, so one sentence tells
+ * an operator exactly what to fix. Issues under /policies/<i> drop that
+ * policy alone; any other issue rejects the bundle.
+ */
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import type { ErrorObject, ValidateFunction } from 'ajv'
+import { compileDescriptor } from '../request/descriptors.js'
+import { hostProblem } from './hosts.js'
+import type { RawBundle, RawPolicy, RawRule } from './types.js'
+
+export interface BundleIssue {
+  pointer: string
+  message: string
+  /** Index in `policies` when the issue belongs to one policy. */
+  policyIndex?: number
+  policyId?: string
+  ruleName?: string
+  /** True for "not supported yet": the rule loads and is skipped at request time. */
+  warning?: boolean
+}
+
+export function formatIssue(file: string, i: BundleIssue): string {
+  const where = i.policyId !== undefined ? `policy "${i.policyId}"${i.ruleName !== undefined ? `, rule "${i.ruleName}"` : ''}: ` : ''
+  return `${file}: ${i.pointer || '/'}: ${where}${i.message}`
+}
+
+const require = createRequire(import.meta.url)
+let validator: ValidateFunction | undefined
+
+/** The ajv validator, compiled on first use and kept for the process. */
+function schemaValidator(): ValidateFunction {
+  if (validator) return validator
+  const Ajv2020 = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js').default
+  const ajv = new Ajv2020({ allErrors: true, strict: false })
+  const schema = JSON.parse(readFileSync(new URL('../../schemas/bundle.schema.json', import.meta.url), 'utf8')) as object
+  validator = ajv.compile(schema)
+  return validator
+}
+
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
+
+/** Epoch ms of a YYYY-MM-DDTHH:MM:SSZ string that names a real calendar instant, else undefined. */
+export function parseTimestamp(s: string): number | undefined {
+  const m = TIMESTAMP.exec(s)
+  if (!m) return undefined
+  const [y, mo, d, h, mi, se] = m.slice(1).map(Number) as [number, number, number, number, number, number]
+  const t = Date.UTC(y, mo - 1, d, h, mi, se)
+  const back = new Date(t)
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || se > 59) return undefined
+  return t
+}
+
+function ajvMessage(e: ErrorObject): string {
+  const p = e.params as Record<string, unknown>
+  switch (e.keyword) {
+    case 'required': return `the required property "${String(p.missingProperty)}" is missing`
+    case 'type': return `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type).replace(',', ' or ')}`
+    case 'exclusiveMinimum': return `must be greater than ${String(p.limit)}`
+    case 'minimum': return `must be at least ${String(p.limit)}`
+    case 'maximum': return `must be at most ${String(p.limit)}`
+    case 'enum': return `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`
+    case 'minLength': return p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters long`
+    case 'maxLength': return `must be at most ${String(p.limit)} characters long`
+    case 'minItems': return p.limit === 1 ? 'must not be an empty list' : `must hold at least ${String(p.limit)} items`
+    case 'anyOf': return 'must set tokens_per_second (or its alias rps)'
+    case 'pattern':
+      if (e.schemaPath.includes('timestamp')) return 'must be a UTC time written exactly like 2026-01-01T00:00:00Z'
+      if (e.schemaPath.includes('costSource')) return 'must be fixed, header:<name> or query:<name>'
+      if (e.instancePath.endsWith('/scope_key')) return 'must be <source>:<name> with source jwt, header, query, ip or ua'
+      if (p.pattern === '^/') return 'must start with /'
+      return `must match ${String(p.pattern)}`
+    default: return e.message ?? `fails ${e.keyword}`
+  }
+}
+
+function schemaIssues(doc: unknown): BundleIssue[] {
+  const validate = schemaValidator()
+  if (validate(doc)) return []
+  const errors = (validate.errors ?? []).filter((e) => e.keyword !== 'if' && !/\/anyOf\/\d+\//.test(e.schemaPath))
+  const seen = new Set<string>()
+  const out: BundleIssue[] = []
+  for (const e of errors) {
+    const pointer = e.keyword === 'required' ? `${e.instancePath}/${String((e.params as { missingProperty: string }).missingProperty)}` : e.instancePath
+    const message = ajvMessage(e)
+    const k = `${pointer}\0${message}`
+    if (seen.has(k)) continue
+    seen.add(k)
+    out.push({ pointer, message })
+  }
+  return out
+}
+
+/** Attach policy index, id and rule name to issues whose pointer lies inside a policy. */
+function attribute(doc: RawBundle, issue: BundleIssue): BundleIssue {
+  const m = /^\/policies\/(\d+)(?:\/spec\/(rules\/(\d+)|fallback_limit))?/.exec(issue.pointer)
+  if (!m) return issue
+  const index = Number(m[1])
+  const policy = Array.isArray(doc.policies) ? (doc.policies[index] as RawPolicy | undefined) : undefined
+  const policyId = typeof policy?.id === 'string' && policy.id !== '' ? policy.id : `#${index}`
+  let ruleName: string | undefined
+  if (m[2] === 'fallback_limit') ruleName = 'fallback_limit'
+  else if (m[3] !== undefined) {
+    const rule = policy?.spec?.rules?.[Number(m[3])]
+    ruleName = typeof rule?.name === 'string' && rule.name !== '' ? rule.name : `#${m[3]}`
+  }
+  return { ...issue, policyIndex: index, policyId, ruleName }
+}
+
+function checkOverride(doc: RawBundle, key: 'global_shadow' | 'kill_switch_override', now: number, out: BundleIssue[]): void {
+  const o = doc[key]
+  if (!o || o.enabled !== true || typeof o.expires_at !== 'string') return
+  const t = parseTimestamp(o.expires_at)
+  if (t !== undefined && t <= now) out.push({ pointer: `/${key}/expires_at`, message: `is in the past; an enabled ${key} needs a future expires_at` })
+}
+
+function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void {
+  const stamps: [string, unknown][] = [
+    ['/issued_at', doc.issued_at],
+    ['/expires_at', doc.expires_at],
+    ['/global_shadow/expires_at', doc.global_shadow?.expires_at],
+    ['/kill_switch_override/expires_at', doc.kill_switch_override?.expires_at],
+    ...(doc.kill_switches ?? []).map((k, i): [string, unknown] => [`/kill_switches/${i}/expires_at`, k?.expires_at]),
+  ]
+  for (const [pointer, v] of stamps) {
+    if (typeof v === 'string' && TIMESTAMP.test(v) && parseTimestamp(v) === undefined) out.push({ pointer, message: `"${v}" is not a real calendar date and time` })
+  }
+  if (typeof doc.expires_at === 'string') {
+    const t = parseTimestamp(doc.expires_at)
+    if (t !== undefined && t <= now) out.push({ pointer: '/expires_at', message: `bundle_expired: the bundle expired at ${doc.expires_at}` })
+  }
+  checkOverride(doc, 'global_shadow', now, out)
+  checkOverride(doc, 'kill_switch_override', now, out)
+}
+
+function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
+  for (const [i, key] of (rule.limit_keys ?? []).entries()) {
+    const d = compileDescriptor(key)
+    if (!d.ok) out.push({ pointer: `${base}/limit_keys/${i}`, message: d.message, warning: d.unsupported })
+  }
+  for (const key of Object.keys(rule.match ?? {})) {
+    const d = compileDescriptor(key)
+    if (!d.ok) out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message, warning: d.unsupported })
+  }
+  const c = rule.algorithm_config as Record<string, unknown>
+  if (rule.algorithm === 'token_bucket') {
+    const rate = (c.tokens_per_second ?? c.rps) as number
+    if (typeof c.burst === 'number' && c.burst < rate) out.push({ pointer: `${base}/algorithm_config/burst`, message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
+  } else if (rule.algorithm === 'cost_based') {
+    const stages = c.staged_actions as { threshold: number; action: string }[]
+    for (let i = 1; i < stages.length; i++) {
+      if (!(stages[i]!.threshold > stages[i - 1]!.threshold)) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold`, message: `thresholds must be strictly ascending (${stages[i]!.threshold} follows ${stages[i - 1]!.threshold})` })
+    }
+    if (!stages.some((s) => s.action === 'reject' && s.threshold === 100)) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'must contain a reject action at threshold 100' })
+    out.push({ pointer: `${base}/algorithm`, message: 'algorithm cost_based is not supported yet; the rule is skipped', warning: true })
+  } else if (rule.algorithm === 'token_bucket_llm') {
+    if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
+    out.push({ pointer: `${base}/algorithm`, message: 'algorithm token_bucket_llm is not supported yet; the rule is skipped', warning: true })
+  }
+}
+
+function checkPolicy(p: RawPolicy, index: number, out: BundleIssue[]): void {
+  const base = `/policies/${index}/spec`
+  for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
+    const problem = hostProblem(h)
+    if (problem) out.push({ pointer: `${base}/selector/hosts/${i}`, message: problem })
+  }
+  p.spec.rules.forEach((r, i) => checkRule(r, `${base}/rules/${i}`, out))
+  if (p.spec.fallback_limit) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
+  if (p.spec.loop_detection?.enabled) out.push({ pointer: `${base}/loop_detection`, message: 'loop_detection is not supported yet; it is validated and not enforced', warning: true })
+  if (p.spec.circuit_breaker?.enabled) out.push({ pointer: `${base}/circuit_breaker`, message: 'circuit_breaker is not supported yet; it is validated and not enforced', warning: true })
+}
+
+/**
+ * All issues of a parsed bundle document. `now` (epoch ms) decides expiry.
+ * Policies with a schema issue skip the semantic stage (their shape is unknown).
+ */
+export function validateBundle(doc: unknown, now: number): BundleIssue[] {
+  const issues = schemaIssues(doc)
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) return issues.length ? issues : [{ pointer: '', message: 'the bundle must be a JSON object' }]
+  const bundle = doc as RawBundle
+  const attributed = issues.map((i) => attribute(bundle, i))
+  if (attributed.some((i) => i.policyIndex === undefined)) return attributed
+  const semantic: BundleIssue[] = []
+  checkTimestamps(bundle, now, semantic)
+  const broken = new Set(attributed.map((i) => i.policyIndex))
+  bundle.policies.forEach((p, i) => {
+    if (!broken.has(i)) checkPolicy(p, i, semantic)
+  })
+  return [...attributed, ...semantic.map((i) => attribute(bundle, i))]
+}

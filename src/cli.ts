@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+/**
+ * fairvisor [serve] | validate | test | init. `serve` (the default) reads its
+ * settings from the environment; a bad setting prints one line and exits 2.
+ */
+import { SettingError } from './errors.js'
+import { loadSettings } from './settings.js'
+import { startGateway } from './main.js'
+import { VERSION } from './version.js'
+
+type Command = (args: string[]) => Promise<number>
+
+async function serve(): Promise<number> {
+  let settings
+  try {
+    settings = loadSettings()
+  } catch (err) {
+    if (err instanceof SettingError) {
+      process.stderr.write(`fairvisor: invalid setting ${err.message}\n`)
+      return 2
+    }
+    throw err
+  }
+  const gw = await startGateway(settings)
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string): void => {
+      gw.log.info({ signal }, 'signal received')
+      gw.shutdown().then(resolve, resolve)
+    }
+    process.once('SIGTERM', () => stop('SIGTERM'))
+    process.once('SIGINT', () => stop('SIGINT'))
+  })
+  return 0
+}
+
+// Sub-commands live in src/commands/<name>.ts and are loaded on demand so `serve` starts fast.
+const commands: Record<string, () => Promise<Command>> = {
+  serve: async () => serve,
+  validate: async () => ((await import(`./commands/${'validate'}.js`)) as { run: Command }).run,
+  test: async () => ((await import(`./commands/${'test'}.js`)) as { run: Command }).run,
+  init: async () => ((await import(`./commands/${'init'}.js`)) as { run: Command }).run,
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv
+  if (first === '--version' || first === '-v') {
+    process.stdout.write(`${VERSION}\n`)
+    return 0
+  }
+  if (first === '--help' || first === '-h' || first === 'help') {
+    process.stdout.write('usage: fairvisor [serve] | validate <file|-> [--format text|json] | test <bundle> --requests <file.jsonl> [--format table|json] | init [--template api|llm|webhook]\n')
+    return 0
+  }
+  const name = first === undefined || first.startsWith('-') ? 'serve' : first
+  const load = commands[name]
+  if (!load) {
+    process.stderr.write(`fairvisor: unknown command "${name}"; use serve, validate, test or init\n`)
+    return 2
+  }
+  let command: Command
+  try {
+    command = await load()
+  } catch {
+    process.stderr.write(`fairvisor: the ${name} command is not available in this build\n`)
+    return 2
+  }
+  return command(name === first ? rest : argv)
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+    // A drained server may still hold timers or sockets of libraries: do not wait for them.
+    if (code === 0 && (process.argv[2] === undefined || process.argv[2] === 'serve')) process.exit(0)
+  },
+  (err: Error) => {
+    process.stderr.write(`fairvisor: ${err.stack ?? err.message}\n`)
+    process.exitCode = 1
+  },
+)

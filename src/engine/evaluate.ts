@@ -1,0 +1,204 @@
+/**
+ * Evaluation of one request (SPEC §4): kill switches, route match, per policy
+ * the rules whose match holds (or the fallback), skip-on-missing-key, then
+ * every limit of the request applied in one atomic store call. The first
+ * enforce reject wins; nothing of the request is spent on a reject; shadow
+ * policies count on their own keys and only log.
+ */
+import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
+import type { RequestView } from '../request/view.js'
+import { resetSeconds } from '../algorithms/token-bucket.js'
+import type { Check, Outcomes, Store } from '../store/store.js'
+import type { FailPolicy } from '../settings.js'
+import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
+import type { LimitView } from './headers.js'
+
+export type Reason =
+  | 'no_bundle_loaded' | 'no_matching_policy' | 'all_rules_passed' | 'kill_switch'
+  | 'token_bucket_exceeded' | 'service_unavailable' | 'store_unavailable_fail_open'
+
+export interface Decision {
+  allowed: boolean
+  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed. */
+  status: 200 | 429 | 503
+  reason: Reason
+  mode: 'enforce' | 'shadow'
+  policyId?: string
+  ruleName?: string
+  /** Headers source: most restrictive enforce limit on allow, the rejecting one on reject. */
+  limit?: LimitView
+  /** Jittered Retry-After (rejects only). */
+  retryAfterS?: number
+  matchedPolicies: readonly string[]
+  /** Descriptor key → value of the limits evaluated (debug sessions). */
+  descriptors?: Map<string, string>
+}
+
+export interface ShadowReject {
+  policyId: string
+  ruleName: string
+  reason: Reason
+  key: string
+}
+
+/** Thin hooks so the hot path does not format logs or build label objects itself. */
+export interface EngineObserver {
+  descriptorMissing(key: string, policyId: string, ruleName: string): void
+  shadowReject(r: ShadowReject): void
+  storeError(err: Error): void
+}
+
+interface Planned {
+  policy: CompiledPolicy
+  rule: CompiledRule
+  shadow: boolean
+  composite: string
+}
+
+const NO_BUNDLE: Decision = Object.freeze({ allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
+const NO_MATCH: Decision = Object.freeze({ allowed: true, status: 200, reason: 'no_matching_policy', mode: 'enforce', matchedPolicies: [] })
+
+export interface EngineOptions {
+  store: Store
+  failPolicy: FailPolicy
+  observer: EngineObserver
+  /** Collect descriptor values for debug output (costs a Map per request). */
+}
+
+export class Engine {
+  constructor(private readonly opts: EngineOptions) {}
+
+  /** `nowMs` is epoch milliseconds, passed in so tests drive time. */
+  evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors = false): Decision | Promise<Decision> {
+    if (bundle === null) return NO_BUNDLE
+    const killed = this.killSwitch(bundle, view, nowMs)
+    if (killed) return killed
+    const matched = bundle.index.match(view.method, view.path, view.host)
+    if (matched.length === 0) return NO_MATCH
+    const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
+    const checks: Check[] = []
+    const planned: Planned[] = []
+    const descriptors = collectDescriptors ? new Map<string, string>() : undefined
+    for (const policy of matched) {
+      const shadow = policy.shadow || globalShadow
+      let selected = 0
+      for (const rule of policy.rules) {
+        if (!matches(rule, view)) continue
+        selected++
+        this.plan(policy, rule, shadow, view, checks, planned, descriptors)
+      }
+      if (selected === 0 && policy.fallback && matches(policy.fallback, view)) this.plan(policy, policy.fallback, shadow, view, checks, planned, descriptors)
+    }
+    const ids = matched.map((p) => p.id)
+    if (checks.length === 0) return { allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors }
+    let outcomes: Outcomes | Promise<Outcomes>
+    try {
+      outcomes = this.opts.store.apply(checks, nowMs / 1000)
+    } catch (err) {
+      return this.storeFailed(err as Error, ids)
+    }
+    if (outcomes instanceof Promise) {
+      return outcomes.then(
+        (o) => this.finish(o, checks, planned, view, ids, descriptors),
+        (err: Error) => this.storeFailed(err, ids),
+      )
+    }
+    return this.finish(outcomes, checks, planned, view, ids, descriptors)
+  }
+
+  private killSwitch(bundle: CompiledBundle, view: RequestView, nowMs: number): Decision | undefined {
+    if (bundle.killSwitches.length === 0) return undefined
+    if (bundle.killSwitchOverrideUntil !== undefined && nowMs < bundle.killSwitchOverrideUntil) return undefined
+    for (const ks of bundle.killSwitches) {
+      if (ks.expiresAtMs !== undefined && nowMs >= ks.expiresAtMs) continue
+      if (ks.route !== undefined && ks.route !== view.path) continue
+      if (ks.extract(view) !== ks.value) continue
+      // No policy or rule owns a kill switch: both jitter seed parts are empty (README).
+      const retryAfterS = retryAfterWithJitter(3600, '', '', 'kill_switch', identityOf(view))
+      return { allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS, matchedPolicies: [] }
+    }
+    return undefined
+  }
+
+  private plan(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, view: RequestView, checks: Check[], planned: Planned[], descriptors: Map<string, string> | undefined): void {
+    if (!rule.supported) return
+    let composite = ''
+    for (let i = 0; i < rule.keys.length; i++) {
+      const v = rule.keys[i]!(view)
+      if (v === undefined) {
+        this.opts.observer.descriptorMissing(rule.keyNames[i]!, policy.id, rule.name)
+        return
+      }
+      descriptors?.set(rule.keyNames[i]!, v)
+      composite = i === 0 ? v : `${composite}|${v}`
+    }
+    checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, rate: rule.rate, burst: rule.burst, cost: rule.cost(view), shadow })
+    planned.push({ policy, rule, shadow, composite })
+  }
+
+  private finish(outcomes: Outcomes, checks: Check[], planned: Planned[], view: RequestView, ids: string[], descriptors: Map<string, string> | undefined): Decision {
+    let best: LimitView | undefined
+    let bestPlan: Planned | undefined
+    let anyEnforce = false
+    for (let i = 0; i < planned.length; i++) {
+      const o = outcomes[i]
+      if (o === undefined) continue
+      const p = planned[i]!
+      if (!o.allowed) {
+        if (p.shadow) {
+          this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: 'token_bucket_exceeded', key: checks[i]!.key })
+          continue
+        }
+        const base = o.retryAfter
+        return {
+          allowed: false,
+          status: 429,
+          reason: 'token_bucket_exceeded',
+          mode: 'enforce',
+          policyId: p.policy.id,
+          ruleName: p.rule.name,
+          limit: { policyId: p.policy.id, burst: p.rule.burst, remaining: 0, resetS: base, windowS: p.rule.windowS },
+          retryAfterS: retryAfterWithJitter(base, p.policy.id, p.rule.name, 'token_bucket_exceeded', identityOf(view)),
+          matchedPolicies: ids,
+          descriptors,
+        }
+      }
+      if (p.shadow) continue
+      anyEnforce = true
+      const remaining = Math.floor(o.tokens)
+      if (best === undefined || remaining < best.remaining) {
+        best = { policyId: p.policy.id, burst: p.rule.burst, remaining, resetS: resetSeconds(o.tokens, p.rule.rate), windowS: p.rule.windowS }
+        bestPlan = p
+      }
+    }
+    return {
+      allowed: true,
+      status: 200,
+      reason: 'all_rules_passed',
+      mode: anyEnforce ? 'enforce' : 'shadow',
+      policyId: bestPlan?.policy.id,
+      ruleName: bestPlan?.rule.name,
+      limit: best,
+      matchedPolicies: ids,
+      descriptors,
+    }
+  }
+
+  private storeFailed(err: Error, ids: string[]): Decision {
+    this.opts.observer.storeError(err)
+    if (this.opts.failPolicy === 'closed') return { allowed: false, status: 503, reason: 'service_unavailable', mode: 'enforce', matchedPolicies: ids }
+    return { allowed: true, status: 200, reason: 'store_unavailable_fail_open', mode: 'enforce', matchedPolicies: ids }
+  }
+}
+
+function matches(rule: CompiledRule, view: RequestView): boolean {
+  for (const m of rule.match) {
+    if (m.extract(view) !== m.expected) return false
+  }
+  return true
+}
+
+function identityOf(view: RequestView): string {
+  const subject = view.claim('sub') ?? view.claim('user_id') ?? view.claim('uid') ?? ''
+  return jitterIdentity(subject, view.ip, view.path)
+}

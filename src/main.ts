@@ -1,0 +1,178 @@
+/**
+ * Wiring: settings → observe → store → bundle source → engine → listeners.
+ * The only module that names concrete implementations and reads the clock.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { BundleSource, type ReloadReport } from './bundle/source.js'
+import { Engine, type Decision, type EngineObserver } from './engine/evaluate.js'
+import { livez, readyz } from './http/health.js'
+import { createProxy, sendJson, type Proxy } from './http/proxy.js'
+import { allowHeaders, inputFromRequest, sendRejection } from './http/respond.js'
+import { createListener, type Handler, type Listener } from './http/server.js'
+import { createLogger, type Logger } from './observe/logger.js'
+import { createMetrics, retryAfterBucket, type Metrics } from './observe/metrics.js'
+import { makeTrustCheck } from './request/client-ip.js'
+import { RequestView, type RequestInput } from './request/view.js'
+import type { Settings } from './settings.js'
+import { MemoryStore } from './store/memory.js'
+import type { Store } from './store/store.js'
+import { VERSION } from './version.js'
+
+export const clock = (): number => Date.now()
+
+export interface Gateway {
+  address: AddressInfo
+  adminAddress: AddressInfo | undefined
+  bundles: BundleSource
+  metrics: Metrics
+  log: Logger
+  /** Evaluate one request description (shared by the proxy and the decision API). */
+  decide(input: RequestInput, collectDescriptors?: boolean): Decision | Promise<Decision>
+  shutdown(): Promise<void>
+}
+
+function createStore(settings: Readonly<Settings>): Store {
+  if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes })
+  throw new Error(`FAIRVISOR_STORE: ${settings.store} is not available in this build`)
+}
+
+function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserver {
+  return {
+    descriptorMissing(key, policy, rule) {
+      metrics.descriptorMissing.inc({ key })
+      log.warn({ key, policy, rule }, 'limit key missing; rule skipped')
+    },
+    shadowReject(r) {
+      metrics.shadowRejects.inc({ policy: r.policyId })
+      log.info({ event: 'would_reject', policy: r.policyId, rule: r.ruleName, reason: r.reason, key: r.key }, 'shadow policy would reject')
+    },
+    storeError(err) {
+      metrics.storeErrors.inc({ store: store.kind })
+      log.error({ err: { message: err.message, code: (err as { code?: string }).code } }, 'store call failed')
+    },
+  }
+}
+
+function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
+  const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
+  metrics.decisions.inc({ action, reason: d.reason, policy: d.policyId ?? '' })
+  metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
+  if (d.limit) metrics.ratelimitRemaining.set({ policy: d.limit.policyId }, d.limit.remaining)
+  if (d.retryAfterS !== undefined) metrics.retryAfterBucket.inc({ bucket: retryAfterBucket(d.retryAfterS) })
+}
+
+function logReload(log: Logger, metrics: Metrics, bundles: BundleSource, r: ReloadReport): void {
+  metrics.reloads.inc({ result: r.result })
+  for (const w of r.warnings) log.warn({ file: r.file }, w)
+  if (r.result !== 'applied') {
+    for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
+    return
+  }
+  const b = bundles.current!
+  metrics.configInfo.reset()
+  metrics.configInfo.set({ version: String(b.version), hash: b.hash }, 1)
+  metrics.shadowModeActive.set(b.policies.filter((p) => p.shadow).length)
+  log.info({ file: r.file, version: b.version, hash: b.hash, policies: b.policies.length }, 'bundle applied')
+}
+
+export async function startGateway(settings: Readonly<Settings>): Promise<Gateway> {
+  const log = createLogger(settings.logLevel)
+  const metrics = createMetrics()
+  metrics.buildInfo.set({ version: VERSION }, 1)
+  const store = createStore(settings)
+  const bundles = new BundleSource(settings.configFile, clock)
+  bundles.onReload((r) => logReload(log, metrics, bundles, r))
+  if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
+  else bundles.reload()
+
+  const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: observerFor(log, metrics, store) })
+  const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
+  const decide = (input: RequestInput, collectDescriptors = false): Decision | Promise<Decision> => {
+    const start = process.hrtime.bigint()
+    const d = engine.evaluate(bundles.current, new RequestView(input, trusted), clock(), collectDescriptors)
+    if (d instanceof Promise) return d.then((x) => (recordDecision(metrics, x, start), x))
+    recordDecision(metrics, d, start)
+    return d
+  }
+
+  let proxy: Proxy | undefined
+  const routes = new Map<string, Handler>()
+  const admin = new Map<string, Handler>([
+    ['/livez', livez],
+    ['/readyz', readyz({ bundle: () => bundles.current, store: () => store.health() })],
+    ['/metrics', (_req: IncomingMessage, res: ServerResponse) => {
+      metrics.registry.metrics().then((text) => {
+        res.writeHead(200, ['content-type', metrics.registry.contentType, 'cache-control', 'no-store'])
+        res.end(text)
+      }, (err: Error) => sendJson(res, 500, { error: err.message }))
+    }],
+  ])
+  const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
+  if (!separateAdmin) for (const [k, v] of admin) routes.set(k, v)
+
+  let fallback: Handler
+  if (settings.mode === 'reverse_proxy') {
+    const p = createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) })
+    proxy = p
+    const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision): void => {
+      if (d.allowed) p.forward(req, res, allowHeaders(d))
+      else sendRejection(res, d, settings.exposeReason)
+    }
+    fallback = (req, res) => {
+      const d = decide(inputFromRequest(req))
+      if (d instanceof Promise) d.then((x) => onDecision(req, res, x))
+      else onDecision(req, res, d)
+    }
+  } else {
+    fallback = (_req, res) => sendJson(res, 404, { error: 'not_found' })
+  }
+
+  const listener: Listener = createListener({
+    settings,
+    log,
+    routes,
+    fallback,
+    upgrade: proxy
+      ? (req, socket, head) => {
+          const d = decide(inputFromRequest(req))
+          const go = (x: Decision): void => {
+            if (x.allowed) proxy!.upgrade(req, socket, head)
+            else socket.end(`HTTP/1.1 ${x.status} ${x.status === 429 ? 'Too Many Requests' : 'Service Unavailable'}\r\nconnection: close\r\ncontent-length: 0\r\n${x.retryAfterS ? `retry-after: ${x.retryAfterS}\r\n` : ''}\r\n`)
+          }
+          if (d instanceof Promise) d.then(go)
+          else go(d)
+        }
+      : undefined,
+  })
+  const address = await listener.listen(settings.port, settings.host)
+  let adminListener: Listener | undefined
+  let adminAddress: AddressInfo | undefined
+  if (separateAdmin) {
+    adminListener = createListener({ settings, log, routes: admin, fallback: (_req, res) => sendJson(res, 404, { error: 'not_found' }) })
+    adminAddress = await adminListener.listen(settings.adminPort!, settings.host)
+  }
+
+  const sweeper = store instanceof MemoryStore ? setInterval(() => store.sweep(clock() / 1000), 1000) : undefined
+  sweeper?.unref()
+  const onHup = (): void => void bundles.reload()
+  process.on('SIGHUP', onHup)
+
+  log.info(
+    { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION },
+    `fairvisor listening on ${address.address}:${address.port}`,
+  )
+
+  let closing: Promise<void> | undefined
+  const shutdown = (): Promise<void> =>
+    (closing ??= (async () => {
+      log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
+      process.off('SIGHUP', onHup)
+      if (sweeper) clearInterval(sweeper)
+      await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs)])
+      await Promise.allSettled([proxy?.close(), store.close()])
+      log.info('shutdown complete')
+    })())
+
+  return { address, adminAddress, bundles, metrics, log, decide, shutdown }
+}

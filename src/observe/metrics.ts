@@ -1,0 +1,62 @@
+/**
+ * Prometheus metrics (SPEC §10) on a private prom-client registry. Every name
+ * exists from start-up. Label values are bounded: actions, reasons, policy
+ * ids and descriptor key names come from the bundle or from fixed lists,
+ * never from traffic (no paths, no limit-key values).
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+export const RETRY_AFTER_BUCKETS = [
+  [1, 'le_1'], [5, 'le_5'], [10, 'le_10'], [30, 'le_30'], [60, 'le_60'],
+  [300, 'le_300'], [900, 'le_900'], [3600, 'le_3600'],
+] as const
+
+export function retryAfterBucket(seconds: number): string {
+  for (const [le, name] of RETRY_AFTER_BUCKETS) if (seconds <= le) return name
+  return 'gt_3600'
+}
+
+export function createMetrics() {
+  const registry = new Registry()
+  const r = [registry]
+  const m = {
+    registry,
+    decisions: new Counter({ name: 'fairvisor_decisions_total', help: 'Decisions by action, reason and policy.', labelNames: ['action', 'reason', 'policy'], registers: r }),
+    decisionDuration: new Histogram({
+      name: 'fairvisor_decision_duration_seconds',
+      help: 'Time to decide one request, store call included.',
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+      registers: r,
+    }),
+    ratelimitRemaining: new Gauge({ name: 'fairvisor_ratelimit_remaining', help: 'RateLimit-Remaining of the last decision per policy.', labelNames: ['policy'], registers: r }),
+    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens consumed by allowed requests.', labelNames: ['policy'], registers: r }),
+    tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the last bucket touched per policy.', labelNames: ['policy'], registers: r }),
+    tokenEstimationAccuracy: new Gauge({ name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM token estimate accuracy (actual / estimated).', registers: r }),
+    tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved but not used.', registers: r }),
+    loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection.', registers: r }),
+    circuitState: new Gauge({ name: 'fairvisor_circuit_state', help: 'Circuit breaker state per target (0 closed, 1 open).', labelNames: ['target'], registers: r }),
+    killSwitchActive: new Gauge({ name: 'fairvisor_kill_switch_active', help: 'Kill switches in the loaded bundle that have not expired.', registers: r }),
+    shadowModeActive: new Gauge({ name: 'fairvisor_shadow_mode_active', help: 'Policies running in shadow mode.', registers: r }),
+    globalShadowActive: new Gauge({ name: 'fairvisor_global_shadow_active', help: '1 while global_shadow is active.', registers: r }),
+    killSwitchOverrideActive: new Gauge({ name: 'fairvisor_kill_switch_override_active', help: '1 while kill_switch_override is active.', registers: r }),
+    saasReachable: new Gauge({ name: 'fairvisor_saas_reachable', help: 'Always 0: this gateway runs without a SaaS control plane.', registers: r }),
+    saasCalls: new Counter({ name: 'fairvisor_saas_calls_total', help: 'Always 0: this gateway runs without a SaaS control plane.', registers: r }),
+    eventsSent: new Counter({ name: 'fairvisor_events_sent_total', help: 'Always 0: this gateway sends no events to a control plane.', registers: r }),
+    configInfo: new Gauge({ name: 'fairvisor_config_info', help: 'Loaded bundle version and hash (value 1).', labelNames: ['version', 'hash'], registers: r }),
+    buildInfo: new Gauge({ name: 'fairvisor_build_info', help: 'Gateway version (value 1).', labelNames: ['version'], registers: r }),
+    descriptorMissing: new Counter({ name: 'fairvisor_descriptor_missing_total', help: 'Rules skipped because a limit key was missing, by key name.', labelNames: ['key'], registers: r }),
+    retryAfterBucket: new Counter({ name: 'fairvisor_retry_after_bucket_total', help: 'Rejects by Retry-After range.', labelNames: ['bucket'], registers: r }),
+    shadowRejects: new Counter({ name: 'fairvisor_shadow_would_reject_total', help: 'Would-be rejects of shadow policies.', labelNames: ['policy'], registers: r }),
+    reloads: new Counter({ name: 'fairvisor_config_reload_total', help: 'Bundle loads by result.', labelNames: ['result'], registers: r }),
+    storeErrors: new Counter({ name: 'fairvisor_store_errors_total', help: 'Store calls that failed or missed their deadline.', labelNames: ['store'], registers: r }),
+  }
+  m.saasReachable.set(0)
+  m.globalShadowActive.set(0)
+  m.killSwitchOverrideActive.set(0)
+  m.killSwitchActive.set(0)
+  m.shadowModeActive.set(0)
+  for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
+  return m
+}
+
+export type Metrics = ReturnType<typeof createMetrics>

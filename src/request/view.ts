@@ -1,0 +1,97 @@
+/**
+ * RequestView: the request as the engine sees it. Everything is lazy and
+ * memoised, so a request pays only for the inputs some loaded rule reads
+ * (a bundle keyed on one header never parses the query or the JWT).
+ */
+import type { BlockList } from 'node:net'
+import { clientIp } from './client-ip.js'
+import { claimString, decodeBearer, type Claims } from './jwt.js'
+
+/** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes. */
+export interface RequestInput {
+  method: string
+  /** Path without the query string. */
+  path: string
+  /** Query string without `?` ('' when none). */
+  rawQuery: string
+  /** Host header as received (port and case are normalised here). */
+  host: string
+  /** Flat [name, value, …] list as received. */
+  rawHeaders: readonly string[]
+  /** Socket peer address. */
+  peer: string
+}
+
+/** Header names are compared case-insensitively with `-` and `_` equivalent (SPEC §3). */
+export function headerKey(name: string): string {
+  return name.toLowerCase().replace(/_/g, '-')
+}
+
+export function normaliseHost(raw: string): string {
+  let h = raw.trim().toLowerCase()
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']')
+    h = end > 0 ? h.slice(0, end + 1) : h
+  } else {
+    const colon = h.indexOf(':')
+    if (colon !== -1) h = h.slice(0, colon)
+  }
+  while (h.endsWith('.')) h = h.slice(0, -1)
+  return h
+}
+
+export class RequestView {
+  readonly method: string
+  readonly path: string
+  private readonly input: RequestInput
+  private readonly trusted: BlockList | undefined
+  private _ip: string | undefined
+  private _host: string | undefined
+  private _claims: Claims | null | undefined
+  private _query: URLSearchParams | undefined
+  private _headers: Map<string, string> | undefined
+
+  constructor(input: RequestInput, trusted: BlockList | undefined) {
+    this.input = input
+    this.method = input.method
+    this.path = input.path
+    this.trusted = trusted
+  }
+
+  get host(): string {
+    return (this._host ??= normaliseHost(this.input.host))
+  }
+
+  get ip(): string {
+    return (this._ip ??= clientIp(this.input.peer, this.header('x-forwarded-for'), this.trusted))
+  }
+
+  /** First value of a header; `name` must already be a headerKey(). */
+  header(name: string): string | undefined {
+    if (this._headers === undefined) {
+      const map = new Map<string, string>()
+      const raw = this.input.rawHeaders
+      for (let i = 0; i < raw.length; i += 2) {
+        const k = headerKey(raw[i]!)
+        if (!map.has(k)) map.set(k, raw[i + 1]!)
+      }
+      this._headers = map
+    }
+    return this._headers.get(name)
+  }
+
+  query(name: string): string | undefined {
+    this._query ??= new URLSearchParams(this.input.rawQuery)
+    return this._query.get(name) ?? undefined
+  }
+
+  get claims(): Claims | undefined {
+    if (this._claims === undefined) this._claims = decodeBearer(this.header('authorization')) ?? null
+    return this._claims ?? undefined
+  }
+
+  claim(name: string): string | undefined {
+    const c = this.claims
+    return c === undefined ? undefined : claimString(c[name])
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * Environment → one frozen Settings object. Every variable is parsed here and
+ * nowhere else; a bad value throws a SettingError naming the variable and what
+ * is allowed, and the CLI turns that into one line on stderr and exit code 2.
+ */
+import { BlockList, isIP } from 'node:net'
+import { SettingError } from './errors.js'
+
+export type Mode = 'reverse_proxy' | 'decision_service'
+export type FailPolicy = 'open' | 'closed'
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
+
+export interface Settings {
+  mode: Mode
+  /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
+  backendUrl: URL | undefined
+  host: string
+  /** 0 picks a free port; the bound port is logged at start-up. */
+  port: number
+  /** When set, /livez /readyz /metrics are served here instead of the main listener (reverse_proxy mode). */
+  adminPort: number | undefined
+  logLevel: LogLevel
+  accessLog: boolean
+  configFile: string | undefined
+  trustedProxies: BlockList
+  trustedProxiesText: string
+  /** Backend response-header and body idle deadline in ms (504 when exceeded). Default 30000. */
+  upstreamTimeoutMs: number
+  /** Backend connect deadline in ms (502 when exceeded). Default 5000. */
+  upstreamConnectTimeoutMs: number
+  /** Keep-alive connections per backend. Default 256. */
+  upstreamConnections: number
+  /** Slowloris guard: whole request head must arrive within this. Default 10000. */
+  headersTimeoutMs: number
+  /** Whole request (head and body) must arrive within this; 0 disables. Default 300000. */
+  requestTimeoutMs: number
+  /** Idle keep-alive client connections are closed after this. Default 65000. */
+  keepAliveTimeoutMs: number
+  /** Largest accepted request head in bytes (431 above). Default 16384. */
+  maxHeaderSize: number
+  /** Graceful shutdown bound: in-flight requests get this long, then sockets are destroyed. Default 25000. */
+  shutdownTimeoutMs: number
+  /** `memory` or a redis:// / rediss:// / redis+cluster:// / unix socket URL. */
+  store: string
+  /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
+  sharedDictBytes: number
+  failPolicy: FailPolicy
+  redisTimeoutMs: number
+  exposeReason: boolean
+  debugSessionSecret: string | undefined
+  jwtHmacSecret: string | undefined
+  jwksFile: string | undefined
+  jwksUrl: string | undefined
+  asnMapFile: string | undefined
+}
+
+type Env = Record<string, string | undefined>
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], dflt: T): T {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  if ((allowed as readonly string[]).includes(raw)) return raw as T
+  throw new SettingError(name, `"${raw}" is not allowed; use one of ${allowed.join(', ')}`)
+}
+
+function integer(env: Env, name: string, dflt: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  if (!/^\d+$/.test(raw.trim())) throw new SettingError(name, `"${raw}" is not an integer; use an integer from ${min} to ${max}`)
+  const n = Number(raw.trim())
+  if (n < min || n > max) throw new SettingError(name, `${n} is out of range; use an integer from ${min} to ${max}`)
+  return n
+}
+
+function bool(env: Env, name: string, dflt: boolean): boolean {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return dflt
+  const v = raw.trim().toLowerCase()
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true
+  if (['0', 'false', 'no', 'off'].includes(v)) return false
+  throw new SettingError(name, `"${raw}" is not a boolean; use true or false`)
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const raw = env[name]
+  return raw === undefined || raw === '' ? undefined : raw
+}
+
+/** nginx-style sizes: 128m, 64k, 1g, or plain bytes. */
+export function parseSize(raw: string): number | undefined {
+  const m = /^\s*(\d+)\s*([kmg]?)b?\s*$/i.exec(raw)
+  if (!m) return undefined
+  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g']
+  return Number(m[1]) * mult
+}
+
+function size(env: Env, name: string, dflt: string): number {
+  const raw = env[name] || dflt
+  const n = parseSize(raw)
+  if (n === undefined || n < 1024 * 1024) throw new SettingError(name, `"${raw}" is not a size of at least 1m; use bytes or a number with k, m or g (e.g. 128m)`)
+  return n
+}
+
+export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
+  const list = new BlockList()
+  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const [addr, prefixText, extra] = part.split('/')
+    const family = isIP(addr ?? '')
+    if (extra !== undefined || family === 0) throw new SettingError(name, `"${part}" is not an IP address or CIDR; use a comma-separated list like 10.0.0.0/8,::1`)
+    const type = family === 4 ? 'ipv4' : 'ipv6'
+    if (prefixText === undefined) {
+      list.addAddress(addr!, type)
+      continue
+    }
+    const max = family === 4 ? 32 : 128
+    const prefix = /^\d+$/.test(prefixText) ? Number(prefixText) : NaN
+    if (!(prefix >= 0 && prefix <= max)) throw new SettingError(name, `"${part}" has a bad prefix length; use 0 to ${max}`)
+    list.addSubnet(addr!, prefix, type)
+  }
+  return list
+}
+
+function backendUrl(env: Env, mode: Mode): URL | undefined {
+  const raw = optional(env, 'FAIRVISOR_BACKEND_URL')
+  if (raw === undefined) {
+    if (mode === 'reverse_proxy') throw new SettingError('FAIRVISOR_BACKEND_URL', 'is required in reverse_proxy mode; use an http(s) URL like http://127.0.0.1:3000')
+    return undefined
+  }
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" is not a URL; use an http(s) URL like http://127.0.0.1:3000`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must use http or https`)
+  if (url.pathname !== '/' || url.search) throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must be an origin without a path or query (requests keep their own path)`)
+  return url
+}
+
+function storeUrl(env: Env): string {
+  const raw = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
+  if (raw === 'memory' || /^(redis|rediss|redis\+cluster|unix):\/\/.+/.test(raw) || raw.startsWith('/')) return raw
+  throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2 or unix:///path/to/redis.sock`)
+}
+
+export function loadSettings(env: Env = process.env): Readonly<Settings> {
+  const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
+  const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
+  const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
+  const settings: Settings = {
+    mode,
+    backendUrl: backendUrl(env, mode),
+    host: optional(env, 'FAIRVISOR_HOST') ?? '0.0.0.0',
+    port: integer(env, 'FAIRVISOR_PORT', 8080, 0, 65535),
+    adminPort: adminPortRaw === undefined ? undefined : integer(env, 'FAIRVISOR_ADMIN_PORT', 0, 0, 65535),
+    logLevel: oneOf(env, 'FAIRVISOR_LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info'),
+    accessLog: bool(env, 'FAIRVISOR_ACCESS_LOG', false),
+    configFile: optional(env, 'FAIRVISOR_CONFIG_FILE'),
+    trustedProxies: parseTrustedProxies(trustedProxiesText),
+    trustedProxiesText,
+    upstreamTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_TIMEOUT_MS', 30000, 1, 3_600_000),
+    upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
+    upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
+    headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
+    requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
+    keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
+    maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
+    shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
+    store: storeUrl(env),
+    sharedDictBytes: size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'),
+    failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
+    redisTimeoutMs: integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', 50, 1, 60_000),
+    exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
+    debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
+    jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
+    jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
+    jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
+    asnMapFile: optional(env, 'FAIRVISOR_ASN_MAP_FILE'),
+  }
+  if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
+    throw new SettingError('FAIRVISOR_HEADERS_TIMEOUT_MS', `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`)
+  }
+  return Object.freeze(settings)
+}

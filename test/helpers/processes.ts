@@ -1,0 +1,115 @@
+/**
+ * Real processes for end-to-end tests: the gateway (dist/cli.js, port 0,
+ * port read back from its start-up log line) and backend HTTP servers on
+ * port 0 in this process.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url))
+
+export interface LogLine {
+  level: string
+  msg: string
+  [k: string]: unknown
+}
+
+export interface GatewayProcess {
+  proc: ChildProcess
+  port: number
+  adminPort: number | undefined
+  url: string
+  logs: LogLine[]
+  stderr: string[]
+  /** Resolves with the first log line (past or future) that satisfies `pred`. */
+  waitForLog(pred: (l: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>
+  /** Send `signal` (default SIGTERM) and resolve with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+  exited: Promise<number | null>
+}
+
+export async function startGateway(env: Record<string, string | undefined>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<GatewayProcess> {
+  const proc = spawn(process.execPath, [CLI], {
+    cwd: opts.cwd ?? ROOT,
+    env: { PATH: process.env.PATH, FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const logs: LogLine[] = []
+  const stderr: string[] = []
+  const waiters: { pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = []
+  createInterface({ input: proc.stdout! }).on('line', (line) => {
+    let parsed: LogLine
+    try {
+      parsed = JSON.parse(line) as LogLine
+    } catch {
+      parsed = { level: 'raw', msg: line }
+    }
+    logs.push(parsed)
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i]!.pred(parsed)) waiters.splice(i, 1)[0]!.resolve(parsed)
+    }
+  })
+  createInterface({ input: proc.stderr! }).on('line', (line) => stderr.push(line))
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+
+  const waitForLog = (pred: (l: LogLine) => boolean, timeoutMs = 5000): Promise<LogLine> => {
+    const found = logs.find(pred)
+    if (found) return Promise.resolve(found)
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`log line not seen within ${timeoutMs} ms; stderr: ${stderr.join('\n')}; logs: ${logs.slice(-5).map((l) => JSON.stringify(l)).join('\n')}`)), timeoutMs)
+      waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
+    })
+  }
+  const listening = await Promise.race([
+    waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'), opts.timeoutMs ?? 10000),
+    exited.then((code) => {
+      throw new Error(`gateway exited with ${code} before listening: ${stderr.join('\n')}`)
+    }),
+  ])
+  const port = listening.port as number
+  return {
+    proc,
+    port,
+    adminPort: listening.adminPort as number | undefined,
+    url: `http://127.0.0.1:${port}`,
+    logs,
+    stderr,
+    waitForLog,
+    exited,
+    stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+      return exited
+    },
+  }
+}
+
+export interface Backend {
+  server: Server
+  port: number
+  url: string
+  /** Requests received so far. */
+  count: number
+  close(): Promise<void>
+}
+
+export async function startBackend(handler: (req: IncomingMessage, res: ServerResponse) => void = (_q, s) => s.end('ok')): Promise<Backend> {
+  const b = { count: 0 } as Backend
+  const server = createServer((req, res) => {
+    b.count++
+    handler(req, res)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  b.server = server
+  b.port = (server.address() as AddressInfo).port
+  b.url = `http://127.0.0.1:${b.port}`
+  b.close = () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections()
+      server.close(() => r())
+    })
+  return b
+}

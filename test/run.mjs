@@ -1,0 +1,27 @@
+// Test entry point (`npm test`): build, then run every test/**/*.test.ts with
+// node's test runner, one file at a time (the e2e suites time real traffic and
+// must not compete for the two cores). Extra args filter files by substring.
+import { execFileSync, spawnSync } from 'node:child_process'
+import { readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+
+function find(dir) {
+  const out = []
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name)
+    if (name === 'bench' || name === 'fixtures' || name === 'node_modules') continue
+    if (statSync(p).isDirectory()) out.push(...find(p))
+    else if (name.endsWith('.test.ts')) out.push(p)
+  }
+  return out.sort()
+}
+
+execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' })
+const filters = process.argv.slice(2)
+const files = find('test').filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+if (files.length === 0) {
+  console.error('no test files matched')
+  process.exit(1)
+}
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit' })
+process.exit(r.status ?? 1)
