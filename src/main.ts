@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { BundleSource, type ReloadReport } from './bundle/source.js'
+import { watchBundle } from './bundle/watch.js'
 import { Engine, type Decision, type EngineObserver } from './engine/evaluate.js'
 import { livez, readyz } from './http/health.js'
 import { createProxy, sendJson, type Proxy } from './http/proxy.js'
@@ -157,6 +158,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   sweeper?.unref()
   const onHup = (): void => void bundles.reload()
   process.on('SIGHUP', onHup)
+  // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload.
+  const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
+  await watcher.ready
 
   log.info(
     { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION },
@@ -168,6 +172,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
     (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
+      await watcher.close()
       if (sweeper) clearInterval(sweeper)
       await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs)])
       await Promise.allSettled([proxy?.close(), store.close()])

@@ -3,8 +3,9 @@
  * A new bundle is built aside and swapped in whole; a bad or stale one
  * changes nothing (the last good bundle stays) and the reason is reported.
  */
+import { readFileSync } from 'node:fs'
 import type { CompiledBundle } from './compile.js'
-import { loadBundleFile, type LoadResult } from './load.js'
+import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadResult } from './load.js'
 
 export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic'
 
@@ -19,6 +20,8 @@ export interface ReloadReport {
 export class BundleSource {
   private bundle: CompiledBundle | null = null
   private readonly listeners: ((r: ReloadReport) => void)[] = []
+  /** Hash of the bytes last tried (applied or not), so the watcher skips events that changed nothing. */
+  private lastTried: string | undefined
 
   constructor(
     readonly path: string | undefined,
@@ -36,7 +39,37 @@ export class BundleSource {
   /** Load the file again and apply it when valid and strictly newer. */
   reload(): ReloadReport {
     if (this.path === undefined) return { result: 'invalid', file: '', errors: ['FAIRVISOR_CONFIG_FILE is not set'], warnings: [] }
-    const report = this.apply(loadBundleFile(this.path, this.clock()))
+    return this.load(false)!
+  }
+
+  /**
+   * The watcher's reload: only when the file's bytes differ from the last ones
+   * tried. Events on unrelated names, a rewrite with the same bytes, or a
+   * file that is momentarily missing (delete-and-recreate) change nothing and
+   * report nothing; the next event brings the new file.
+   */
+  reloadIfChanged(): ReloadReport | undefined {
+    if (this.path === undefined) return undefined
+    return this.load(true)
+  }
+
+  private load(onlyIfChanged: boolean): ReloadReport | undefined {
+    const path = this.path!
+    let file: string
+    let bytes: Buffer
+    try {
+      file = resolveBundleFile(path)
+      bytes = readFileSync(file)
+    } catch {
+      return onlyIfChanged ? undefined : this.emit(this.apply(loadBundleFile(path, this.clock())))
+    }
+    const hash = bundleHash(bytes)
+    if (onlyIfChanged && hash === this.lastTried) return undefined
+    this.lastTried = hash
+    return this.emit(this.apply(loadBundleBytes(bytes, file, this.clock())))
+  }
+
+  private emit(report: ReloadReport): ReloadReport {
     for (const fn of this.listeners) fn(report)
     return report
   }
