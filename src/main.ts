@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net'
 import { BundleSource, type ReloadReport } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
 import { Engine, type Decision, type EngineObserver } from './engine/evaluate.js'
+import { createDebugSessions, debugHeaders } from './http/debug-session.js'
+import { decisionHandler } from './http/decision-api.js'
 import { livez, readyz } from './http/health.js'
 import { createProxy, sendJson, type Proxy } from './http/proxy.js'
 import { allowHeaders, inputFromRequest, sendRejection } from './http/respond.js'
@@ -52,6 +54,10 @@ function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserve
       metrics.storeErrors.inc({ store: store.kind })
       log.error({ err: { message: err.message, code: (err as { code?: string }).code } }, 'store call failed')
     },
+    limitCharged(policy, cost, tokensLeft) {
+      metrics.tokensConsumed.inc({ policy }, cost)
+      metrics.tokensRemaining.set({ policy }, tokensLeft)
+    },
   }
 }
 
@@ -73,7 +79,6 @@ function logReload(log: Logger, metrics: Metrics, bundles: BundleSource, r: Relo
   const b = bundles.current!
   metrics.configInfo.reset()
   metrics.configInfo.set({ version: String(b.version), hash: b.hash }, 1)
-  metrics.shadowModeActive.set(b.policies.filter((p) => p.shadow).length)
   log.info({ file: r.file, version: b.version, hash: b.hash, policies: b.policies.length }, 'bundle applied')
 }
 
@@ -84,6 +89,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const store = createStore(settings)
   const bundles = new BundleSource(settings.configFile, clock)
   bundles.onReload((r) => logReload(log, metrics, bundles, r))
+  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
 
@@ -110,6 +116,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
     }],
   ])
   const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
+  // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
+  const debug = createDebugSessions(settings.debugSessionSecret, clock)
+  for (const [k, v] of debug.routes) routes.set(k, v)
   if (!separateAdmin) for (const [k, v] of admin) routes.set(k, v)
 
   let fallback: Handler
@@ -120,12 +129,25 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
       if (d.allowed) p.forward(req, res, allowHeaders(d))
       else sendRejection(res, d, settings.exposeReason)
     }
+    const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint): void => {
+      const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !settings.exposeReason)
+      if (d.allowed) p.forward(req, res, [...(allowHeaders(d) ?? []), ...extra])
+      else sendRejection(res, d, settings.exposeReason, extra)
+    }
     fallback = (req, res) => {
+      if (debug.active(req)) {
+        const start = process.hrtime.bigint()
+        const d = decide(inputFromRequest(req), true)
+        if (d instanceof Promise) d.then((x) => onDebugDecision(req, res, x, start))
+        else onDebugDecision(req, res, d, start)
+        return
+      }
       const d = decide(inputFromRequest(req))
       if (d instanceof Promise) d.then((x) => onDecision(req, res, x))
       else onDecision(req, res, d)
     }
   } else {
+    routes.set('/v1/decision', decisionHandler({ decide, exposeReason: settings.exposeReason, debug }))
     fallback = (_req, res) => sendJson(res, 404, { error: 'not_found' })
   }
 

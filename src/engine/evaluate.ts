@@ -41,11 +41,26 @@ export interface ShadowReject {
   key: string
 }
 
+export interface PlannedLimit {
+  policyId: string
+  ruleName: string
+  algorithm: string
+  /** Full counter key, e.g. `tb:per_ip:10.0.0.1` (`shadow:` in front for shadow policies). */
+  key: string
+  composite: string
+  cost: number
+  shadow: boolean
+}
+
 /** Thin hooks so the hot path does not format logs or build label objects itself. */
 export interface EngineObserver {
   descriptorMissing(key: string, policyId: string, ruleName: string): void
   shadowReject(r: ShadowReject): void
   storeError(err: Error): void
+  /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
+  limitPlanned?(l: PlannedLimit): void
+  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving `tokensLeft` (metrics). */
+  limitCharged?(policyId: string, cost: number, tokensLeft: number): void
 }
 
 interface Planned {
@@ -133,6 +148,10 @@ export class Engine {
       composite = i === 0 ? v : `${composite}|${v}`
     }
     checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, rate: rule.rate, burst: rule.burst, cost: rule.cost(view), shadow })
+    if (this.opts.observer.limitPlanned) {
+      const ch = checks[checks.length - 1]!
+      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })
+    }
     planned.push({ policy, rule, shadow, composite })
   }
 
@@ -169,6 +188,14 @@ export class Engine {
       if (best === undefined || remaining < best.remaining) {
         best = { policyId: p.policy.id, burst: p.rule.burst, remaining, resetS: resetSeconds(o.tokens, p.rule.rate), windowS: p.rule.windowS }
         bestPlan = p
+      }
+    }
+    const obs = this.opts.observer
+    if (obs.limitCharged) {
+      // Only now is it known that nothing rejected, i.e. that the charges were committed.
+      for (let i = 0; i < planned.length; i++) {
+        const o = outcomes[i]
+        if (o !== undefined && !planned[i]!.shadow) obs.limitCharged(planned[i]!.policy.id, checks[i]!.cost, o.tokens)
       }
     }
     return {

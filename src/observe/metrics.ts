@@ -16,11 +16,32 @@ export function retryAfterBucket(seconds: number): string {
   return 'gt_3600'
 }
 
+/**
+ * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
+ * structural so observe/ needs nothing from bundle/.
+ */
+export interface LiveState {
+  bundle(): {
+    policies: readonly { shadow: boolean }[]
+    killSwitches: readonly { expiresAtMs: number | undefined }[]
+    globalShadowUntil: number | undefined
+    killSwitchOverrideUntil: number | undefined
+  } | null
+  nowMs(): number
+}
+
 export function createMetrics() {
   const registry = new Registry()
+  // Bound by bindLiveState(); until then the override gauges read as off.
+  let live: LiveState | undefined
+  const activeUntil = (until: number | undefined): number => (until !== undefined && live !== undefined && live.nowMs() < until ? 1 : 0)
   const r = [registry]
   const m = {
     registry,
+    /** Connect the scrape-time gauges to the bundle source and the clock (main.ts). */
+    bindLiveState(state: LiveState): void {
+      live = state
+    },
     decisions: new Counter({ name: 'fairvisor_decisions_total', help: 'Decisions by action, reason and policy.', labelNames: ['action', 'reason', 'policy'], registers: r }),
     decisionDuration: new Histogram({
       name: 'fairvisor_decision_duration_seconds',
@@ -29,16 +50,45 @@ export function createMetrics() {
       registers: r,
     }),
     ratelimitRemaining: new Gauge({ name: 'fairvisor_ratelimit_remaining', help: 'RateLimit-Remaining of the last decision per policy.', labelNames: ['policy'], registers: r }),
-    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens consumed by allowed requests.', labelNames: ['policy'], registers: r }),
-    tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the last bucket touched per policy.', labelNames: ['policy'], registers: r }),
+    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens charged to enforce limits by allowed requests, per policy.', labelNames: ['policy'], registers: r }),
+    tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the bucket of the last enforce limit charged, per policy.', labelNames: ['policy'], registers: r }),
     tokenEstimationAccuracy: new Gauge({ name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM token estimate accuracy (actual / estimated).', registers: r }),
     tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved but not used.', registers: r }),
     loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection.', registers: r }),
     circuitState: new Gauge({ name: 'fairvisor_circuit_state', help: 'Circuit breaker state per target (0 closed, 1 open).', labelNames: ['target'], registers: r }),
-    killSwitchActive: new Gauge({ name: 'fairvisor_kill_switch_active', help: 'Kill switches in the loaded bundle that have not expired.', registers: r }),
-    shadowModeActive: new Gauge({ name: 'fairvisor_shadow_mode_active', help: 'Policies running in shadow mode.', registers: r }),
-    globalShadowActive: new Gauge({ name: 'fairvisor_global_shadow_active', help: '1 while global_shadow is active.', registers: r }),
-    killSwitchOverrideActive: new Gauge({ name: 'fairvisor_kill_switch_override_active', help: '1 while kill_switch_override is active.', registers: r }),
+    // The next four are computed when scraped, from the current bundle and the
+    // clock, so an override or kill switch shows as off the moment it expires.
+    killSwitchActive: new Gauge({
+      name: 'fairvisor_kill_switch_active', help: 'Kill switches in the loaded bundle that have not expired.', registers: r,
+      collect() {
+        const b = live?.bundle()
+        if (!b) return void this.set(0)
+        const now = live!.nowMs()
+        let n = 0
+        for (const k of b.killSwitches) if (k.expiresAtMs === undefined || now < k.expiresAtMs) n++
+        this.set(n)
+      },
+    }),
+    shadowModeActive: new Gauge({
+      name: 'fairvisor_shadow_mode_active', help: 'Policies running in shadow mode now (all of them while global_shadow is active).', registers: r,
+      collect() {
+        const b = live?.bundle()
+        if (!b) return void this.set(0)
+        this.set(activeUntil(b.globalShadowUntil) ? b.policies.length : b.policies.filter((p) => p.shadow).length)
+      },
+    }),
+    globalShadowActive: new Gauge({
+      name: 'fairvisor_global_shadow_active', help: '1 while global_shadow is active.', registers: r,
+      collect() {
+        this.set(activeUntil(live?.bundle()?.globalShadowUntil))
+      },
+    }),
+    killSwitchOverrideActive: new Gauge({
+      name: 'fairvisor_kill_switch_override_active', help: '1 while kill_switch_override is active.', registers: r,
+      collect() {
+        this.set(activeUntil(live?.bundle()?.killSwitchOverrideUntil))
+      },
+    }),
     saasReachable: new Gauge({ name: 'fairvisor_saas_reachable', help: 'Always 0: this gateway runs without a SaaS control plane.', registers: r }),
     saasCalls: new Counter({ name: 'fairvisor_saas_calls_total', help: 'Always 0: this gateway runs without a SaaS control plane.', registers: r }),
     eventsSent: new Counter({ name: 'fairvisor_events_sent_total', help: 'Always 0: this gateway sends no events to a control plane.', registers: r }),
@@ -51,10 +101,6 @@ export function createMetrics() {
     storeErrors: new Counter({ name: 'fairvisor_store_errors_total', help: 'Store calls that failed or missed their deadline.', labelNames: ['store'], registers: r }),
   }
   m.saasReachable.set(0)
-  m.globalShadowActive.set(0)
-  m.killSwitchOverrideActive.set(0)
-  m.killSwitchActive.set(0)
-  m.shadowModeActive.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
   return m
 }

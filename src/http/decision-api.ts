@@ -1,0 +1,83 @@
+/**
+ * Decision service (SPEC §1): `POST /v1/decision` decides the request that an
+ * existing proxy (nginx auth_request, Envoy, Traefik ForwardAuth, Kong)
+ * describes in X-Original-* headers, and answers 200 (empty body, RateLimit
+ * headers), 429 or 503. The proxy forwards the client's own headers
+ * (Authorization, limit-key headers, X-Forwarded-For) on the same call.
+ *
+ * Client address: the socket peer is the calling proxy, so `ip:address` is
+ * the peer unless that peer is listed in FAIRVISOR_TRUSTED_PROXIES, in which
+ * case the X-Forwarded-For chain it sends is walked as in reverse_proxy mode.
+ * X-Real-IP is never believed: one rule for both modes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Decision } from '../engine/evaluate.js'
+import type { RequestInput } from '../request/view.js'
+import type { DebugSessions } from './debug-session.js'
+import { debugHeaders } from './debug-session.js'
+import { sendJson } from './proxy.js'
+import { allowHeaders, sendRejection } from './respond.js'
+import type { Handler } from './server.js'
+
+export interface DecisionApiOptions {
+  decide(input: RequestInput, collectDescriptors?: boolean): Decision | Promise<Decision>
+  exposeReason: boolean
+  debug: DebugSessions
+}
+
+/** Path and query of X-Original-URI; an absolute URI (`http://h/p?q`) is reduced to its path. */
+export function splitOriginalUri(raw: string | undefined): { path: string; rawQuery: string } {
+  let uri = raw === undefined || raw === '' ? '/' : raw
+  if (!uri.startsWith('/')) {
+    const scheme = uri.indexOf('://')
+    if (scheme !== -1) {
+      const slash = uri.indexOf('/', scheme + 3)
+      const q = uri.indexOf('?', scheme + 3)
+      uri = slash === -1 || (q !== -1 && q < slash) ? `/${q === -1 ? '' : uri.slice(q)}` : uri.slice(slash)
+    }
+  }
+  const hash = uri.indexOf('#')
+  if (hash !== -1) uri = uri.slice(0, hash)
+  const q = uri.indexOf('?')
+  return q === -1 ? { path: uri, rawQuery: '' } : { path: uri.slice(0, q), rawQuery: uri.slice(q + 1) }
+}
+
+function one(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v
+}
+
+/** The request a decision call describes. */
+export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
+  const h = req.headers
+  const { path, rawQuery } = splitOriginalUri(one(h['x-original-uri']))
+  return {
+    method: one(h['x-original-method']) || 'GET',
+    path,
+    rawQuery,
+    host: one(h['x-original-host']) || h.host || '',
+    rawHeaders: req.rawHeaders,
+    peer: req.socket.remoteAddress ?? '',
+  }
+}
+
+export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOptions): Handler {
+  const answer = (res: ServerResponse, d: Decision, debugging: boolean, startNs: bigint): void => {
+    const extra = debugging ? debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason) : undefined
+    if (!d.allowed) return sendRejection(res, d, exposeReason, extra)
+    const headers = allowHeaders(d) ?? []
+    if (extra) headers.push(...extra)
+    headers.push('content-length', '0', 'cache-control', 'no-store')
+    res.writeHead(200, headers)
+    res.end()
+  }
+  return (req, res) => {
+    if (req.method !== 'POST') return sendJson(res, 405, { error: 'method_not_allowed' }, ['allow', 'POST'])
+    // The body is not used; drain it so the keep-alive connection stays usable.
+    req.resume()
+    const debugging = debug.active(req)
+    const start = debugging ? process.hrtime.bigint() : 0n
+    const d = decide(inputFromDecisionCall(req), debugging)
+    if (d instanceof Promise) d.then((x) => answer(res, x, debugging, start))
+    else answer(res, d, debugging, start)
+  }
+}
