@@ -50,9 +50,10 @@ function fail(file: string, message: string, pointer = ''): LoadResult {
 export function loadBundleBytes(bytes: Buffer, file: string, now: number): LoadResult {
   let doc: unknown
   try {
-    doc = JSON.parse(bytes.toString('utf8'))
+    // A UTF-8 byte-order mark (editors on Windows add one) is not part of the JSON text.
+    doc = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''))
   } catch (err) {
-    return fail(file, `is not valid JSON (${(err as Error).message})`)
+    return fail(file, `the file is not valid JSON (${(err as Error).message.replace(/\s+/g, ' ').trim()})`)
   }
   const issues = validateBundle(doc, now)
   const fatal = issues.filter((i) => i.policyIndex === undefined && !i.warning)

@@ -25,7 +25,7 @@ export interface BundleIssue {
 
 export function formatIssue(file: string, i: BundleIssue): string {
   const where = i.policyId !== undefined ? `policy "${i.policyId}"${i.ruleName !== undefined ? `, rule "${i.ruleName}"` : ''}: ` : ''
-  return `${file}: ${i.pointer || '/'}: ${where}${i.message}`
+  return `${file}: ${i.pointer || '/'}: ${where}${i.message}${i.message.endsWith('.') ? '' : '.'}`
 }
 
 const require = createRequire(import.meta.url)
@@ -35,7 +35,7 @@ let validator: ValidateFunction | undefined
 function schemaValidator(): ValidateFunction {
   if (validator) return validator
   const Ajv2020 = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js').default
-  const ajv = new Ajv2020({ allErrors: true, strict: false })
+  const ajv = new Ajv2020({ allErrors: true, strict: false, verbose: true })
   const schema = JSON.parse(readFileSync(new URL('../../schemas/bundle.schema.json', import.meta.url), 'utf8')) as object
   validator = ajv.compile(schema)
   return validator
@@ -54,26 +54,57 @@ export function parseTimestamp(s: string): number | undefined {
   return t
 }
 
+/** What a pointer names, for the subject of a sentence: `burst`, `hosts[0]`, `the policy`, `the bundle`. */
+export function subjectOf(pointer: string): string {
+  if (pointer === '') return 'the bundle'
+  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  const last = parts[parts.length - 1]!
+  const parent = parts[parts.length - 2]
+  if (parent === 'match') return `the match value of "${last}"`
+  if (/^\d+$/.test(last)) {
+    if (parent === 'policies' && parts.length === 2) return 'the policy'
+    if (parent === 'rules') return 'the rule'
+    if (parent === 'kill_switches') return 'the kill switch'
+    if (parent === 'staged_actions') return `staged action ${last}`
+    return `${parent ?? ''}[${last}]`
+  }
+  return last
+}
+
+/** A JSON value quoted for a message, cut so one huge value cannot flood a log line. */
+function shown(v: unknown): string {
+  const s = JSON.stringify(v) ?? String(v)
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s
+}
+
+function typeName(t: string): string {
+  const names = t.split(',').map((x) => `${/^[aeiou]/.test(x) ? 'an' : 'a'} ${x}`)
+  return names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]!}` : names[0]!
+}
+
+/** One ajv error as a sentence whose subject is the property it is about. */
 function ajvMessage(e: ErrorObject): string {
   const p = e.params as Record<string, unknown>
+  const subject = subjectOf(e.instancePath)
+  const got = e.data === undefined ? '' : `, not ${shown(e.data)}`
   switch (e.keyword) {
-    case 'required': return `the required property "${String(p.missingProperty)}" is missing`
-    case 'type': return `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type).replace(',', ' or ')}`
-    case 'exclusiveMinimum': return `must be greater than ${String(p.limit)}`
-    case 'minimum': return `must be at least ${String(p.limit)}`
-    case 'maximum': return `must be at most ${String(p.limit)}`
-    case 'enum': return `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`
-    case 'minLength': return p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters long`
-    case 'maxLength': return `must be at most ${String(p.limit)} characters long`
-    case 'minItems': return p.limit === 1 ? 'must not be an empty list' : `must hold at least ${String(p.limit)} items`
-    case 'anyOf': return 'must set tokens_per_second (or its alias rps)'
+    case 'required': return `${String(p.missingProperty)} is required but missing`
+    case 'type': return `${subject} must be ${typeName(String(p.type))}${got}`
+    case 'exclusiveMinimum': return `${subject} must be greater than ${String(p.limit)}${got}`
+    case 'minimum': return `${subject} must be at least ${String(p.limit)}${got}`
+    case 'maximum': return `${subject} must be at most ${String(p.limit)}${got}`
+    case 'enum': return `${subject} must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}${got}`
+    case 'minLength': return p.limit === 1 ? `${subject} must not be empty` : `${subject} must be at least ${String(p.limit)} characters long`
+    case 'maxLength': return `${subject} must be at most ${String(p.limit)} characters long`
+    case 'minItems': return p.limit === 1 ? `${subject} must not be an empty list` : `${subject} must hold at least ${String(p.limit)} items`
+    case 'anyOf': return `${subject} must set tokens_per_second (or its alias rps)`
     case 'pattern':
-      if (e.schemaPath.includes('timestamp')) return 'must be a UTC time written exactly like 2026-01-01T00:00:00Z'
-      if (e.schemaPath.includes('costSource')) return 'must be fixed, header:<name> or query:<name>'
-      if (e.instancePath.endsWith('/scope_key')) return 'must be <source>:<name> with source jwt, header, query, ip or ua'
-      if (p.pattern === '^/') return 'must start with /'
-      return `must match ${String(p.pattern)}`
-    default: return e.message ?? `fails ${e.keyword}`
+      if (e.schemaPath.includes('timestamp')) return `${subject} must be a UTC time written exactly like 2026-01-01T00:00:00Z${got}`
+      if (e.schemaPath.includes('costSource')) return `${subject} must be fixed, header:<name> or query:<name>${got}`
+      if (e.instancePath.endsWith('/scope_key')) return `scope_key must be <source>:<name> with source jwt, header, query, ip or ua${got}`
+      if (p.pattern === '^/') return `${subject} must start with /${got}`
+      return `${subject} must match ${String(p.pattern)}${got}`
+    default: return `${subject} ${e.message ?? `fails ${e.keyword}`}`
   }
 }
 
@@ -114,7 +145,7 @@ function checkOverride(doc: RawBundle, key: 'global_shadow' | 'kill_switch_overr
   const o = doc[key]
   if (!o || o.enabled !== true || typeof o.expires_at !== 'string') return
   const t = parseTimestamp(o.expires_at)
-  if (t !== undefined && t <= now) out.push({ pointer: `/${key}/expires_at`, message: `is in the past; an enabled ${key} needs a future expires_at` })
+  if (t !== undefined && t <= now) out.push({ pointer: `/${key}/expires_at`, message: `${key} is enabled but its expires_at ${o.expires_at} is in the past; an enabled ${key} needs a future expires_at` })
 }
 
 function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void {
@@ -126,7 +157,7 @@ function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void 
     ...(doc.kill_switches ?? []).map((k, i): [string, unknown] => [`/kill_switches/${i}/expires_at`, k?.expires_at]),
   ]
   for (const [pointer, v] of stamps) {
-    if (typeof v === 'string' && TIMESTAMP.test(v) && parseTimestamp(v) === undefined) out.push({ pointer, message: `"${v}" is not a real calendar date and time` })
+    if (typeof v === 'string' && TIMESTAMP.test(v) && parseTimestamp(v) === undefined) out.push({ pointer, message: `${subjectOf(pointer)} "${v}" is not a real calendar date and time` })
   }
   if (typeof doc.expires_at === 'string') {
     const t = parseTimestamp(doc.expires_at)
@@ -134,6 +165,16 @@ function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void 
   }
   checkOverride(doc, 'global_shadow', now, out)
   checkOverride(doc, 'kill_switch_override', now, out)
+}
+
+/** Kill switch scope keys are descriptors: one that can never yield a value would silently never fire. */
+function checkKillSwitches(doc: RawBundle, out: BundleIssue[]): void {
+  for (const [i, k] of (doc.kill_switches ?? []).entries()) {
+    const d = compileDescriptor(k.scope_key)
+    if (d.ok) continue
+    if (d.unsupported) out.push({ pointer: `/kill_switches/${i}/scope_key`, message: `scope_key "${k.scope_key}" is not supported yet; this kill switch never fires`, warning: true })
+    else out.push({ pointer: `/kill_switches/${i}/scope_key`, message: d.message.replace(/^descriptor /, 'scope_key ') })
+  }
 }
 
 function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
@@ -149,12 +190,15 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
   if (rule.algorithm === 'token_bucket') {
     const rate = (c.tokens_per_second ?? c.rps) as number
     if (typeof c.burst === 'number' && c.burst < rate) out.push({ pointer: `${base}/algorithm_config/burst`, message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
+    else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
+      out.push({ pointer: `${base}/algorithm_config/fixed_cost`, message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
+    }
   } else if (rule.algorithm === 'cost_based') {
     const stages = c.staged_actions as { threshold: number; action: string }[]
     for (let i = 1; i < stages.length; i++) {
-      if (!(stages[i]!.threshold > stages[i - 1]!.threshold)) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold`, message: `thresholds must be strictly ascending (${stages[i]!.threshold} follows ${stages[i - 1]!.threshold})` })
+      if (!(stages[i]!.threshold > stages[i - 1]!.threshold)) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold`, message: `staged_actions thresholds must be strictly ascending (${stages[i]!.threshold} follows ${stages[i - 1]!.threshold})` })
     }
-    if (!stages.some((s) => s.action === 'reject' && s.threshold === 100)) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'must contain a reject action at threshold 100' })
+    if (!stages.some((s) => s.action === 'reject' && s.threshold === 100)) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain a reject action at threshold 100' })
     out.push({ pointer: `${base}/algorithm`, message: 'algorithm cost_based is not supported yet; the rule is skipped', warning: true })
   } else if (rule.algorithm === 'token_bucket_llm') {
     if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
@@ -186,9 +230,13 @@ export function validateBundle(doc: unknown, now: number): BundleIssue[] {
   if (attributed.some((i) => i.policyIndex === undefined)) return attributed
   const semantic: BundleIssue[] = []
   checkTimestamps(bundle, now, semantic)
+  checkKillSwitches(bundle, semantic)
   const broken = new Set(attributed.map((i) => i.policyIndex))
   bundle.policies.forEach((p, i) => {
     if (!broken.has(i)) checkPolicy(p, i, semantic)
   })
-  return [...attributed, ...semantic.map((i) => attribute(bundle, i))]
+  const all = [...attributed, ...semantic.map((i) => attribute(bundle, i))]
+  // A dropped policy's "not supported yet" warnings would only be noise next to its error.
+  const dropped = new Set(all.filter((i) => !i.warning && i.policyIndex !== undefined).map((i) => i.policyIndex))
+  return all.filter((i) => !(i.warning && dropped.has(i.policyIndex)))
 }

@@ -50,7 +50,7 @@ export function compileDescriptor(key: string): DescriptorCompile {
         default: return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
       }
     case 'ua':
-      if (name === 'bot' || name === 'bot_category') return { ok: false, unsupported: true, message: `descriptor "${key}" is not supported yet` }
+      if (name === 'bot' || name === 'bot_category') return { ok: false, unsupported: true, message: `descriptor "${key}" is not supported yet; the rule is skipped` }
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
     default:
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip: or ua: keys` }
