@@ -1,0 +1,161 @@
+/**
+ * Redis Cluster store. A script can only touch keys of one hash slot, and the
+ * limits of one request usually live in several slots, so:
+ *
+ * 1. checks are grouped by slot (keySlot) and every slot gets ONE call of the
+ *    token-bucket script, all slots in parallel. Within a slot the call is
+ *    atomic and all-or-nothing per group, exactly like the standalone store;
+ * 2. the per-slot outcomes are merged in the request's check order: per group
+ *    the first reject wins, later checks of that group get no outcome;
+ * 3. if a group rejected, the slots that committed that group (because
+ *    nothing rejected on their side) get a refund call giving the tokens back.
+ *
+ * So no tokens stay spent for a rejected request, but between the take and
+ * the refund (one round trip) other requests see the tokens as taken and may
+ * be rejected early. Nothing can be over-granted: a refund never returns more
+ * than was taken and never fills a bucket past its burst. Refunds are sent
+ * without waiting for them; they go out on the same node connections before
+ * any later call of this gateway.
+ *
+ * The deadline (FAIRVISOR_REDIS_TIMEOUT_MS) covers the whole request; a slot
+ * reply that arrives after it (or next to another slot's failure) is refunded.
+ */
+import { Cluster } from 'ioredis'
+import { StoreError } from '../errors.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, storeError, takeArgs, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { keySlot } from './redis-slot.js'
+import type { Check, Outcomes, Store, StoreHealth } from './store.js'
+
+type TakeReply = (string | number)[]
+
+export class RedisClusterStore implements Store {
+  readonly kind = 'redis-cluster'
+  readonly client: Cluster & ScriptCommands
+  private readonly failOpen: boolean
+  private readonly timeoutMs: number
+  private lastCallFailed = false
+  /** Refund calls sent (observability for tests and operators). */
+  refunds = 0
+
+  constructor(private readonly opts: RedisStoreOptions) {
+    const t = opts.target
+    this.failOpen = opts.failPolicy === 'open'
+    this.timeoutMs = opts.timeoutMs
+    const node = connectionOptions(t)
+    const client = new Cluster(t.nodes, {
+      enableOfflineQueue: false,
+      scaleReads: 'master',
+      clusterRetryStrategy: reconnectDelay,
+      slotsRefreshTimeout: 1000,
+      retryDelayOnClusterDown: 50,
+      retryDelayOnTryAgain: 50,
+      dnsLookup: (address, cb) => cb(null, address),
+      redisOptions: {
+        ...node,
+        // Our own deadline answers the request; the node timeout is longer so
+        // a late reply still arrives and its tokens can be refunded.
+        commandTimeout: Math.max(1000, opts.timeoutMs * 4),
+      },
+    })
+    defineScripts(client)
+    this.client = client as Cluster & ScriptCommands
+    watchConnection(client, 'redis-cluster', opts.log)
+  }
+
+  waitReady(ms: number): Promise<boolean> {
+    if (this.client.status === 'ready') return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const done = (v: boolean): void => {
+        clearTimeout(t)
+        this.client.off('ready', onReady)
+        resolve(v)
+      }
+      const onReady = (): void => done(true)
+      const t = setTimeout(() => done(false), ms)
+      this.client.on('ready', onReady)
+    })
+  }
+
+  apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
+    const slots = new Map<number, number[]>()
+    for (let i = 0; i < checks.length; i++) {
+      const s = keySlot(checks[i]!.key)
+      const list = slots.get(s)
+      if (list) list.push(i)
+      else slots.set(s, [i])
+    }
+    const groups = [...slots.values()]
+    const calls = groups.map((idx) => this.client.fvTake(...takeArgs(checks, idx)))
+    return new Promise<Outcomes>((resolve, reject) => {
+      let settled = false
+      const fail = (err: unknown): void => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        this.lastCallFailed = true
+        // Whatever a slot committed for this failed request is given back when (if) its reply comes.
+        calls.forEach((c, g) => c.then((reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]), () => undefined))
+        reject(storeError(err))
+      }
+      const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
+      Promise.all(calls).then((replies) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        this.lastCallFailed = false
+        resolve(this.merge(checks, groups, replies))
+      }, fail)
+    })
+  }
+
+  private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[]): Outcomes {
+    const out: Outcomes = new Array(checks.length)
+    for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g])
+    // Per group (0 enforce, 1 shadow) the first reject in request order ends it.
+    const cut = [checks.length, checks.length]
+    for (let i = 0; i < checks.length; i++) {
+      const o = out[i]
+      const grp = checks[i]!.shadow ? 1 : 0
+      if (i > cut[grp]!) out[i] = undefined
+      else if (o !== undefined && !o.allowed) cut[grp] = i
+    }
+    const rejected: [boolean, boolean] = [cut[0]! < checks.length, cut[1]! < checks.length]
+    if (rejected[0] || rejected[1]) {
+      for (let g = 0; g < groups.length; g++) this.refundCommitted(checks, groups[g]!, replies[g]!, rejected)
+    }
+    return out
+  }
+
+  /** Refund the checks of `idx` whose group committed in this slot's reply, for the groups flagged in `groupsToRefund`. */
+  private refundCommitted(checks: readonly Check[], idx: readonly number[], reply: TakeReply, groupsToRefund: [boolean, boolean]): void {
+    // A slot committed a group only if none of that group's checks rejected there.
+    const localReject = [false, false]
+    for (let k = 0; k < idx.length; k++) if (Number(reply[k * 3]) === 0) localReject[checks[idx[k]!]!.shadow ? 1 : 0] = true
+    const args: (string | number)[] = []
+    const keys: string[] = []
+    for (let k = 0; k < idx.length; k++) {
+      const c = checks[idx[k]!]!
+      const grp = c.shadow ? 1 : 0
+      if (!groupsToRefund[grp] || localReject[grp] || Number(reply[k * 3]) !== 1) continue
+      keys.push(c.key)
+      args.push(c.rate, c.burst, c.cost)
+    }
+    if (keys.length === 0) return
+    this.refunds++
+    this.client.fvRefund(keys.length, ...keys, ...args).catch((err: Error) => {
+      this.opts.log?.('warn', { store: 'redis-cluster', err: err.message, keys: keys.length }, 'refund of a rejected request failed; those tokens stay spent until the bucket refills')
+    })
+  }
+
+  health(): StoreHealth {
+    const status = this.client.status
+    const state = status !== 'ready' ? 'connecting' : this.lastCallFailed ? 'degraded' : 'ok'
+    return { state, ready: this.failOpen || status === 'ready' }
+  }
+
+  async close(): Promise<void> {
+    this.client.removeAllListeners('close') // a deliberate close is not an outage
+    await Promise.race([this.client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
+    this.client.disconnect()
+  }
+}

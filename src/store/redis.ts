@@ -1,0 +1,178 @@
+/**
+ * Redis store: every limit of one request is checked and committed by ONE
+ * EVALSHA of the token-bucket script (redis-script.ts), atomically, all or
+ * nothing per group, on the server's clock. ioredis sends EVALSHA and falls
+ * back to EVAL on a NOSCRIPT reply (Redis restarted or SCRIPT FLUSH), which
+ * also re-caches the script, so a flush never reaches a client.
+ *
+ * Failure handling: a call that errors or misses its deadline
+ * (FAIRVISOR_REDIS_TIMEOUT_MS) throws StoreError and the engine applies the
+ * fail policy. While Redis is down nothing queues: the offline queue is off,
+ * so a call fails at once, and the client reconnects every 100–500 ms in the
+ * background; limiting resumes by itself on reconnect.
+ */
+import { Redis, type RedisOptions } from 'ioredis'
+import { StoreError } from '../errors.js'
+import type { FailPolicy } from '../settings.js'
+import { TAKE_LUA, REFUND_LUA } from './redis-script.js'
+import type { RedisTarget } from './redis-url.js'
+import type { Check, Outcomes, Store, StoreHealth } from './store.js'
+
+export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
+
+export interface RedisStoreOptions {
+  target: RedisTarget
+  /** Deadline of each call in ms (FAIRVISOR_REDIS_TIMEOUT_MS, default 50). */
+  timeoutMs: number
+  /** Readiness: in `open` mode the gateway stays ready while Redis is down. */
+  failPolicy: FailPolicy
+  log?: RedisLog
+}
+
+/** Commands added to the ioredis client by defineCommand (numkeys passed first). */
+export interface ScriptCommands {
+  fvTake(...args: (string | number)[]): Promise<(string | number)[]>
+  fvRefund(...args: (string | number)[]): Promise<number>
+}
+
+/** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
+export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
+
+export function defineScripts(client: { defineCommand(name: string, def: { lua: string }): void }): void {
+  client.defineCommand('fvTake', { lua: TAKE_LUA })
+  client.defineCommand('fvRefund', { lua: REFUND_LUA })
+}
+
+/** EVALSHA arguments for checks[idx…]: numkeys, keys, then 4 ARGV per check. */
+export function takeArgs(checks: readonly Check[], idx?: readonly number[]): (string | number)[] {
+  const n = idx === undefined ? checks.length : idx.length
+  const args: (string | number)[] = new Array(1 + n * 5)
+  args[0] = n
+  for (let k = 0; k < n; k++) {
+    const c = checks[idx === undefined ? k : idx[k]!]!
+    args[1 + k] = c.key
+    const a = 1 + n + k * 4
+    args[a] = c.rate
+    args[a + 1] = c.burst
+    args[a + 2] = c.cost
+    args[a + 3] = c.shadow ? 1 : 0
+  }
+  return args
+}
+
+/** Script reply → outcomes, written into `out` at the checks' own positions. */
+export function readTake(reply: (string | number)[], out: Outcomes, idx?: readonly number[]): void {
+  const n = idx === undefined ? out.length : idx.length
+  for (let k = 0; k < n; k++) {
+    const status = Number(reply[k * 3])
+    if (status < 0) continue
+    out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, tokens: Number(reply[k * 3 + 1]), retryAfter: Number(reply[k * 3 + 2]) }
+  }
+}
+
+export function storeError(err: unknown): StoreError {
+  if (err instanceof StoreError) return err
+  const e = err as Error
+  const timeout = /timed out/i.test(e?.message ?? '')
+  return new StoreError(`redis ${timeout ? 'call timed out' : `call failed: ${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
+}
+
+/** Connection options shared by the standalone client and cluster nodes. */
+export function connectionOptions(t: RedisTarget): RedisOptions {
+  return {
+    username: t.username,
+    password: t.password,
+    // The offline queue would park requests behind reconnect attempts.
+    enableOfflineQueue: false,
+    // A command caught by a dropped connection fails now instead of being resent later.
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    retryStrategy: reconnectDelay,
+    ...(t.tls ? { tls: { servername: t.host } } : {}),
+  }
+}
+
+/** Log connection transitions once each, not once per failing request. */
+export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => void): unknown }, name: string, log: RedisLog | undefined): void {
+  let up = false
+  let lastError = ''
+  client.on('ready', () => {
+    up = true
+    lastError = ''
+    log?.('info', { store: name }, 'redis store connected')
+  })
+  client.on('close', () => {
+    if (up) log?.('warn', { store: name }, 'redis store connection lost; reconnecting (fail policy applies meanwhile)')
+    up = false
+  })
+  client.on('error', (err: Error) => {
+    if (err.message === lastError) return
+    lastError = err.message
+    log?.('warn', { store: name, err: err.message }, 'redis store connection error')
+  })
+}
+
+export class RedisStore implements Store {
+  readonly kind = 'redis'
+  readonly client: Redis & ScriptCommands
+  private readonly failOpen: boolean
+  private lastCallFailed = false
+
+  constructor(private readonly opts: RedisStoreOptions) {
+    const t = opts.target
+    this.failOpen = opts.failPolicy === 'open'
+    const client = new Redis({
+      ...connectionOptions(t),
+      ...(t.path !== undefined ? { path: t.path } : { host: t.host, port: t.port }),
+      db: t.db,
+      commandTimeout: opts.timeoutMs,
+      lazyConnect: false,
+    })
+    defineScripts(client)
+    this.client = client as Redis & ScriptCommands
+    watchConnection(client, 'redis', opts.log)
+  }
+
+  /** Resolves true once connected, false after `ms` (the gateway then starts anyway, fail policy applies). */
+  waitReady(ms: number): Promise<boolean> {
+    if (this.client.status === 'ready') return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const done = (v: boolean): void => {
+        clearTimeout(t)
+        this.client.off('ready', onReady)
+        resolve(v)
+      }
+      const onReady = (): void => done(true)
+      const t = setTimeout(() => done(false), ms)
+      this.client.on('ready', onReady)
+    })
+  }
+
+  apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
+    // `_now` is ignored: the script reads the server clock.
+    return this.client.fvTake(...takeArgs(checks)).then(
+      (reply) => {
+        this.lastCallFailed = false
+        const out: Outcomes = new Array(checks.length)
+        readTake(reply, out)
+        return out
+      },
+      (err) => {
+        this.lastCallFailed = true
+        throw storeError(err)
+      },
+    )
+  }
+
+  health(): StoreHealth {
+    const status = this.client.status
+    const state = status !== 'ready' ? 'connecting' : this.lastCallFailed ? 'degraded' : 'ok'
+    return { state, ready: this.failOpen || status === 'ready' }
+  }
+
+  async close(): Promise<void> {
+    this.client.removeAllListeners('close') // a deliberate close is not an outage
+    await Promise.race([this.client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
+    this.client.disconnect()
+  }
+}
