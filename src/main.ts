@@ -19,6 +19,9 @@ import { makeTrustCheck } from './request/client-ip.js'
 import { RequestView, type RequestInput } from './request/view.js'
 import type { Settings } from './settings.js'
 import { MemoryStore } from './store/memory.js'
+import { RedisStore } from './store/redis.js'
+import { RedisClusterStore } from './store/redis-cluster.js'
+import { parseRedisUrl } from './store/redis-url.js'
 import type { Store } from './store/store.js'
 import { VERSION } from './version.js'
 
@@ -35,9 +38,11 @@ export interface Gateway {
   shutdown(): Promise<void>
 }
 
-function createStore(settings: Readonly<Settings>): Store {
+function createStore(settings: Readonly<Settings>, log: Logger): Store {
   if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes })
-  throw new Error(`FAIRVISOR_STORE: ${settings.store} is not available in this build`)
+  const target = parseRedisUrl(settings.store)
+  const opts = { target, timeoutMs: settings.redisTimeoutMs, failPolicy: settings.failPolicy, log: (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => log[level](fields, msg) }
+  return target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
 }
 
 function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserver {
@@ -86,7 +91,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const log = createLogger(settings.logLevel)
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
-  const store = createStore(settings)
+  const store = createStore(settings, log)
+  // Start with Redis connected when it is reachable; when it is not, start anyway (fail policy applies).
+  if ((store instanceof RedisStore || store instanceof RedisClusterStore) && !(await store.waitReady(3000))) log.warn({ store: store.kind }, 'redis store not reachable at start-up; the fail policy applies until it is')
   const bundles = new BundleSource(settings.configFile, clock)
   bundles.onReload((r) => logReload(log, metrics, bundles, r))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock })

@@ -5,6 +5,7 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
+import { parseRedisUrl } from './store/redis-url.js'
 
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type FailPolicy = 'open' | 'closed'
@@ -139,7 +140,11 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
 
 function storeUrl(env: Env): string {
   const raw = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
-  if (raw === 'memory' || /^(redis|rediss|redis\+cluster|unix):\/\/.+/.test(raw) || raw.startsWith('/')) return raw
+  if (raw === 'memory') return raw
+  if (/^(redis|rediss|redis\+cluster|unix):\/\/.+/.test(raw) || raw.startsWith('/')) {
+    parseRedisUrl(raw) // throws a SettingError naming FAIRVISOR_STORE when malformed
+    return raw
+  }
   throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2 or unix:///path/to/redis.sock`)
 }
 
