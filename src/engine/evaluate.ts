@@ -52,11 +52,24 @@ export interface PlannedLimit {
   shadow: boolean
 }
 
+export interface PlannedLimit {
+  policyId: string
+  ruleName: string
+  algorithm: string
+  /** Full counter key, e.g. `tb:per_ip:10.0.0.1` (`shadow:` in front for shadow policies). */
+  key: string
+  composite: string
+  cost: number
+  shadow: boolean
+}
+
 /** Thin hooks so the hot path does not format logs or build label objects itself. */
 export interface EngineObserver {
   descriptorMissing(key: string, policyId: string, ruleName: string): void
   shadowReject(r: ShadowReject): void
   storeError(err: Error): void
+  /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
+  limitPlanned?(l: PlannedLimit): void
   /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
   limitPlanned?(l: PlannedLimit): void
   /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving `tokensLeft` (metrics). */
@@ -148,6 +161,10 @@ export class Engine {
       composite = i === 0 ? v : `${composite}|${v}`
     }
     checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, rate: rule.rate, burst: rule.burst, cost: rule.cost(view), shadow })
+    if (this.opts.observer.limitPlanned) {
+      const ch = checks[checks.length - 1]!
+      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })
+    }
     if (this.opts.observer.limitPlanned) {
       const ch = checks[checks.length - 1]!
       this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })

@@ -1,0 +1,73 @@
+/**
+ * `fairvisor validate <file|-> [--format text|json]`: load a bundle exactly as
+ * the gateway would and say what it would do with it.
+ *
+ * Exit 0: it loads whole (warnings such as "not supported yet" are printed
+ * and do not fail). Exit 1: it is rejected, or one of its policies would be
+ * dropped — the gateway would still load the rest, but an operator checking a
+ * change before shipping it wants to see that mistake, not ship it. Exit 2:
+ * bad command line.
+ */
+import { loadBundleBytes, loadBundleFile, type LoadResult } from '../bundle/load.js'
+import { parseArgs, readInput, UsageError } from './args.js'
+
+const USAGE = 'usage: fairvisor validate <file|-> [--format text|json]'
+
+function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
+  return r.bundle.policies.map((p) => {
+    const rules = [...p.rules, ...(p.fallback ? [{ ...p.fallback, name: `${p.fallback.name} (fallback)` }] : [])]
+    const list = rules.map((x) => `${x.name} ${x.algorithm}${x.supported ? '' : ' [skipped: not supported yet]'}`).join(', ')
+    return `  policy "${p.id}" (${p.shadow ? 'shadow' : 'enforce'}): ${rules.length} rule${rules.length === 1 ? '' : 's'}${list ? `: ${list}` : ''}`
+  })
+}
+
+export async function run(args: string[]): Promise<number> {
+  let path: string
+  let format: string
+  try {
+    const a = parseArgs(args, ['format'])
+    format = a.options.get('format') ?? 'text'
+    if (format !== 'text' && format !== 'json') throw new UsageError(`--format must be text or json, not "${format}"`)
+    if (a.positional.length !== 1) throw new UsageError('give exactly one bundle file, or - for standard input')
+    path = a.positional[0]!
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    process.stderr.write(`fairvisor validate: ${err.message}\n${USAGE}\n`)
+    return 2
+  }
+
+  const now = Date.now()
+  let r: LoadResult
+  if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now)
+  else r = loadBundleFile(path, now)
+
+  const ok = r.ok && r.dropped.length === 0
+  if (format === 'json') {
+    const out = r.ok
+      ? { ok, file: r.file, errors: [], warnings: r.warnings, dropped: r.dropped, summary: r.summary }
+      : { ok, file: r.file, errors: r.errors, warnings: [], dropped: [], summary: null }
+    process.stdout.write(`${JSON.stringify(out)}\n`)
+    return ok ? 0 : 1
+  }
+
+  if (!r.ok) {
+    for (const e of r.errors) process.stderr.write(`error: ${e}\n`)
+    process.stderr.write(`${r.file}: invalid: ${r.errors.length} error${r.errors.length === 1 ? '' : 's'}; the gateway would keep its current bundle\n`)
+    return 1
+  }
+  const s = r.summary
+  const algos = Object.entries(s.algorithms).map(([k, v]) => `${k} ${v}`).join(', ')
+  const lines = [
+    `${r.file}: bundle_version ${s.version}, ${s.policies} polic${s.policies === 1 ? 'y' : 'ies'}, ${s.rules} rule${s.rules === 1 ? '' : 's'}${algos ? ` (${algos})` : ''}`,
+    ...policyLines(r),
+    ...r.warnings.map((w) => `warning: ${w}`),
+  ]
+  process.stdout.write(`${lines.join('\n')}\n`)
+  if (r.dropped.length) {
+    for (const d of r.dropped) process.stderr.write(`error: ${d}\n`)
+    process.stderr.write(`${r.file}: ${r.dropped.length} error${r.dropped.length === 1 ? '' : 's'}: the gateway would load the bundle without the policies named above\n`)
+    return 1
+  }
+  process.stdout.write(`ok${r.warnings.length ? ` (${r.warnings.length} warning${r.warnings.length === 1 ? '' : 's'})` : ''}\n`)
+  return 0
+}
