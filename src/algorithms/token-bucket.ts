@@ -25,6 +25,23 @@ export interface BucketResult {
   retryAfter: number
 }
 
+/**
+ * Epoch seconds as doubles carry ~2.4e-7 s of rounding, so `(t+0.1) - t` can
+ * come out as 0.0999999: a client pacing exactly at the rate would be
+ * rejected and see one token less in its headers. Clocks tick in whole
+ * microseconds (Date.now() in ms, Redis TIME in µs), so rounding the elapsed
+ * time to the microsecond recovers it exactly.
+ */
+function elapsedSeconds(now: number, last: number): number {
+  return Math.max(0, Math.round((now - last) * 1e6) / 1e6)
+}
+
+/** Token counts within 1e-9 of a whole number are that number (sums like 0.7 + 0.2 + 0.1 are not exactly 1). */
+function snap(tokens: number): number {
+  const r = Math.round(tokens)
+  return Math.abs(tokens - r) < 1e-9 ? r : tokens
+}
+
 export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, cost: number, now: number): BucketResult {
   let tokens: number
   let last: number
@@ -32,14 +49,13 @@ export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, co
     tokens = cfg.burst
     last = now
   } else {
-    const elapsed = Math.max(0, now - state.last)
-    tokens = Math.min(cfg.burst, state.tokens + elapsed * cfg.rate)
+    tokens = Math.min(cfg.burst, snap(state.tokens + elapsedSeconds(now, state.last) * cfg.rate))
     last = Math.max(state.last, now)
   }
   if (cost <= cfg.burst && tokens >= cost) {
-    return { allowed: true, tokens: tokens - cost, last, retryAfter: 0 }
+    return { allowed: true, tokens: snap(tokens - cost), last, retryAfter: 0 }
   }
-  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate)) }
+  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - 1e-9)) }
 }
 
 /** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
