@@ -1,0 +1,159 @@
+/**
+ * The store contract: every Store implementation must pass these cases with
+ * the same results (the memory store is the reference). Stores on a server
+ * clock ignore `now`, so time passes by real waits there and refill amounts
+ * are checked within the waiting slack; on the memory store time is driven
+ * and every figure is exact.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import type { Check, Outcomes, Store } from '../../src/store/store.js'
+
+export interface ContractOptions {
+  /** The store reads its own (server) clock: waits are real. */
+  serverClock: boolean
+  /** Unique per run (distinct rule names), so runs on a shared server never collide. */
+  prefix: string
+  /** Whether the bucket `key` is still stored at `now` (after the store's own expiry mechanism ran). */
+  keyExists(store: Store, key: string, now: number): Promise<boolean>
+  /** Called once after the suite (delete keys, stop servers). */
+  cleanup?(): Promise<void>
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+
+export function runStoreContract(name: string, makeStore: () => Promise<Store>, opts: ContractOptions): void {
+  describe(`store contract: ${name}`, () => {
+    let store: Store
+    let t = 1_000_000 // driven clock (seconds) for stores that take `now`
+    let n = 0
+    const key = (label: string): string => `tb:${opts.prefix}-${label}-${n++}:k`
+    const now = (): number => (opts.serverClock ? Date.now() / 1000 : t)
+    /** Let `s` seconds pass. */
+    const pass = async (s: number): Promise<void> => {
+      if (opts.serverClock) await sleep(s * 1000)
+      else t += s
+    }
+    const apply = async (checks: Check[]): Promise<Outcomes> => await store.apply(checks, now())
+    const tb = (k: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({ key: k, burst, rate, cost, shadow })
+    /** Tolerance on refilled tokens for real waits: the server's and our elapsed time differ by scheduling delays. */
+    const slack = (rate: number): number => (opts.serverClock ? rate * 0.08 : 1e-9)
+
+    before(async () => {
+      store = await makeStore()
+    })
+    after(async () => {
+      await store.close()
+      await opts.cleanup?.()
+    })
+
+    it('a first request sees a full bucket', async () => {
+      const [o] = await apply([tb(key('first'), 5, 0.001)])
+      assert.deepEqual(o, { allowed: true, tokens: 4, retryAfter: 0 })
+    })
+
+    it('refills continuously at the rate, capped at burst', async () => {
+      const k = key('refill')
+      const [a] = await apply([tb(k, 10, 20, 10)])
+      assert.equal(a!.allowed, true)
+      assert.ok(a!.tokens < 1e-6, `drained: ${a!.tokens}`)
+      await pass(0.25) // 20/s × 0.25 s = 5 tokens
+      const [b] = await apply([tb(k, 10, 20, 1)])
+      assert.equal(b!.allowed, true)
+      assert.ok(b!.tokens >= 4 - 1e-9 && b!.tokens <= 4 + slack(20), `tokens after 0.25 s: ${b!.tokens}`)
+      const [c] = await apply([tb(k, 10, 20, 10)])
+      assert.equal(c!.allowed, false)
+      assert.equal(c!.retryAfter, 1) // ceil((10 - ~4) / 20)
+      await pass(0.6) // more than enough to fill: capped at burst
+      const [d] = await apply([tb(k, 10, 20, 1)])
+      assert.deepEqual(d, { allowed: true, tokens: 9, retryAfter: 0 })
+    })
+
+    it('a reject changes nothing and reports the wait for its cost', async () => {
+      const k = key('reject')
+      await apply([tb(k, 5, 0.001, 3)])
+      const [r] = await apply([tb(k, 5, 0.001, 4)])
+      assert.equal(r!.allowed, false)
+      assert.ok(Math.abs(r!.tokens - 2) < 0.001, `tokens reported on reject: ${r!.tokens}`)
+      assert.equal(r!.retryAfter, 2000) // ceil((4 - 2) / 0.001)
+      const [ok] = await apply([tb(k, 5, 0.001, 2)])
+      assert.equal(ok!.allowed, true, 'the rejected cost was not charged')
+      assert.ok(ok!.tokens < 0.001)
+    })
+
+    it('all or nothing across keys: a later reject leaves earlier keys uncharged', async () => {
+      const a = key('aon-a')
+      const b = key('aon-b')
+      const first = await apply([tb(a, 5, 0.001), tb(b, 1, 0.001)])
+      assert.deepEqual(first.map((o) => o?.allowed), [true, true])
+      const second = await apply([tb(a, 5, 0.001), tb(b, 1, 0.001)])
+      assert.equal(second[0]!.allowed, true)
+      assert.equal(second[1]!.allowed, false)
+      const reversed = await apply([tb(b, 1, 0.001), tb(a, 5, 0.001)])
+      assert.equal(reversed[0]!.allowed, false)
+      assert.equal(reversed[1], undefined, 'checks after a reject are not evaluated')
+      const [alone] = await apply([tb(a, 5, 0.001)])
+      assert.ok(Math.abs(alone!.tokens - 3) < 0.001, `a was charged only by the first and this call: ${alone!.tokens}`)
+    })
+
+    it('the shadow group is independent of the enforce group', async () => {
+      const x = key('grp-x')
+      const y = key('grp-y')
+      const z = key('grp-z')
+      await apply([tb(y, 1, 0.001, 1, true)]) // exhaust shadow y
+      const mixed = await apply([tb(y, 1, 0.001, 1, true), tb(x, 1, 0.001)])
+      assert.equal(mixed[0]!.allowed, false)
+      assert.equal(mixed[1]!.allowed, true, 'a shadow reject does not stop enforce checks')
+      const again = await apply([tb(x, 1, 0.001), tb(z, 2, 0.001, 1, true)])
+      assert.equal(again[0]!.allowed, false)
+      assert.equal(again[1]!.allowed, true, 'an enforce reject does not stop shadow checks')
+      const [zz] = await apply([tb(z, 2, 0.001, 1, true)])
+      assert.ok(zz!.allowed && zz!.tokens < 0.001, `the shadow check of the rejected request was committed: ${zz!.tokens}`)
+    })
+
+    it('a key repeated in one call sees the state staged by its earlier check', async () => {
+      const k = key('dup')
+      const one = await apply([tb(k, 5, 0.001, 2), tb(k, 5, 0.001, 2)])
+      assert.ok(Math.abs(one[0]!.tokens - 3) < 0.001 && Math.abs(one[1]!.tokens - 1) < 0.001, JSON.stringify(one))
+      const two = await apply([tb(k, 5, 0.001, 1), tb(k, 5, 0.001, 1)])
+      assert.equal(two[0]!.allowed, true)
+      assert.equal(two[1]!.allowed, false, 'the second check saw the first one staged')
+      const [three] = await apply([tb(k, 5, 0.001, 1)])
+      assert.equal(three!.allowed, true, 'nothing of the rejected call was committed')
+      assert.ok(three!.tokens < 0.001)
+    })
+
+    it('a cost above burst always rejects and stores nothing', async () => {
+      const k = key('over')
+      const [r] = await apply([tb(k, 5, 2, 6)])
+      assert.equal(r!.allowed, false)
+      assert.equal(r!.tokens, 5)
+      assert.equal(r!.retryAfter, 1) // max(1, ceil((6 - 5) / 2))
+      const [ok] = await apply([tb(k, 5, 2, 5)])
+      assert.deepEqual(ok, { allowed: true, tokens: 0, retryAfter: 0 })
+    })
+
+    it('never over-grants under concurrency: 200 parallel calls on burst 50 → exactly 50', async () => {
+      const k = key('conc')
+      const other = key('conc-b')
+      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => store.apply(i % 2 ? [tb(k, 50, 0.001)] : [tb(other, 1000, 0.001), tb(k, 50, 0.001)], now())))
+      const allowed = results.filter((o) => o[o.length - 1]?.allowed).length
+      assert.equal(allowed, 50)
+      // The two-key requests that were rejected on k did not charge `other`.
+      const twoKeyAllowed = results.filter((o, i) => i % 2 === 0 && o[1]?.allowed).length
+      const [b] = await apply([tb(other, 1000, 0.001, 0.5)])
+      assert.ok(Math.abs(b!.tokens - (1000 - twoKeyAllowed - 0.5)) < 0.01, `other charged ${1000 - b!.tokens - 0.5}, allowed ${twoKeyAllowed}`)
+    })
+
+    it('an idle bucket disappears once it would be full again', async () => {
+      const k = key('ttl')
+      await apply([tb(k, 2, 10)]) // full again after 0.1 s; server stores keep it at least 1 s
+      assert.equal(await opts.keyExists(store, k, now()), true)
+      const keep = key('ttl-keep')
+      await apply([tb(keep, 100, 10, 100)]) // full again after 10 s
+      await pass(1.3)
+      assert.equal(await opts.keyExists(store, k, now()), false)
+      assert.equal(await opts.keyExists(store, keep, now()), true)
+    })
+  })
+}
