@@ -1,0 +1,140 @@
+// Redis-only behaviour beyond the contract, on a redis-server this file owns:
+// server clock, time never backwards, TTL, NOSCRIPT after SCRIPT FLUSH,
+// deadlines, outages without queueing, recovery, health, Unix socket.
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { after, before, describe, it } from 'node:test'
+import { StoreError } from '../../src/errors.js'
+import { RedisStore } from '../../src/store/redis.js'
+import { TAKE_LUA } from '../../src/store/redis-script.js'
+import { parseRedisUrl } from '../../src/store/redis-url.js'
+import type { Check } from '../../src/store/store.js'
+import { sleep, startRedis, type RedisServer } from './redis-servers.js'
+
+const tb = (key: string, burst: number, rate: number, cost = 1): Check => ({ key, burst, rate, cost, shadow: false })
+
+describe('redis store behaviour', () => {
+  let server: RedisServer
+  let store: RedisStore
+  before(async () => {
+    server = await startRedis()
+    store = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50, failPolicy: 'open' })
+    assert.equal(await store.waitReady(3000), true)
+  })
+  after(async () => {
+    await store?.close()
+    await server?.stop()
+  })
+
+  it('uses the server clock: the `now` argument changes nothing', async () => {
+    const a = await store.apply([tb('tb:clock:a', 10, 1)], 0)
+    const b = await store.apply([tb('tb:clock:a', 10, 1)], 1e12)
+    const c = await store.apply([tb('tb:clock:a', 10, 1)], -5)
+    assert.deepEqual([a[0]!.tokens, Math.floor(b[0]!.tokens), Math.floor(c[0]!.tokens)], [9, 8, 7])
+  })
+
+  it('never moves a bucket time backwards (a last time in the future stays)', async () => {
+    const future = Date.now() / 1000 + 100
+    server.cli('hset', 'tb:clock:future', 'tokens', '0', 'last', String(future))
+    server.cli('expire', 'tb:clock:future', '300')
+    const [o] = await store.apply([tb('tb:clock:future', 10, 1)], 0)
+    assert.equal(o!.allowed, false)
+    assert.equal(o!.tokens, 0, 'no refill for negative elapsed time')
+    assert.equal(Number(server.cli('hget', 'tb:clock:future', 'last')), future)
+  })
+
+  it('stores a hash with a PEXPIRE of the time until full', async () => {
+    await store.apply([tb('tb:ttl:half', 100, 10, 50)], 0) // 50 missing at 10/s → 5 s
+    const pttl = Number(server.cli('pttl', 'tb:ttl:half'))
+    assert.ok(pttl > 4800 && pttl <= 5000, `pttl ${pttl}`)
+    assert.equal(server.cli('hget', 'tb:ttl:half', 'tokens'), '50')
+    await store.apply([tb('tb:ttl:min', 100, 1000, 1)], 0) // full after 1 ms → at least 1 s
+    const min = Number(server.cli('pttl', 'tb:ttl:min'))
+    assert.ok(min > 900 && min <= 1000, `pttl ${min}`)
+  })
+
+  it('sends one command per request (EVALSHA) once the script is cached', async () => {
+    await store.apply([tb('tb:cmd:x', 10, 1)], 0)
+    server.cli('config', 'resetstat')
+    for (let i = 0; i < 20; i++) await store.apply([tb('tb:cmd:x', 1000, 1), tb('tb:cmd:y', 1000, 1)], 0)
+    const stats = server.cli('info', 'commandstats')
+    const calls = (name: string): number => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+    assert.equal(calls('evalsha') + calls('eval'), 20, stats)
+  })
+
+  it('a SCRIPT FLUSH is invisible to callers (NOSCRIPT → EVAL, script re-cached)', async () => {
+    server.cli('script', 'flush')
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.apply([tb('tb:flush:x', 1000, 1)], 0)))
+    assert.ok(results.every((r) => r[0]!.allowed))
+    const [o] = await store.apply([tb('tb:flush:x', 1000, 1)], 0)
+    assert.ok(Math.abs(o!.tokens - 979) < 0.5, `every call charged exactly once: ${o!.tokens}`)
+    assert.equal(server.cli('script', 'exists', createHash('sha1').update(TAKE_LUA).digest('hex')), '1', 'the script is cached again')
+  })
+
+  it('a hung Redis: each call fails with FV_STORE_TIMEOUT at the deadline, health degrades', async () => {
+    server.proc.kill('SIGSTOP')
+    try {
+      const t0 = performance.now()
+      const errs = await Promise.all(Array.from({ length: 10 }, () => Promise.resolve(store.apply([tb('tb:hang:x', 10, 1)], 0)).then(() => undefined, (e: unknown) => e)))
+      const took = performance.now() - t0
+      for (const e of errs) {
+        assert.ok(e instanceof StoreError, String(e))
+        assert.equal(e.code, 'FV_STORE_TIMEOUT')
+      }
+      assert.ok(took < 50 + 40, `deadline 50 ms, took ${took.toFixed(1)} ms`)
+      assert.equal(store.health().state, 'degraded')
+      assert.equal(store.health().ready, true, 'fail-open: still ready')
+    } finally {
+      server.proc.kill('SIGCONT')
+    }
+    await sleep(50)
+    await store.apply([tb('tb:hang:y', 10, 1)], 0)
+    assert.equal(store.health().state, 'ok')
+  })
+
+  it('a dead Redis: calls fail at once (nothing queues), recovery is automatic', async () => {
+    const closed = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50, failPolicy: 'closed' })
+    assert.equal(await closed.waitReady(3000), true)
+    try {
+      await server.kill()
+      await sleep(20)
+      const t0 = performance.now()
+      for (let i = 0; i < 50; i++) {
+        await assert.rejects(Promise.resolve(store.apply([tb('tb:dead:x', 10, 1)], 0)), (e: unknown) => e instanceof StoreError)
+      }
+      const each = (performance.now() - t0) / 50
+      assert.ok(each < 5, `a call while down took ${each.toFixed(2)} ms on average`)
+      assert.deepEqual(store.health(), { state: 'connecting', ready: true })
+      assert.deepEqual(closed.health(), { state: 'connecting', ready: false })
+      await server.restart()
+      const t1 = Date.now()
+      while (Date.now() - t1 < 2000) {
+        try {
+          await store.apply([tb('tb:dead:y', 10, 1)], 0)
+          break
+        } catch {
+          await sleep(20)
+        }
+      }
+      assert.ok(Date.now() - t1 < 2000, 'limiting resumed within 2 s of the restart')
+      assert.equal(await closed.waitReady(2000), true)
+      assert.deepEqual(closed.health(), { state: 'ok', ready: true })
+      const [o] = await store.apply([tb('tb:dead:y', 10, 1)], 0)
+      assert.equal(Math.round(o!.tokens), 8, 'state kept counting after the restart (script reloaded)')
+    } finally {
+      await closed.close()
+    }
+  })
+
+  it('connects through a Unix socket with a db number', async () => {
+    const s = new RedisStore({ target: parseRedisUrl(`unix://${server.unixSocket}?db=3`), timeoutMs: 200, failPolicy: 'open' })
+    try {
+      assert.equal(await s.waitReady(3000), true)
+      await s.apply([tb('tb:unix:x', 5, 1)], 0)
+      assert.equal(server.cli('-n', '3', 'hget', 'tb:unix:x', 'tokens'), '4')
+      assert.equal(server.cli('-n', '0', 'exists', 'tb:unix:x'), '0')
+    } finally {
+      await s.close()
+    }
+  })
+})

@@ -1,0 +1,62 @@
+// Cluster specifics on a 3-master cluster this file owns: our slot function
+// agrees with CLUSTER KEYSLOT, a request spanning slots is refunded when a
+// later slot rejects, and cross-slot requests never over-grant.
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { RedisClusterStore } from '../../src/store/redis-cluster.js'
+import { keySlot } from '../../src/store/redis-slot.js'
+import { parseRedisUrl } from '../../src/store/redis-url.js'
+import type { Check } from '../../src/store/store.js'
+import { startCluster, type RedisCluster } from './redis-servers.js'
+
+const tb = (key: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({ key, burst, rate, cost, shadow })
+
+describe('redis cluster store', () => {
+  let cluster: RedisCluster
+  let store: RedisClusterStore
+  before(async () => {
+    cluster = await startCluster()
+    store = new RedisClusterStore({ target: parseRedisUrl(cluster.url), timeoutMs: 1000, failPolicy: 'open' })
+    assert.equal(await store.waitReady(5000), true)
+  })
+  after(async () => {
+    await store?.close()
+    await cluster?.stop()
+  })
+
+  it('computes the same slot as CLUSTER KEYSLOT (hash tags, UTF-8)', () => {
+    for (const k of ['tb:r:alice', 'tb:r:{user1}:x', 'tb:r:{}:x', 'tb:r:{a', 'shadow:tb:r:ünïcødé|10.0.0.1', 'tb:r:}{x}', 'x{y}z{w}']) {
+      assert.equal(keySlot(k), Number(cluster.cli(cluster.ports[0]!, 'cluster', 'keyslot', k)), k)
+    }
+  })
+
+  it('a reject on one slot refunds what another slot took', async () => {
+    const a = 'tb:refund:a'
+    let b = 'tb:refund:b0'
+    for (let i = 1; keySlot(b) === keySlot(a); i++) b = `tb:refund:b${i}`
+    await store.apply([tb(b, 1, 0.001)], 0) // exhaust b
+    const before = store.refunds
+    const r = await store.apply([tb(a, 10, 0.001, 3), tb(b, 1, 0.001)], 0)
+    assert.equal(r[0]!.allowed, true)
+    assert.equal(r[1]!.allowed, false)
+    assert.equal(store.refunds, before + 1)
+    await new Promise((res) => setTimeout(res, 20))
+    const [o] = await store.apply([tb(a, 10, 0.001, 1)], 0)
+    assert.ok(Math.abs(o!.tokens - 9) < 0.01, `a got its 3 tokens back: ${o!.tokens}`)
+  })
+
+  it('concurrent cross-slot requests: exactly burst granted, the other slot charged only for those', async () => {
+    const hot = 'tb:xs:hot'
+    const keys = ['tb:xs:u1', 'tb:xs:u2', 'tb:xs:u3', 'tb:xs:u4']
+    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => store.apply([tb(keys[i % 4]!, 1000, 0.001), tb(hot, 40, 0.001)], 0)))
+    const ok = res.filter((r) => r[1]?.allowed)
+    assert.equal(ok.length, 40)
+    await new Promise((r) => setTimeout(r, 50)) // refunds are not awaited by apply
+    let charged = 0
+    for (const k of keys) {
+      const [o] = await store.apply([tb(k, 1000, 0.001, 0.5)], 0)
+      charged += 1000 - 0.5 - o!.tokens
+    }
+    assert.ok(Math.abs(charged - 40) < 0.05, `user keys charged ${charged} for 40 allowed requests`)
+  })
+})
