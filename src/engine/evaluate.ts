@@ -52,24 +52,11 @@ export interface PlannedLimit {
   shadow: boolean
 }
 
-export interface PlannedLimit {
-  policyId: string
-  ruleName: string
-  algorithm: string
-  /** Full counter key, e.g. `tb:per_ip:10.0.0.1` (`shadow:` in front for shadow policies). */
-  key: string
-  composite: string
-  cost: number
-  shadow: boolean
-}
-
 /** Thin hooks so the hot path does not format logs or build label objects itself. */
 export interface EngineObserver {
   descriptorMissing(key: string, policyId: string, ruleName: string): void
   shadowReject(r: ShadowReject): void
   storeError(err: Error): void
-  /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
-  limitPlanned?(l: PlannedLimit): void
   /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
   limitPlanned?(l: PlannedLimit): void
   /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving `tokensLeft` (metrics). */
@@ -165,10 +152,6 @@ export class Engine {
       const ch = checks[checks.length - 1]!
       this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })
     }
-    if (this.opts.observer.limitPlanned) {
-      const ch = checks[checks.length - 1]!
-      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })
-    }
     planned.push({ policy, rule, shadow, composite })
   }
 
@@ -176,35 +159,39 @@ export class Engine {
     let best: LimitView | undefined
     let bestPlan: Planned | undefined
     let anyEnforce = false
+    let rejectedAt = -1
     for (let i = 0; i < planned.length; i++) {
       const o = outcomes[i]
       if (o === undefined) continue
       const p = planned[i]!
       if (!o.allowed) {
-        if (p.shadow) {
-          this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: 'token_bucket_exceeded', key: checks[i]!.key })
-          continue
-        }
-        const base = o.retryAfter
-        return {
-          allowed: false,
-          status: 429,
-          reason: 'token_bucket_exceeded',
-          mode: 'enforce',
-          policyId: p.policy.id,
-          ruleName: p.rule.name,
-          limit: { policyId: p.policy.id, burst: p.rule.burst, remaining: 0, resetS: base, windowS: p.rule.windowS },
-          retryAfterS: retryAfterWithJitter(base, p.policy.id, p.rule.name, 'token_bucket_exceeded', identityOf(view)),
-          matchedPolicies: ids,
-          descriptors,
-        }
+        // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
+        if (p.shadow) this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: 'token_bucket_exceeded', key: checks[i]!.key })
+        else if (rejectedAt === -1) rejectedAt = i
+        continue
       }
-      if (p.shadow) continue
+      if (p.shadow || rejectedAt !== -1) continue
       anyEnforce = true
       const remaining = Math.floor(o.tokens)
       if (best === undefined || remaining < best.remaining) {
         best = { policyId: p.policy.id, burst: p.rule.burst, remaining, resetS: resetSeconds(o.tokens, p.rule.rate), windowS: p.rule.windowS }
         bestPlan = p
+      }
+    }
+    if (rejectedAt !== -1) {
+      const p = planned[rejectedAt]!
+      const base = outcomes[rejectedAt]!.retryAfter
+      return {
+        allowed: false,
+        status: 429,
+        reason: 'token_bucket_exceeded',
+        mode: 'enforce',
+        policyId: p.policy.id,
+        ruleName: p.rule.name,
+        limit: { policyId: p.policy.id, burst: p.rule.burst, remaining: 0, resetS: base, windowS: p.rule.windowS },
+        retryAfterS: retryAfterWithJitter(base, p.policy.id, p.rule.name, 'token_bucket_exceeded', identityOf(view)),
+        matchedPolicies: ids,
+        descriptors,
       }
     }
     const obs = this.opts.observer
