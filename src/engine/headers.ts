@@ -16,14 +16,23 @@ export interface LimitView {
   windowS: number
 }
 
+/** RFC 9651 integers have at most 15 digits; a bundle with a huge burst or a tiny rate must not break the header. */
+const SF_INT_MAX = 999_999_999_999_999
+
+export function sfInteger(n: number): string {
+  return String(n >= SF_INT_MAX ? SF_INT_MAX : n > 0 ? Math.floor(n) : 0)
+}
+
 export function rateLimitHeaders(l: LimitView): string[] {
-  const limit = Math.floor(l.burst)
+  const limit = sfInteger(l.burst)
+  const remaining = sfInteger(l.remaining)
+  const reset = sfInteger(l.resetS)
   const id = sfString(l.policyId)
   return [
-    'RateLimit-Limit', String(limit),
-    'RateLimit-Remaining', String(l.remaining),
-    'RateLimit-Reset', String(l.resetS),
-    'RateLimit', `${id};r=${l.remaining};t=${l.resetS}`,
-    'RateLimit-Policy', `${id};q=${limit};w=${l.windowS}`,
+    'RateLimit-Limit', limit,
+    'RateLimit-Remaining', remaining,
+    'RateLimit-Reset', reset,
+    'RateLimit', `${id};r=${remaining};t=${reset}`,
+    'RateLimit-Policy', `${id};q=${limit};w=${sfInteger(l.windowS)}`,
   ]
 }

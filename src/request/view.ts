@@ -63,7 +63,22 @@ export class RequestView {
   }
 
   get ip(): string {
-    return (this._ip ??= clientIp(this.input.peer, this.header('x-forwarded-for'), this.trusted))
+    return (this._ip ??= clientIp(this.input.peer, this.trusted === undefined ? undefined : this.forwardedFor(), this.trusted))
+  }
+
+  /**
+   * Every X-Forwarded-For line joined in order: a proxy may append its hop as
+   * a new line, and the right-most hop is what counts, so "first value" would
+   * hand the client's own forged line to the walk. Only the exact name counts
+   * here (no `_` equivalence), or a client could smuggle an `X_Forwarded_For`.
+   */
+  private forwardedFor(): string | undefined {
+    let out: string | undefined
+    const raw = this.input.rawHeaders
+    for (let i = 0; i < raw.length; i += 2) {
+      if (raw[i]!.length === 15 && raw[i]!.toLowerCase() === 'x-forwarded-for') out = out === undefined ? raw[i + 1]! : `${out},${raw[i + 1]!}`
+    }
+    return out
   }
 
   /** First value of a header; `name` must already be a headerKey(). */
