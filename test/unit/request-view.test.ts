@@ -31,7 +31,7 @@ const XFF: [string, string, string | string[] | undefined, string][] = [
 
 for (const [what, peer, xff, want] of XFF) {
   test(`client address: ${what}`, () => {
-    const headers = xff === undefined ? {} : { 'X-Forwarded-For': xff }
+    const headers: Record<string, string | string[]> = xff === undefined ? {} : { 'X-Forwarded-For': xff }
     assert.equal(view({ peer, headers }, TRUSTED).ip, want)
   })
 }
