@@ -1,0 +1,114 @@
+/**
+ * Every example bundle in policies/ loads with no error, no dropped policy
+ * and no warning, and does what its _comment says.
+ */
+import assert from 'node:assert/strict'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { loadBundleFile } from '../../src/bundle/load.js'
+import type { CompiledBundle } from '../../src/bundle/compile.js'
+import { Harness, T0, type Req } from './engine-harness.js'
+
+const DIR = fileURLToPath(new URL('../../policies/', import.meta.url))
+const FILES = readdirSync(DIR).filter((n) => n.endsWith('.json')).sort()
+
+function load(name: string): CompiledBundle {
+  const r = loadBundleFile(join(DIR, name), T0)
+  assert.ok(r.ok, r.ok ? '' : r.errors.join('\n'))
+  assert.deepEqual(r.dropped, [])
+  assert.deepEqual(r.warnings, [])
+  assert.ok(r.summary.policies >= 1)
+  return r.bundle
+}
+
+/** Number of identical requests allowed before the first reject (at one instant), up to `max`. */
+function allowedInARow(h: Harness, req: Req, max = 1000): number {
+  for (let i = 0; i < max; i++) if (!h.run(req).allowed) return i
+  return max
+}
+
+test('policies/ holds the examples', () => {
+  for (const f of ['quickstart.json', 'per-user-jwt.json', 'per-api-key.json', 'per-ip.json', 'query-cost.json', 'header-cost.json', 'plan-fallback.json', 'host-scoped.json', 'login-exact.json', 'shadow-mode.json', 'kill-switch.json', 'global-shadow.json', 'composite-key.json']) {
+    assert.ok(FILES.includes(f), f)
+  }
+})
+
+for (const name of FILES) {
+  test(`policies/${name} loads with no error, drop or warning`, () => {
+    load(name)
+  })
+}
+
+const BEHAVIOUR: Record<string, (h: Harness) => void> = {
+  'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
+  'per-user-jwt.json': (h) => {
+    assert.equal(allowedInARow(h, { path: '/api/x', jwt: { sub: 'alice' } }), 20)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'bob' } }).allowed, true)
+    assert.equal(h.run({ path: '/api/x' }).limit, undefined, 'no token: rule skipped')
+  },
+  'per-api-key.json': (h) => {
+    assert.equal(allowedInARow(h, { headers: { 'X-API-Key': 'k1' } }), 10)
+    assert.equal(h.run({ headers: { x_api_key: 'k1' } }).allowed, false, 'X_Api_Key is the same header')
+  },
+  'per-ip.json': (h) => {
+    assert.equal(allowedInARow(h, { peer: '192.0.2.1' }), 5)
+    assert.equal(h.run({ peer: '192.0.2.2' }).allowed, true)
+  },
+  'query-cost.json': (h) => {
+    const req = (q: string): Req => ({ path: '/search/books', query: q, headers: { 'x-api-key': 'k' } })
+    assert.equal(h.run(req('pages=40')).limit?.remaining, 60)
+    assert.equal(h.run(req('pages=zero')).limit?.remaining, 59)
+    assert.equal(h.run(req('pages=101')).allowed, false)
+  },
+  'header-cost.json': (h) => {
+    const req = (cost?: string): Req => ({ path: '/v1/x', headers: { 'x-api-key': 'k', ...(cost ? { 'x-request-cost': cost } : {}) } })
+    assert.equal(h.run(req('50')).limit?.remaining, 150)
+    assert.equal(h.run(req()).limit?.remaining, 148)
+  },
+  'plan-fallback.json': (h) => {
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'pro' } }).limit?.burst, 100)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'enterprise' } }).limit?.burst, 400)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'free' } }).ruleName, 'plan_free')
+    assert.equal(h.run({ path: '/api/x' }).limit?.burst, 5)
+  },
+  'host-scoped.json': (h) => {
+    assert.equal(h.run({ host: 'API.Example.com:8443' }).limit?.burst, 20)
+    assert.equal(h.run({ host: 'www.example.com' }).reason, 'no_matching_policy')
+  },
+  'login-exact.json': (h) => {
+    assert.equal(allowedInARow(h, { method: 'POST', path: '/login', query: 'next=/home' }), 3)
+    assert.equal(h.run({ method: 'GET', path: '/login' }).reason, 'no_matching_policy')
+    assert.equal(h.run({ method: 'POST', path: '/login/x' }).reason, 'no_matching_policy')
+    assert.equal(h.run({ method: 'POST', path: '/login' }, 5).allowed, true, 'one attempt back after 5 s')
+  },
+  'shadow-mode.json': (h) => {
+    assert.equal(allowedInARow(h, { headers: { 'x-api-key': 'k' } }, 50), 50)
+    assert.equal(h.obs.shadow.length, 45)
+  },
+  'kill-switch.json': (h) => {
+    assert.equal(h.run({ path: '/anything', headers: { 'x-tenant': 'acme' } }).reason, 'kill_switch')
+    assert.equal(h.run({ path: '/anything', headers: { 'x-tenant': 'other' } }).allowed, true)
+  },
+  'global-shadow.json': (h) => {
+    assert.equal(allowedInARow(h, { jwt: { sub: 'u' } }, 100), 100)
+    assert.ok(h.obs.shadow.length > 0)
+  },
+  'composite-key.json': (h) => {
+    const req = (org: string, key: string): Req => ({ path: '/v1/x', jwt: { org_id: org }, headers: { 'x-api-key': key } })
+    assert.equal(allowedInARow(h, req('o1', 'k1')), 15)
+    assert.equal(h.run(req('o1', 'k2')).allowed, true)
+    assert.equal(h.run(req('o2', 'k1')).allowed, true)
+    assert.equal(h.run({ path: '/v1/x', jwt: { org_id: 'o1' } }).limit, undefined, 'missing key part: rule skipped')
+  },
+}
+
+for (const name of FILES) {
+  const check = BEHAVIOUR[name]
+  if (check) test(`policies/${name} behaves as its comment says`, () => check(new Harness(load(name))))
+}
+
+test('every example bundle has a behaviour check', () => {
+  assert.deepEqual(FILES.filter((n) => !(n in BEHAVIOUR)), [])
+})
