@@ -1,6 +1,8 @@
 /**
- * `fairvisor validate <file|-> [--format text|json]`: load a bundle exactly as
- * the gateway would and say what it would do with it.
+ * `fairvisor validate <file|->... [--format text|json]`: load a bundle exactly as
+ * the gateway would and say what it would do with it. Several files are
+ * checked one after the other (json: one object per line, in order); the exit
+ * code is the worst of them.
  *
  * Exit 0: it loads whole (warnings such as "not supported yet" are printed
  * and do not fail). Exit 1: it is rejected, or one of its policies would be
@@ -11,7 +13,7 @@
 import { loadBundleBytes, loadBundleFile, type LoadResult } from '../bundle/load.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 
-const USAGE = 'usage: fairvisor validate <file|-> [--format text|json]'
+const USAGE = 'usage: fairvisor validate <file|->... [--format text|json]'
 
 function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
   return r.bundle.policies.map((p) => {
@@ -22,20 +24,26 @@ function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
 }
 
 export async function run(args: string[]): Promise<number> {
-  let path: string
+  let paths: string[]
   let format: string
   try {
     const a = parseArgs(args, ['format'])
     format = a.options.get('format') ?? 'text'
     if (format !== 'text' && format !== 'json') throw new UsageError(`--format must be text or json, not "${format}"`)
-    if (a.positional.length !== 1) throw new UsageError('give exactly one bundle file, or - for standard input')
-    path = a.positional[0]!
+    if (a.positional.length === 0) throw new UsageError('give a bundle file, or - for standard input')
+    if (a.positional.filter((p) => p === '-').length > 1) throw new UsageError('standard input (-) can be read once')
+    paths = a.positional
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
     process.stderr.write(`fairvisor validate: ${err.message}\n${USAGE}\n`)
     return 2
   }
+  let code = 0
+  for (const path of paths) code = Math.max(code, await validateOne(path, format))
+  return code
+}
 
+async function validateOne(path: string, format: string): Promise<number> {
   const now = Date.now()
   let r: LoadResult
   if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now)
