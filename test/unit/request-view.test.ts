@@ -6,7 +6,7 @@ import { parseTrustedProxies } from '../../src/settings.js'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
-import { headerKey } from '../../src/request/view.js'
+import { headerKey, normalisePath } from '../../src/request/view.js'
 import { b64url, view } from './engine-harness.js'
 
 const TRUSTED = parseTrustedProxies('10.0.0.0/8, 192.168.1.1, fd00::/8')
@@ -129,4 +129,13 @@ test('the BlockList of trusted proxies is what clientIp consults', () => {
   list.addAddress('127.0.0.1')
   assert.equal(clientIp('127.0.0.1', '198.51.100.1', list), '198.51.100.1')
   assert.equal(clientIp('127.0.0.2', '198.51.100.1', list), '127.0.0.2')
+})
+
+test('path normalisation: dot segments, slash runs, unreserved percent-escapes, absolute form', () => {
+  const cases: [string, string][] = [
+    ['/', '/'], ['/a/b/', '/a/b/'], ['/public/../admin/x', '/admin/x'], ['//admin///x', '/admin/x'],
+    ['/%61dmin/x', '/admin/x'], ['/a/%2fb', '/a/%2Fb'], ['/a%20b', '/a%20b'], ['/a/./b', '/a/b'], ['/a/b/..', '/a/'],
+    ['/..', '/'], ['/a/b/../../../c', '/c'], ['/a/..b/.c', '/a/..b/.c'], ['http://h:80/x', '/x'], ['https://h', '/'], ['*', '*'],
+  ]
+  for (const [raw, want] of cases) assert.equal(normalisePath(raw), want, raw)
 })

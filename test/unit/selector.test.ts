@@ -99,3 +99,30 @@ test('host normalisation, both sides', () => {
   assert.equal(hostProblem('user@example.com'), 'host "user@example.com" must not contain /, ?, # or @')
   assert.equal(hostProblem('exa_mple.com'), 'host "exa_mple.com" may only contain letters, digits, "." and "-"')
 })
+
+const WALKAROUNDS: [string, boolean][] = [
+  ['/admin/x', true],
+  ['/public/../admin/x', true],
+  ['//admin/x', true],
+  ['/admin//x', true],
+  ['/./admin/x', true],
+  ['/%61dmin/x', true],
+  ['/%61%64min/x', true],
+  ['http://backend/admin/x', true],
+  ['/admin%2Fx', false],
+  ['/admin/x/..', false],
+  ['/adminx/..', false],
+]
+
+for (const [raw, want] of WALKAROUNDS) {
+  test(`a raw path ${raw} ${want ? 'is' : 'is not'} under pathPrefix /admin/ once normalised`, () => {
+    const b = compile(bundle([policy('p', [rule('r', [], tb(1, 1))], {}, { pathPrefix: '/admin/' })]))
+    assert.equal(b.index.match('GET', view({ path: raw }).path, 'localhost').length === 1, want)
+  })
+}
+
+test('pathExact and kill-switch routes see the normalised path too', () => {
+  const b = compile(bundle([policy('p', [rule('r', [], tb(1, 1))], {}, { pathExact: '/login' })]))
+  assert.equal(b.index.match('POST', view({ path: '/x/../login' }).path, 'localhost').length, 1)
+  assert.equal(b.index.match('POST', view({ path: '//login' }).path, 'localhost').length, 1)
+})
