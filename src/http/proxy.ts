@@ -120,10 +120,13 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     connect: { timeout: settings.upstreamConnectTimeoutMs },
   })
 
-  function fail(req: IncomingMessage, res: ServerResponse, err: Error & { code?: string }): void {
+  function fail(req: IncomingMessage, res: ServerResponse, client: Duplex, err: Error & { code?: string }): void {
     const timeout = err.code !== undefined && TIMEOUT_CODES.has(err.code)
     const status = timeout ? 504 : 502
-    if (res.destroyed || req.destroyed) return // the client went away: nothing to answer
+    // The client went away: nothing to answer. (req itself may be destroyed, and
+    // req.socket detached, by undici, which destroys the request body on an
+    // upstream error; that alone does not mean the client has gone.)
+    if (res.destroyed || client.destroyed) return
     log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status }, timeout ? 'backend timed out' : 'backend unreachable')
     if (res.headersSent) {
       res.destroy(err) // mid-body: the only honest signal is a truncated response
@@ -133,6 +136,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   }
 
   function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined): void {
+    const client = req.socket
     let abortUpstream: ((err?: Error) => void) | undefined
     let done = false
     const onClose = (): void => {
@@ -159,7 +163,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       },
       onError(err: Error) {
         done = true
-        fail(req, res, err)
+        fail(req, res, client, err)
       },
     } as unknown as Dispatcher.DispatchHandler
     pool.dispatch(

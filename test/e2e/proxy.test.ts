@@ -1,0 +1,352 @@
+/**
+ * Reverse proxy behaviour through the real gateway process and a real
+ * backend on port 0: methods, path+query, bodies and headers intact,
+ * X-Forwarded-*, hop-by-hop removal both ways, Set-Cookie, 502/504, client
+ * abort and WebSocket upgrades. The bundle has no policies, so every request
+ * is allowed and only the proxy is under test.
+ */
+import assert from 'node:assert/strict'
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { WebSocket, WebSocketServer } from 'ws'
+import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+
+function emptyBundle(): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'fv-proxy-')), 'bundle.json')
+  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [] }))
+  return file
+}
+
+interface Reply {
+  status: number
+  headers: IncomingHttpHeaders
+  body: Buffer
+}
+
+/** One request with exactly the given headers (no agent, so nothing is pooled between tests). */
+function send(url: string, method: string, path: string, headers: Record<string, string | string[]> = {}, body?: Buffer | string): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}${path}`, { method, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }))
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+interface Seen {
+  method: string
+  url: string
+  headers: IncomingHttpHeaders
+  body: Buffer
+}
+
+/** A closed port: bind port 0, note it, close it. */
+async function closedPort(): Promise<number> {
+  const s = createNetServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
+  const port = (s.address() as AddressInfo).port
+  await new Promise<void>((r) => s.close(() => r()))
+  return port
+}
+
+describe('reverse proxy', { timeout: 60_000 }, () => {
+  let backend: Backend
+  let gw: GatewayProcess
+  const seen: Seen[] = []
+  /** Per-path behaviour of the backend; default echoes a summary. */
+  const special = new Map<string, (req: IncomingMessage, res: ServerResponse) => void>()
+
+  before(async () => {
+    backend = await startBackend((req, res) => {
+      const path = (req.url ?? '/').split('?')[0]!
+      const fn = special.get(path)
+      if (fn) return fn(req, res)
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) })
+        res.setHeader('x-backend', 'yes')
+        res.end(req.method === 'HEAD' ? undefined : `echo ${req.method}`)
+      })
+    })
+    const wss = new WebSocketServer({ server: backend.server })
+    wss.on('connection', (ws, req) => {
+      ws.on('message', (data, isBinary) => ws.send(isBinary ? data : `echo:${data.toString()}:${req.url}`, { binary: isBinary }))
+    })
+    gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: emptyBundle(), FAIRVISOR_UPSTREAM_TIMEOUT_MS: '800' })
+  })
+
+  after(async () => {
+    const code = await gw?.stop()
+    await backend?.close()
+    assert.equal(code, 0)
+  })
+
+  for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
+    test(`${method} keeps method, path+query, body and headers`, async () => {
+      const path = `/a/b%20c/${method.toLowerCase()}?x=1&y=%2F&z&x=2`
+      const withBody = method !== 'GET' && method !== 'HEAD'
+      const body = withBody ? Buffer.from(`{"payload":"${method}","n":[1,2,3]}`) : undefined
+      const headers: Record<string, string> = { 'x-custom': 'v1', 'x-multi': 'a, b', 'accept': 'application/json', 'user-agent': 'fv-e2e/1' }
+      if (body) {
+        headers['content-type'] = 'application/json'
+        // node's client sends no length for DELETE/OPTIONS bodies on its own.
+        headers['content-length'] = String(body.length)
+      }
+      const before = seen.length
+      const r = await send(gw.url, method, path, headers, body)
+      assert.equal(r.status, 200)
+      assert.equal(r.headers['x-backend'], 'yes')
+      if (method === 'HEAD') assert.equal(r.body.length, 0)
+      else assert.equal(r.body.toString(), `echo ${method}`)
+      assert.equal(seen.length, before + 1)
+      const s = seen.at(-1)!
+      assert.equal(s.method, method)
+      assert.equal(s.url, path)
+      assert.equal(s.headers['x-custom'], 'v1')
+      assert.equal(s.headers['x-multi'], 'a, b')
+      assert.equal(s.headers['accept'], 'application/json')
+      assert.equal(s.headers['user-agent'], 'fv-e2e/1')
+      if (body) {
+        assert.deepEqual(s.body, body)
+        assert.equal(s.headers['content-type'], 'application/json')
+      } else {
+        assert.equal(s.body.length, 0)
+      }
+    })
+  }
+
+  test('a chunked request body of unknown length arrives whole', async () => {
+    const r = await new Promise<Reply>((resolve, reject) => {
+      const req = httpRequest(`${gw.url}/chunked`, { method: 'POST', agent: false }, (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }))
+      })
+      req.on('error', reject)
+      req.write('part one|')
+      setTimeout(() => req.end('part two'), 50)
+    })
+    assert.equal(r.status, 200)
+    const s = seen.at(-1)!
+    assert.equal(s.url, '/chunked')
+    assert.equal(s.body.toString(), 'part one|part two')
+  })
+
+  test('Host is passed through and X-Forwarded-For/-Proto/-Host are set', async () => {
+    await send(gw.url, 'GET', '/fwd', { host: 'api.example.test:8443', 'x-forwarded-for': '203.0.113.9' })
+    const s = seen.at(-1)!
+    assert.equal(s.headers.host, 'api.example.test:8443')
+    // 127.0.0.1 is not a trusted proxy: its claim is kept but the real peer is appended.
+    assert.equal(s.headers['x-forwarded-for'], '203.0.113.9, 127.0.0.1')
+    assert.equal(s.headers['x-forwarded-proto'], 'http')
+    assert.equal(s.headers['x-forwarded-host'], 'api.example.test:8443')
+
+    await send(gw.url, 'GET', '/fwd2', { host: 'plain.test', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.test' })
+    const t = seen.at(-1)!
+    assert.equal(t.headers['x-forwarded-for'], '127.0.0.1')
+    // An untrusted peer cannot claim another scheme or host.
+    assert.equal(t.headers['x-forwarded-proto'], 'http')
+    assert.equal(t.headers['x-forwarded-host'], 'plain.test')
+  })
+
+  test('hop-by-hop request headers are removed, including those named in Connection', async () => {
+    await send(gw.url, 'GET', '/hop', {
+      connection: 'keep-alive, X-Hop-One, x-hop-two',
+      'keep-alive': 'timeout=5',
+      te: 'trailers',
+      upgrade: 'h2c',
+      'proxy-authorization': 'Basic Zm9vOmJhcg==',
+      'proxy-connection': 'keep-alive',
+      'x-hop-one': '1',
+      'x-hop-two': '2',
+      'x-end-to-end': 'kept',
+    })
+    const s = seen.at(-1)!
+    assert.equal(s.url, '/hop')
+    for (const h of ['keep-alive', 'te', 'upgrade', 'proxy-authorization', 'proxy-connection', 'x-hop-one', 'x-hop-two']) {
+      assert.equal(s.headers[h], undefined, `${h} must not reach the backend`)
+    }
+    assert.ok(!/hop/i.test(String(s.headers.connection ?? '')), `connection at backend: ${s.headers.connection}`)
+    assert.equal(s.headers['x-end-to-end'], 'kept')
+  })
+
+  test('hop-by-hop response headers are removed, including those named in Connection', async () => {
+    special.set('/hop-res', (_req, res) => {
+      res.setHeader('connection', 'keep-alive, X-Backend-Hop')
+      res.setHeader('keep-alive', 'timeout=99, max=7')
+      res.setHeader('x-backend-hop', 'secret')
+      res.setHeader('proxy-authenticate', 'Basic realm="backend"')
+      res.setHeader('upgrade', 'h2c')
+      res.setHeader('te', 'trailers')
+      res.setHeader('x-end-to-end', 'kept')
+      res.end('hop')
+    })
+    const r = await send(gw.url, 'GET', '/hop-res')
+    assert.equal(r.status, 200)
+    assert.equal(r.body.toString(), 'hop')
+    assert.equal(r.headers['x-backend-hop'], undefined)
+    assert.equal(r.headers['proxy-authenticate'], undefined)
+    assert.equal(r.headers['upgrade'], undefined)
+    assert.equal(r.headers['te'], undefined)
+    // The gateway's own connection management may add Connection/Keep-Alive, never the backend's.
+    assert.ok(!/hop/i.test(String(r.headers.connection ?? '')), `connection at client: ${r.headers.connection}`)
+    assert.notEqual(r.headers['keep-alive'], 'timeout=99, max=7')
+    assert.equal(r.headers['x-end-to-end'], 'kept')
+  })
+
+  test('status, reason and three Set-Cookie headers come back unchanged', async () => {
+    const cookies = ['a=1; Path=/; HttpOnly', 'b=2; Max-Age=60; Secure', 'c=3, with comma; SameSite=Lax']
+    special.set('/cookies', (_req, res) => {
+      res.statusCode = 201
+      res.statusMessage = 'Made It'
+      res.setHeader('set-cookie', cookies)
+      res.end('cookies')
+    })
+    const raw = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = httpRequest(`${gw.url}/cookies`, { agent: false }, resolve)
+      req.on('error', reject)
+      req.end()
+    })
+    raw.resume()
+    assert.equal(raw.statusCode, 201)
+    assert.equal(raw.statusMessage, 'Made It')
+    assert.deepEqual(raw.headers['set-cookie'], cookies)
+  })
+
+  test('a backend that resets the connection mid-request gives 502 with a JSON body and an error log line', async () => {
+    special.set('/reset', (req) => req.socket.destroy())
+    const r = await send(gw.url, 'POST', '/reset', { 'content-type': 'text/plain' }, 'x'.repeat(1000))
+    assert.equal(r.status, 502)
+    assert.match(String(r.headers['content-type']), /application\/json/)
+    assert.ok(r.body.length < 200)
+    assert.deepEqual(JSON.parse(r.body.toString()), { error: 'bad_gateway', status: 502 })
+    const line = await gw.waitForLog((l) => l.level === 'error' && l.path === '/reset')
+    assert.equal(line.status, 502)
+  })
+
+  test('a backend slower than FAIRVISOR_UPSTREAM_TIMEOUT_MS gives 504 with a JSON body and an error log line', async () => {
+    let closed = false
+    special.set('/slow', (_req, res) => {
+      const t = setTimeout(() => res.end('too late'), 3000)
+      res.on('close', () => ((closed = true), clearTimeout(t)))
+    })
+    const start = Date.now()
+    const r = await send(gw.url, 'GET', '/slow')
+    const took = Date.now() - start
+    assert.equal(r.status, 504)
+    assert.ok(took >= 700 && took < 2500, `504 after ${took} ms, timeout is 800 ms`)
+    assert.deepEqual(JSON.parse(r.body.toString()), { error: 'backend_timeout', status: 504 })
+    const line = await gw.waitForLog((l) => l.level === 'error' && l.path === '/slow')
+    assert.equal(line.status, 504)
+    // The timed-out upstream request is not left hanging on the backend.
+    for (let i = 0; i < 40 && !closed; i++) await new Promise((r) => setTimeout(r, 25))
+    assert.ok(closed, 'backend request was not closed after the timeout')
+  })
+
+  test('a client that goes away before the response head cancels the upstream request', async () => {
+    let arrived!: () => void
+    const arrivedP = new Promise<void>((r) => (arrived = r))
+    let closedAt = 0
+    special.set('/hang', (_req, res) => {
+      arrived()
+      res.on('close', () => (closedAt = Date.now()))
+    })
+    const req = httpRequest(`${gw.url}/hang`, { agent: false })
+    req.on('error', () => {})
+    req.end()
+    await arrivedP
+    const abortedAt = Date.now()
+    req.destroy()
+    for (let i = 0; i < 40 && !closedAt; i++) await new Promise((r) => setTimeout(r, 25))
+    assert.ok(closedAt > 0, 'backend never saw its request close')
+    assert.ok(closedAt - abortedAt < 1000, `upstream closed ${closedAt - abortedAt} ms after the client left`)
+  })
+
+  test('a client that goes away mid-body cancels the streaming upstream response', async () => {
+    let closed = false
+    let written = 0
+    special.set('/endless', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' })
+      const chunk = Buffer.alloc(16 * 1024, 1)
+      const pump = (): void => {
+        while (!closed && res.write(chunk)) written += chunk.length
+        if (!closed) res.once('drain', pump)
+      }
+      res.on('close', () => (closed = true))
+      pump()
+    })
+    await new Promise<void>((resolve, reject) => {
+      const req = httpRequest(`${gw.url}/endless`, { agent: false }, (res) => {
+        let got = 0
+        res.on('data', (c: Buffer) => {
+          got += c.length
+          if (got > 256 * 1024) {
+            req.destroy()
+            resolve()
+          }
+        })
+      })
+      req.on('error', () => {})
+      req.on('close', () => resolve())
+      req.end()
+      setTimeout(() => reject(new Error('no body arrived')), 5000).unref()
+    })
+    for (let i = 0; i < 40 && !closed; i++) await new Promise((r) => setTimeout(r, 25))
+    assert.ok(closed, 'backend kept streaming after the client left')
+    const at = written
+    await new Promise((r) => setTimeout(r, 200))
+    assert.equal(written, at)
+  })
+
+  test('a WebSocket echo round trip works through the gateway', async () => {
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/ws/chat?room=1`)
+    const messages: { data: string | Buffer; binary: boolean }[] = []
+    const got = new Promise<void>((resolve, reject) => {
+      ws.on('message', (data, isBinary) => {
+        messages.push({ data: isBinary ? (data as Buffer) : data.toString(), binary: isBinary })
+        if (messages.length === 2) resolve()
+      })
+      ws.on('error', reject)
+    })
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', resolve)
+      ws.once('error', reject)
+    })
+    ws.send('hello')
+    ws.send(Buffer.from([0, 1, 2, 255]), { binary: true })
+    await got
+    assert.deepEqual(messages[0], { data: 'echo:hello:/ws/chat?room=1', binary: false })
+    assert.deepEqual(messages[1], { data: Buffer.from([0, 1, 2, 255]), binary: true })
+    await new Promise<void>((resolve) => {
+      ws.once('close', () => resolve())
+      ws.close()
+    })
+  })
+})
+
+describe('reverse proxy without a backend', { timeout: 20_000 }, () => {
+  test('a backend that refuses the connection gives 502 with a JSON body and an error log line', async () => {
+    const port = await closedPort()
+    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: `http://127.0.0.1:${port}`, FAIRVISOR_CONFIG_FILE: emptyBundle() })
+    try {
+      const r = await send(gw.url, 'GET', '/nobody-home')
+      assert.equal(r.status, 502)
+      assert.match(String(r.headers['content-type']), /application\/json/)
+      assert.deepEqual(JSON.parse(r.body.toString()), { error: 'bad_gateway', status: 502 })
+      const line = await gw.waitForLog((l) => l.level === 'error' && l.path === '/nobody-home')
+      assert.equal(line.status, 502)
+      assert.equal((line.err as { code?: string }).code, 'ECONNREFUSED')
+    } finally {
+      assert.equal(await gw.stop(), 0)
+    }
+  })
+})
