@@ -60,7 +60,7 @@ export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, co
 
 /** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
 export function resetSeconds(tokens: number, rate: number): number {
-  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate))
+  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate - 1e-9))
 }
 
 /** Seconds after `last` at which the bucket is full again, so its state can be forgotten. */

@@ -105,7 +105,8 @@ function compileRule(raw: RawRule, name: string): CompiledRule {
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     rate,
     burst,
-    windowS: Math.ceil(burst / rate),
+    // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
+    windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)),
     cost: costFunction(String(c.cost_source ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1)),
     counterPrefix: `tb:${name}:`,
     shadowCounterPrefix: `shadow:tb:${name}:`,

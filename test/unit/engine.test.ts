@@ -283,3 +283,8 @@ test('no bundle → 503 no_bundle_loaded; no matching policy → allow', () => {
   assert.deepEqual({ ...none }, { allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
   assert.equal(h.run({ path: '/web' }).reason, 'no_matching_policy')
 })
+
+test('RateLimit-Policy window is burst / rate rounded up, without float noise', () => {
+  const h = new Harness(compile(bundle([policy('p', [rule('r', ['ip:address'], tb(0.3, 3))])])))
+  assert.equal(h.run().limit?.windowS, 10)
+})

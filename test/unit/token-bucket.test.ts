@@ -101,3 +101,10 @@ test('secondsUntilFull: how long until an idle bucket may be forgotten', () => {
   assert.equal(secondsUntilFull(4, { rate: 2, burst: 10 }), 3)
   assert.equal(secondsUntilFull(0, { rate: 0.5, burst: 1 }), 2)
 })
+
+test('RateLimit-Reset and retry_after do not gain a second from float noise', () => {
+  // 0.7 tokens at rate 0.1: 0.3 / 0.1 is 2.9999999999999996 or 3.0000000000000004 depending on the path; the answer is 3.
+  assert.equal(resetSeconds(0.7, 0.1), 3)
+  const r = takeTokens({ tokens: 0.7, last: T0 }, { rate: 0.1, burst: 1 }, 1, T0)
+  assert.equal(r.retryAfter, 3)
+})
