@@ -11,9 +11,10 @@ import { VERSION } from './version.js'
 type Command = (args: string[]) => Promise<number>
 
 async function serve(): Promise<number> {
-  let settings
+  let gw
   try {
-    settings = loadSettings()
+    // Some settings (JWT key files) are only checked as their parts start: both stages exit 2.
+    gw = await startGateway(loadSettings())
   } catch (err) {
     if (err instanceof SettingError) {
       process.stderr.write(`fairvisor: invalid setting ${err.message}\n`)
@@ -21,7 +22,6 @@ async function serve(): Promise<number> {
     }
     throw err
   }
-  const gw = await startGateway(settings)
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       gw.log.info({ signal }, 'signal received')
@@ -71,7 +71,7 @@ main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code
     // A drained server may still hold timers or sockets of libraries: do not wait for them.
-    if (code === 0 && (process.argv[2] === undefined || process.argv[2] === 'serve')) process.exit(0)
+    if (process.argv[2] === undefined || process.argv[2] === 'serve') process.exit(code)
   },
   (err: Error) => {
     process.stderr.write(`fairvisor: ${err.stack ?? err.message}\n`)

@@ -16,7 +16,8 @@ import { createListener, type Handler, type Listener } from './http/server.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, retryAfterBucket, type Metrics } from './observe/metrics.js'
 import { makeTrustCheck } from './request/client-ip.js'
-import { RequestView, type RequestInput } from './request/view.js'
+import { bearerToken, createJwtVerifier } from './request/jwt-verify.js'
+import { rawHeader, RequestView, type RequestInput } from './request/view.js'
 import type { Settings } from './settings.js'
 import { MemoryStore } from './store/memory.js'
 import { RedisStore } from './store/redis.js'
@@ -91,6 +92,8 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const log = createLogger(settings.logLevel)
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
+  // Before any connection opens: a bad JWT key source stops start-up (exit 2).
+  const jwt = createJwtVerifier(settings)
   const store = createStore(settings, log)
   // Start with Redis connected when it is reachable; when it is not, start anyway (fail policy applies).
   if ((store instanceof RedisStore || store instanceof RedisClusterStore) && !(await store.waitReady(3000))) log.warn({ store: store.kind }, 'redis store not reachable at start-up; the fail policy applies until it is')
@@ -102,12 +105,17 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
 
   const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: observerFor(log, metrics, store) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
-  const decide = (input: RequestInput, collectDescriptors = false): Decision | Promise<Decision> => {
-    const start = process.hrtime.bigint()
+  const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint): Decision | Promise<Decision> => {
     const d = engine.evaluate(bundles.current, new RequestView(input, trusted), clock(), collectDescriptors)
     if (d instanceof Promise) return d.then((x) => (recordDecision(metrics, x, start), x))
     recordDecision(metrics, d, start)
     return d
+  }
+  const decide = (input: RequestInput, collectDescriptors = false): Decision | Promise<Decision> => {
+    const start = process.hrtime.bigint()
+    const token = jwt && bearerToken(rawHeader(input.rawHeaders, 'authorization'))
+    if (token) return jwt!.verify(token, clock()).then((verifiedClaims) => evaluate({ ...input, verifiedClaims }, collectDescriptors, start))
+    return evaluate(input, collectDescriptors, start)
   }
 
   let proxy: Proxy | undefined

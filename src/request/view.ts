@@ -20,11 +20,25 @@ export interface RequestInput {
   rawHeaders: readonly string[]
   /** Socket peer address. */
   peer: string
+  /**
+   * Claims already verified by the JWT verifier (null: the token did not
+   * verify). Absent when no key source is configured: claims are then decoded.
+   */
+  verifiedClaims?: Claims | null
 }
 
 /** Header names are compared case-insensitively with `-` and `_` equivalent (SPEC §3). */
 export function headerKey(name: string): string {
   return name.toLowerCase().replace(/_/g, '-')
+}
+
+/** First value of header `lowerName` in a flat raw list (case-insensitive), without building a map. */
+export function rawHeader(raw: readonly string[], lowerName: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i]!
+    if (k.length === lowerName.length && k.toLowerCase() === lowerName) return raw[i + 1]
+  }
+  return undefined
 }
 
 export function normaliseHost(raw: string): string {
@@ -139,7 +153,10 @@ export class RequestView {
   }
 
   get claims(): Claims | undefined {
-    if (this._claims === undefined) this._claims = decodeBearer(this.header('authorization')) ?? null
+    if (this._claims === undefined) {
+      const v = this.input.verifiedClaims
+      this._claims = v !== undefined ? v : (decodeBearer(this.header('authorization')) ?? null)
+    }
     return this._claims ?? undefined
   }
 
