@@ -35,45 +35,71 @@ export interface Proxy {
   close(): Promise<void>
 }
 
-function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
-  if (value === undefined) return undefined
-  const text = Array.isArray(value) ? value.join(',') : value
-  const out = new Set<string>()
-  for (const t of text.split(',')) {
+function connectionTokens(value: string): Set<string> | undefined {
+  let out: Set<string> | undefined
+  for (const t of value.split(',')) {
     const v = t.trim().toLowerCase()
-    if (v && v !== 'close' && v !== 'keep-alive') out.add(v)
+    if (v && v !== 'close' && v !== 'keep-alive') (out ??= new Set()).add(v)
   }
-  return out.size ? out : undefined
+  return out
 }
 
-/** Request headers for the backend as a flat [name, value, …] list. */
-function upstreamHeaders(req: IncomingMessage, trusted: boolean): string[] {
+/**
+ * Header-name lengths that can be special (hop-by-hop, replaced, or read by the
+ * proxy). Names of any other length are copied without lower-casing them, which
+ * saves a string allocation per header on the hot path.
+ */
+const SPECIAL_LENGTH: boolean[] = []
+for (const name of [...HOP_BY_HOP, ...REPLACED, 'host', 'content-length']) SPECIAL_LENGTH[name.length] = true
+
+/** Removes from a flat [name, value, …] list the names a Connection header listed. */
+function dropListed(out: string[], listed: Set<string>, from: number): void {
+  for (let i = out.length - 2; i >= from; i -= 2) if (listed.has(out[i]!.toLowerCase())) out.splice(i, 2)
+}
+
+/**
+ * Appends the request headers for the backend to `out` as a flat
+ * [name, value, …] list, in one pass over rawHeaders (req.headers is never
+ * built here). Returns whether the request has a body.
+ */
+function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: string[]): boolean {
   const raw = req.rawHeaders
-  const listed = connectionTokens(req.headers.connection)
-  const out: string[] = []
+  let connection: string | undefined
+  let host: string | undefined
+  let body = false
   let xff: string | undefined
   let xfp: string | undefined
   let xfh: string | undefined
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!
-    const lower = name.toLowerCase()
-    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
-    if (REPLACED.has(lower)) {
-      if (lower === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`
-      else if (lower === 'x-forwarded-proto') xfp ??= raw[i + 1]
-      else if (lower === 'x-forwarded-host') xfh ??= raw[i + 1]
-      continue
+    if (SPECIAL_LENGTH[name.length] === true) {
+      const lower = name.toLowerCase()
+      if (HOP_BY_HOP.has(lower)) {
+        if (lower === 'connection') connection = connection === undefined ? raw[i + 1] : `${connection},${raw[i + 1]}`
+        else if (lower === 'transfer-encoding') body = true
+        continue
+      }
+      if (REPLACED.has(lower)) {
+        if (lower === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`
+        else if (lower === 'x-forwarded-proto') xfp ??= raw[i + 1]
+        else if (lower === 'x-forwarded-host') xfh ??= raw[i + 1]
+        continue
+      }
+      if (lower === 'host') host ??= raw[i + 1]
+      else if (lower === 'content-length' && raw[i + 1] !== '0') body = true
     }
     out.push(name, raw[i + 1]!)
   }
+  const listed = connection === undefined ? undefined : connectionTokens(connection)
+  if (listed) dropListed(out, listed, 0)
   const peer = req.socket.remoteAddress ?? ''
   // Always append the peer so the backend sees the full chain; only a trusted
   // peer's claims about the original scheme and host are kept.
   out.push('x-forwarded-for', xff ? `${xff}, ${peer}` : peer)
   out.push('x-forwarded-proto', trusted && xfp ? xfp : (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http')
-  const host = trusted && xfh ? xfh : req.headers.host
-  if (host) out.push('x-forwarded-host', host)
-  return out
+  const fwdHost = trusted && xfh ? xfh : host
+  if (fwdHost) out.push('x-forwarded-host', fwdHost)
+  return body
 }
 
 /** Response headers for the client: raw buffers from undici, hop-by-hop removed. */
@@ -82,24 +108,19 @@ function downstreamHeaders(raw: Buffer[], extra: string[] | undefined): string[]
   let listed: Set<string> | undefined
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toString('latin1')
-    const lower = name.toLowerCase()
-    if (lower === 'connection') listed = connectionTokens(raw[i + 1]!.toString('latin1'))
-    if (HOP_BY_HOP.has(lower)) continue
+    if (SPECIAL_LENGTH[name.length] === true) {
+      const lower = name.toLowerCase()
+      if (lower === 'connection') listed = connectionTokens(raw[i + 1]!.toString('latin1'))
+      if (HOP_BY_HOP.has(lower)) continue
+    }
     out.push(name, raw[i + 1]!.toString('latin1'))
   }
-  if (listed) {
-    for (let i = out.length - 2; i >= 0; i -= 2) if (listed.has(out[i]!.toLowerCase())) out.splice(i, 2)
-  }
+  if (listed) dropListed(out, listed, 0)
   if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
   return out
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
-
-function hasBody(req: IncomingMessage): boolean {
-  const h = req.headers
-  return h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0')
-}
 
 export function sendJson(res: ServerResponse, status: number, body: object, headers?: string[]): void {
   const text = JSON.stringify(body)
@@ -107,6 +128,67 @@ export function sendJson(res: ServerResponse, status: number, body: object, head
   if (headers) flat.push(...headers)
   res.writeHead(status, flat)
   res.end(text)
+}
+
+const kForwarding = Symbol('forwarding')
+type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
+
+/**
+ * One proxied request as an undici dispatch handler (the core callback API:
+ * raw header buffers, no per-response Readable). A class with prototype
+ * methods instead of a closure-built object keeps the per-request allocation
+ * to one small object.
+ */
+class Forwarding {
+  abort: ((err?: Error) => void) | undefined = undefined
+  resume: (() => void) | undefined = undefined
+  done = false
+  /** The client socket, kept because undici may detach req.socket when it destroys the body. */
+  readonly client: Duplex
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly extraHeaders: string[] | undefined,
+    readonly failure: (f: Forwarding, err: Error & { code?: string }) => void,
+  ) {
+    this.client = req.socket
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abort = abort
+    if (this.res.destroyed) abort(new Error('client closed the connection'))
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+    if (statusCode < 200) return true // interim responses are not relayed
+    this.resume = resume
+    this.res.writeHead(statusCode, statusText, downstreamHeaders(rawHeaders, this.extraHeaders))
+    return true
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.res.write(chunk)) return true
+    // Backpressure: undici pauses reading the backend until the client drains.
+    this.res.once('drain', this.resume!)
+    return false
+  }
+
+  onComplete(): void {
+    this.done = true
+    this.res.end()
+  }
+
+  onError(err: Error): void {
+    this.done = true
+    this.failure(this, err)
+  }
+}
+
+/** 'close' listener shared by every response (no closure per request): a client that left cancels its upstream request. */
+function onResponseClose(this: ForwardedResponse): void {
+  const f = this[kForwarding]
+  if (f !== undefined && !f.done && f.abort !== undefined) f.abort(new Error('client closed the connection'))
 }
 
 export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Proxy {
@@ -135,51 +217,24 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
   }
 
+  const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
+  const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
+
   function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined): void {
-    const client = req.socket
-    let abortUpstream: ((err?: Error) => void) | undefined
-    let done = false
-    const onClose = (): void => {
-      if (!done && abortUpstream) abortUpstream(new Error('client closed the connection'))
-    }
-    res.once('close', onClose)
-    const handler: Dispatcher.DispatchHandler = {
-      onConnect(abort: (err?: Error) => void) {
-        abortUpstream = abort
-        if (res.destroyed) abort(new Error('client closed the connection'))
-      },
-      onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string) {
-        if (statusCode < 200) return true // interim responses are not relayed
-        res.writeHead(statusCode, statusText, downstreamHeaders(rawHeaders, extraHeaders))
-        res.on('drain', resume)
-        return true
-      },
-      onData(chunk: Buffer) {
-        return res.write(chunk)
-      },
-      onComplete() {
-        done = true
-        res.end()
-      },
-      onError(err: Error) {
-        done = true
-        fail(req, res, client, err)
-      },
-    } as unknown as Dispatcher.DispatchHandler
+    const f = new Forwarding(req, res, extraHeaders, failure)
+    ;(res as ForwardedResponse)[kForwarding] = f
+    res.once('close', onResponseClose)
+    const headers: string[] = []
+    const body = upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
     pool.dispatch(
-      {
-        origin: origin.origin,
-        path: req.url!,
-        method: req.method as Dispatcher.HttpMethod,
-        headers: upstreamHeaders(req, isTrustedPeer(req.socket.remoteAddress ?? '')),
-        body: hasBody(req) ? req : null,
-      },
-      handler,
+      { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: body ? req : null },
+      f as unknown as Dispatcher.DispatchHandler,
     )
   }
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const headers = upstreamHeaders(req, isTrustedPeer(req.socket.remoteAddress ?? ''))
+    const headers: string[] = []
+    upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
     const protocol = String(req.headers.upgrade ?? 'websocket')
     socket.on('error', () => socket.destroy())
     pool
