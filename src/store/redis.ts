@@ -117,6 +117,7 @@ export class RedisStore implements Store {
   readonly client: Redis & ScriptCommands
   private readonly failOpen: boolean
   private lastCallFailed = false
+  private readonly batching = process.env.FV_CORK !== '0'
 
   constructor(private readonly opts: RedisStoreOptions) {
     const t = opts.target
@@ -148,7 +149,30 @@ export class RedisStore implements Store {
     })
   }
 
+  /**
+   * Calls made during one event-loop turn leave in ONE write: the socket is
+   * corked on the first call and uncorked on setImmediate (right after the
+   * poll phase that delivered the requests). One syscall instead of one per
+   * request on our side, one read on Redis' side. (ioredis' auto-pipelining
+   * would batch too, but it holds a batch until the previous one is answered,
+   * which doubles the wait while Redis hangs and breaks the deadline.)
+   */
+  private corked: { cork(): void; uncork(): void } | undefined
+  private readonly uncork = (): void => {
+    const s = this.corked
+    this.corked = undefined
+    s?.uncork()
+  }
+
   apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
+    if (this.corked === undefined && this.batching) {
+      const stream = (this.client as unknown as { stream?: { cork(): void; uncork(): void; writable: boolean } }).stream
+      if (stream?.writable && this.client.status === 'ready') {
+        stream.cork()
+        this.corked = stream
+        setImmediate(this.uncork)
+      }
+    }
     // `_now` is ignored: the script reads the server clock.
     return this.client.fvTake(...takeArgs(checks)).then(
       (reply) => {

@@ -1,0 +1,203 @@
+/**
+ * Redis faults under load, with a redis-server this file owns (SPEC §9):
+ * - killed in `open` mode: no request fails, none waits longer than the
+ *   deadline (FAIRVISOR_REDIS_TIMEOUT_MS=50) plus 10 ms of gateway time;
+ * - hung (SIGSTOP) in `open` mode: every call hits the deadline, requests are
+ *   still allowed within deadline + 10 ms of gateway time;
+ * - killed / hung in `closed` mode: 503 service_unavailable within that bound;
+ * - restarted: limiting is exact again within 2 s;
+ * - SCRIPT FLUSH mid-traffic: no error reaches a client (checked in `closed`
+ *   mode, where an error would show as a 503).
+ *
+ * Latency is measured per request at the client; the gateway's own share is
+ * that minus the client/backend overhead measured on the same connections
+ * just before the fault (median of the healthy phase), so a loaded 2-core
+ * machine does not turn scheduling noise into failures. Heavy: run under
+ * `flock /tmp/fv-heavy.lock`.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { after, before, describe, it } from 'node:test'
+import { Pool } from 'undici'
+import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { sleep, startRedis, type RedisServer } from '../store/redis-servers.js'
+
+const TIMEOUT_MS = 50
+const CLIENTS = 8
+
+interface Sample {
+  /** Start, epoch ms. */
+  at: number
+  ms: number
+  status: number
+  reason: string | undefined
+}
+
+function writeBundle(dir: string): string {
+  const file = join(dir, 'bundle.json')
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'api',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 5, tokens_per_second: 0.01 } }],
+          },
+        },
+      ],
+    }),
+  )
+  return file
+}
+
+/** CLIENTS loops of requests, each with a fresh user (so a healthy store allows them), until stop(). */
+function load(pool: Pool): { samples: Sample[]; stop(): Promise<void> } {
+  const samples: Sample[] = []
+  let running = true
+  let n = 0
+  const loop = async (): Promise<void> => {
+    while (running) {
+      const at = Date.now()
+      const t0 = performance.now()
+      const r = await pool.request({ path: '/load', method: 'GET', headers: { 'x-user': `load-${n++}` } })
+      await r.body.dump()
+      samples.push({ at, ms: performance.now() - t0, status: r.statusCode, reason: r.headers['x-fairvisor-reason'] as string | undefined })
+    }
+  }
+  const loops = Array.from({ length: CLIENTS }, loop)
+  return {
+    samples,
+    async stop() {
+      running = false
+      await Promise.all(loops)
+    },
+  }
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
+const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? 0
+
+/** Sequential requests of one fresh user: the first `burst` pass, the next is 429. */
+async function exact(pool: Pool, user: string): Promise<boolean> {
+  const codes: number[] = []
+  for (let i = 0; i < 6; i++) {
+    const r = await pool.request({ path: '/exact', method: 'GET', headers: { 'x-user': user } })
+    await r.body.dump()
+    codes.push(r.statusCode)
+  }
+  return codes.join(',') === '200,200,200,200,200,429'
+}
+
+async function waitExact(pool: Pool, label: string, withinMs: number): Promise<number> {
+  const t0 = performance.now()
+  let i = 0
+  while (performance.now() - t0 < withinMs) {
+    if (await exact(pool, `${label}-${i++}`)) return performance.now() - t0
+    await sleep(20)
+  }
+  throw new Error(`limiting not exact within ${withinMs} ms of the restart`)
+}
+
+describe('redis faults under load', () => {
+  let dir: string
+  let bundle: string
+  let backend: Backend
+  let redis: RedisServer
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fv-redis-faults-'))
+    bundle = writeBundle(dir)
+    backend = await startBackend()
+    redis = await startRedis()
+  })
+  after(async () => {
+    await redis?.stop()
+    await backend?.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  async function scenario(policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> {
+    const gw: GatewayProcess = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: policy, FAIRVISOR_REDIS_TIMEOUT_MS: String(TIMEOUT_MS), FAIRVISOR_ACCESS_LOG: 'true' })
+    const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
+    try {
+      const l = load(pool)
+      await sleep(700)
+      if (fault === 'kill') await redis.kill() // resolves once the process is gone
+      else redis.proc.kill('SIGSTOP')
+      const faultAt = Date.now()
+      await sleep(1000)
+      const ready = await (await pool.request({ path: '/readyz', method: 'GET' })).body.json() as { status: string; store: string }
+      const restartAt = Date.now()
+      const restartPerf = performance.now()
+      if (fault === 'kill') await redis.restart()
+      else redis.proc.kill('SIGCONT')
+      await sleep(300)
+      await l.stop()
+      // Requests that started while Redis was gone (client view) ...
+      const healthy = l.samples.filter((s) => s.at < faultAt - 100)
+      // (a request started within one deadline of the resume may legitimately get a real answer)
+      const down = l.samples.filter((s) => s.at > faultAt && s.at < restartAt - TIMEOUT_MS - 20)
+      // ... and the gateway's own time for each request (access log: request in → response finished).
+      const access = gw.logs.filter((x) => x.msg === 'access' && x.url === '/load').map((x) => ({ end: Date.parse(x.time as string), ms: x.ms as number }))
+      const gwHealthy = access.filter((a) => a.end < faultAt - 100).map((a) => a.ms)
+      const gwDown = access.filter((a) => a.end - a.ms > faultAt && a.end < restartAt).map((a) => a.ms)
+      const clientMs = down.map((s) => s.ms)
+      const f = (x: number): string => x.toFixed(1)
+      const detail = `${policy}/${fault}: healthy ${healthy.length} requests (client p50 ${f(median(healthy.map((s) => s.ms)))} ms, gateway p50 ${f(median(gwHealthy))} ms); outage ${down.length} requests: client p50 ${f(median(clientMs))} p99 ${f(quantile(clientMs, 0.99))} max ${f(Math.max(...clientMs))} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
+      console.log(detail)
+      assert.ok(healthy.length > 50 && down.length > 30 && gwDown.length > 30, `enough traffic in both phases: ${detail}`)
+      assert.ok(healthy.every((s) => s.status === 200), `healthy phase all allowed: ${detail}`)
+      if (policy === 'open') {
+        assert.ok(down.every((s) => s.status === 200), `fail-open: no request fails: ${detail}`)
+        assert.equal(ready.status, 'ready', detail)
+      } else {
+        assert.ok(down.every((s) => s.status === 503 && s.reason === 'service_unavailable'), `fail-closed: 503 service_unavailable: ${detail}`)
+        assert.equal(ready.status, fault === 'kill' ? 'not_ready' : 'ready', `fail-closed: not ready while disconnected: ${detail}`)
+      }
+      assert.ok(['connecting', 'degraded'].includes(ready.store), detail)
+      // The bound, on the gateway's own clock: the deadline plus 10 ms, on top of
+      // what a healthy request costs there (the backend round trip in open mode).
+      const bound = TIMEOUT_MS + 10 + (policy === 'open' ? median(gwHealthy) : 0)
+      const over = gwDown.filter((ms) => ms > bound)
+      assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}): ${detail}`)
+      const took = await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
+      console.log(`${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the restart (probe took ${took.toFixed(0)} ms)`)
+    } finally {
+      await pool.close()
+      await gw.stop()
+    }
+  }
+
+  it('open: Redis killed under load → all allowed within the bound; restarted → exact within 2 s', () => scenario('open', 'kill'))
+  it('open: Redis hung (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => scenario('open', 'hang'))
+  it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => scenario('closed', 'kill'))
+  it('closed: Redis hung → 503 at the deadline; resumed → exact within 2 s', () => scenario('closed', 'hang'))
+
+  it('SCRIPT FLUSH mid-traffic: no error reaches a client, counts stay exact', async () => {
+    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: 'closed', FAIRVISOR_REDIS_TIMEOUT_MS: '1000' })
+    const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
+    try {
+      const l = load(pool)
+      for (let i = 0; i < 10; i++) {
+        await sleep(100)
+        assert.equal(redis.cli('script', 'flush'), 'OK')
+        assert.equal(await exact(pool, `flush-${i}`), true, `exact right after flush ${i}`)
+      }
+      await l.stop()
+      const bad = l.samples.filter((s) => s.status !== 200)
+      assert.ok(l.samples.length > 100, `traffic: ${l.samples.length}`)
+      assert.equal(bad.length, 0, `non-200 answers: ${JSON.stringify(bad.slice(0, 5))}`)
+      const metrics = await (await pool.request({ path: '/metrics', method: 'GET' })).body.text()
+      assert.match(metrics, /fairvisor_store_errors_total\{store="redis"\} 0|^(?![\s\S]*fairvisor_store_errors_total\{)/m, 'no store errors counted')
+      assert.equal(gw.logs.filter((x) => x.msg === 'store call failed').length, 0)
+    } finally {
+      await pool.close()
+      await gw.stop()
+    }
+  })
+})
