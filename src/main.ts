@@ -67,11 +67,29 @@ function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserve
   }
 }
 
+/**
+ * prom-client hashes a label object on every inc()/set(); the labelled children
+ * are cached instead, per registry (keys come from the bundle and fixed lists: bounded).
+ */
+interface LabelledChildren { decisions: Map<string, { inc(): void }>; remaining: Map<string, { set(v: number): void }> }
+const childrenOf = new WeakMap<Metrics, LabelledChildren>()
+
 function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
+  let children = childrenOf.get(metrics)
+  if (children === undefined) childrenOf.set(metrics, (children = { decisions: new Map(), remaining: new Map() }))
+  const { decisions: decisionChildren, remaining: remainingChildren } = children
   const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
-  metrics.decisions.inc({ action, reason: d.reason, policy: d.policyId ?? '' })
+  const policy = d.policyId ?? ''
+  const key = `${action}|${d.reason}|${policy}`
+  let counter = decisionChildren.get(key)
+  if (counter === undefined) decisionChildren.set(key, (counter = metrics.decisions.labels({ action, reason: d.reason, policy })))
+  counter.inc()
   metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
-  if (d.limit) metrics.ratelimitRemaining.set({ policy: d.limit.policyId }, d.limit.remaining)
+  if (d.limit) {
+    let gauge = remainingChildren.get(d.limit.policyId)
+    if (gauge === undefined) remainingChildren.set(d.limit.policyId, (gauge = metrics.ratelimitRemaining.labels({ policy: d.limit.policyId })))
+    gauge.set(d.limit.remaining)
+  }
   if (d.retryAfterS !== undefined) metrics.retryAfterBucket.inc({ bucket: retryAfterBucket(d.retryAfterS) })
 }
 

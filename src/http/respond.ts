@@ -6,22 +6,32 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import type { RequestInput } from '../request/view.js'
-import { sendJson } from './proxy.js'
 
 /** Headers added to an allowed response (undefined when there are none). */
 export function allowHeaders(d: Decision): string[] | undefined {
   return d.limit === undefined ? undefined : rateLimitHeaders(d.limit)
 }
 
+/**
+ * The 429/503 answer. Hot on an attack or a runaway client, so the flat header
+ * list and the small JSON body are built by hand (no object, no stringify of
+ * one); the body's values are fixed reason codes and integers.
+ */
 export function sendRejection(res: ServerResponse, d: Decision, exposeReason: boolean, extra?: string[]): void {
-  const headers = d.limit ? rateLimitHeaders(d.limit) : []
+  let body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
+  if (exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
+  if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
+  body += '}'
+  const headers = ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store']
+  if (d.limit) {
+    const rl = rateLimitHeaders(d.limit)
+    for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
+  }
   if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
-  if (extra) headers.push(...extra)
-  const body: Record<string, unknown> = { error: d.status === 429 ? 'too_many_requests' : 'service_unavailable' }
-  if (exposeReason) body.reason = d.reason
-  if (d.retryAfterS !== undefined) body.retry_after = d.retryAfterS
-  sendJson(res, d.status, body, headers)
+  if (extra) for (let i = 0; i < extra.length; i++) headers.push(extra[i]!)
+  res.writeHead(d.status, headers)
+  res.end(body)
 }
 
 /** The request a reverse-proxied IncomingMessage is. */
