@@ -7,6 +7,7 @@
  *   - gateway reject: a policy that rejects almost everything (burst 1, tiny
  *                     rate, one key), answered 429 without the backend;
  *   - bare proxy:     test/bench/bare-proxy.ts in front of the same backend;
+ *   - node:http constant 429: the ceiling of any reject path on node:http;
  *   - nginx allow / nginx reject (when nginx is on PATH): one worker, upstream
  *                     keepalive, `limit_req_zone` keyed on a constant,
  *                     `limit_req_status 429`.
@@ -24,7 +25,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  haveCommand, interleave, runLoad, startBackendProcess, startBareProxy, startGatewayProcess, startNginx, stopAll, summarise, table, tempDir,
+  haveCommand, interleave, runLoad, spawnServer, startBackendProcess, startBareProxy, startGatewayProcess, startNginx, stopAll, summarise, table, tempDir,
   type LoadResult,
 } from './lib.js'
 
@@ -111,10 +112,15 @@ async function main(): Promise<void> {
     const bare = await startBareProxy(backend.url)
     const allowGw = await gateway(backend.url, bundle('allowing', { tokens_per_second: 1e9, burst: 1e12 }), 'allow')
     const rejectGw = await gateway(backend.url, bundle('rejecting', { tokens_per_second: 0.001, burst: 1 }), 'reject')
+    // The ceiling of any reject path on node:http: a server that answers a constant 429 and does nothing else.
+    const floor429 = await spawnServer('node:http constant 429', process.execPath, ['-e', `const b = Buffer.from('{"error":"too_many_requests"}');
+require('http').createServer((q, s) => { s.writeHead(429, { 'content-type': 'application/json', 'content-length': b.length }); s.end(b) })
+  .listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`])
     const targets: Target[] = [
       { name: 'bare undici proxy', url: bare.url, expect: 'allow' },
       { name: 'gateway allow', url: allowGw.url, expect: 'allow' },
       { name: 'gateway reject', url: rejectGw.url, expect: 'reject' },
+      { name: 'node:http constant 429', url: floor429.url, expect: 'reject' },
     ]
     if (haveNginx) {
       targets.push({ name: 'nginx limit_req allow', url: (await nginxLimitReq(backend.url, 'allowing')).url, expect: 'allow' })
@@ -145,6 +151,7 @@ async function main(): Promise<void> {
     console.log('')
     console.log(`gateway allow  / bare proxy = ${allowRatio.toFixed(3)}  (target ≥ 0.93: ${allowRatio >= 0.93 ? 'met' : 'MISSED'})`)
     console.log(`gateway reject / bare proxy = ${rejectRatio.toFixed(2)}×  (target ≥ 3×: ${rejectRatio >= 3 ? 'met' : 'MISSED'})`)
+    console.log(`  for scale: node:http constant 429 / bare proxy = ${(rps('node:http constant 429') / rps('bare undici proxy')).toFixed(2)}×, gateway reject / node:http constant 429 = ${(rps('gateway reject') / rps('node:http constant 429')).toFixed(3)}`)
     if (haveNginx) {
       console.log(`gateway allow  / nginx limit_req allow  = ${(rps('gateway allow') / rps('nginx limit_req allow')).toFixed(3)}`)
       console.log(`gateway reject / nginx limit_req reject = ${(rps('gateway reject') / rps('nginx limit_req reject')).toFixed(3)}`)
