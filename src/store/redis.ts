@@ -117,7 +117,6 @@ export class RedisStore implements Store {
   readonly client: Redis & ScriptCommands
   private readonly failOpen: boolean
   private lastCallFailed = false
-  private readonly batching = process.env.FV_CORK !== '0'
 
   constructor(private readonly opts: RedisStoreOptions) {
     const t = opts.target
@@ -165,7 +164,7 @@ export class RedisStore implements Store {
   }
 
   apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
-    if (this.corked === undefined && this.batching) {
+    if (this.corked === undefined) {
       const stream = (this.client as unknown as { stream?: { cork(): void; uncork(): void; writable: boolean } }).stream
       if (stream?.writable && this.client.status === 'ready') {
         stream.cork()

@@ -9,11 +9,13 @@
  * - SCRIPT FLUSH mid-traffic: no error reaches a client (checked in `closed`
  *   mode, where an error would show as a 503).
  *
- * Latency is measured per request at the client; the gateway's own share is
- * that minus the client/backend overhead measured on the same connections
- * just before the fault (median of the healthy phase), so a loaded 2-core
- * machine does not turn scheduling noise into failures. Heavy: run under
- * `flock /tmp/fv-heavy.lock`.
+ * Latency is measured per request at the client (reported) and, for the
+ * bound, on the gateway's own clock from its access log (request in →
+ * response finished), so the load generator's scheduling on a loaded 2-core
+ * machine does not count. Closed mode: gateway time ≤ deadline + 10 ms,
+ * strictly. Open mode: the allowed request is then proxied, so the p99
+ * gateway time of healthy requests is added as the proxying allowance.
+ * Heavy: run under `flock /tmp/fv-heavy.lock`.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -148,7 +150,7 @@ describe('redis faults under load', () => {
       const gwDown = access.filter((a) => a.end - a.ms > faultAt && a.end < restartAt).map((a) => a.ms)
       const clientMs = down.map((s) => s.ms)
       const f = (x: number): string => x.toFixed(1)
-      const detail = `${policy}/${fault}: healthy ${healthy.length} requests (client p50 ${f(median(healthy.map((s) => s.ms)))} ms, gateway p50 ${f(median(gwHealthy))} ms); outage ${down.length} requests: client p50 ${f(median(clientMs))} p99 ${f(quantile(clientMs, 0.99))} max ${f(Math.max(...clientMs))} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
+      const detail = `${policy}/${fault}: healthy ${healthy.length} requests (client p50 ${f(median(healthy.map((s) => s.ms)))} ms, gateway p50 ${f(median(gwHealthy))} p99 ${f(quantile(gwHealthy, 0.99))} ms); outage ${down.length} requests: client p50 ${f(median(clientMs))} p99 ${f(quantile(clientMs, 0.99))} max ${f(Math.max(...clientMs))} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
       console.log(detail)
       assert.ok(healthy.length > 50 && down.length > 30 && gwDown.length > 30, `enough traffic in both phases: ${detail}`)
       assert.ok(healthy.every((s) => s.status === 200), `healthy phase all allowed: ${detail}`)
@@ -160,9 +162,10 @@ describe('redis faults under load', () => {
         assert.equal(ready.status, fault === 'kill' ? 'not_ready' : 'ready', `fail-closed: not ready while disconnected: ${detail}`)
       }
       assert.ok(['connecting', 'degraded'].includes(ready.store), detail)
-      // The bound, on the gateway's own clock: the deadline plus 10 ms, on top of
-      // what a healthy request costs there (the backend round trip in open mode).
-      const bound = TIMEOUT_MS + 10 + (policy === 'open' ? median(gwHealthy) : 0)
+      // The bound, on the gateway's own clock: the deadline plus 10 ms. In closed
+      // mode nothing else happens (strict). In open mode the request is then
+      // proxied: allow what proxying costs a healthy request (its p99 there).
+      const bound = TIMEOUT_MS + 10 + (policy === 'open' ? quantile(gwHealthy, 0.99) : 0)
       const over = gwDown.filter((ms) => ms > bound)
       assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}): ${detail}`)
       const took = await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
