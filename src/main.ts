@@ -61,36 +61,23 @@ function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserve
       log.error({ err: { message: err.message, code: (err as { code?: string }).code } }, 'store call failed')
     },
     limitCharged(policy, cost, tokensLeft) {
-      metrics.tokensConsumed.inc({ policy }, cost)
-      metrics.tokensRemaining.set({ policy }, tokensLeft)
+      metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
+      metrics.hot.tokensRemaining.set(policy, () => ({ policy }), tokensLeft)
     },
   }
 }
 
-/**
- * prom-client hashes a label object on every inc()/set(); the labelled children
- * are cached instead, per registry (keys come from the bundle and fixed lists: bounded).
- */
-interface LabelledChildren { decisions: Map<string, { inc(): void }>; remaining: Map<string, { set(v: number): void }> }
-const childrenOf = new WeakMap<Metrics, LabelledChildren>()
-
 function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
-  let children = childrenOf.get(metrics)
-  if (children === undefined) childrenOf.set(metrics, (children = { decisions: new Map(), remaining: new Map() }))
-  const { decisions: decisionChildren, remaining: remainingChildren } = children
   const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
   const policy = d.policyId ?? ''
-  const key = `${action}|${d.reason}|${policy}`
-  let counter = decisionChildren.get(key)
-  if (counter === undefined) decisionChildren.set(key, (counter = metrics.decisions.labels({ action, reason: d.reason, policy })))
-  counter.inc()
+  metrics.hot.decisions.inc(`${action}|${d.reason}|${policy}`, () => ({ action, reason: d.reason, policy }))
   metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
-  if (d.limit) {
-    let gauge = remainingChildren.get(d.limit.policyId)
-    if (gauge === undefined) remainingChildren.set(d.limit.policyId, (gauge = metrics.ratelimitRemaining.labels({ policy: d.limit.policyId })))
-    gauge.set(d.limit.remaining)
+  const limit = d.limit
+  if (limit) metrics.hot.ratelimitRemaining.set(limit.policyId, () => ({ policy: limit.policyId }), limit.remaining)
+  if (d.retryAfterS !== undefined) {
+    const bucket = retryAfterBucket(d.retryAfterS)
+    metrics.hot.retryAfterBucket.inc(bucket, () => ({ bucket }))
   }
-  if (d.retryAfterS !== undefined) metrics.retryAfterBucket.inc({ bucket: retryAfterBucket(d.retryAfterS) })
 }
 
 function logReload(log: Logger, metrics: Metrics, bundles: BundleSource, r: ReloadReport): void {

@@ -8,6 +8,17 @@ export function sfString(s: string): string {
   return `"${s.replace(/[^\x20-\x7e]/g, '?').replace(/[\\"]/g, (c) => `\\${c}`)}"`
 }
 
+/** Policy ids come from the bundle (few, fixed): escape each once, not once per response. */
+const idMemo = new Map<string, string>()
+function sfPolicyId(id: string): string {
+  let out = idMemo.get(id)
+  if (out === undefined) {
+    if (idMemo.size >= 10_000) idMemo.clear()
+    idMemo.set(id, (out = sfString(id)))
+  }
+  return out
+}
+
 export interface LimitView {
   policyId: string
   burst: number
@@ -27,7 +38,7 @@ export function rateLimitHeaders(l: LimitView): string[] {
   const limit = sfInteger(l.burst)
   const remaining = sfInteger(l.remaining)
   const reset = sfInteger(l.resetS)
-  const id = sfString(l.policyId)
+  const id = sfPolicyId(l.policyId)
   return [
     'RateLimit-Limit', limit,
     'RateLimit-Remaining', remaining,

@@ -2,17 +2,47 @@
  * Deterministic Retry-After jitter (SPEC §7): one client always gets the same
  * value, different clients spread out, so a crowd rejected together does not
  * come back together.
+ *
+ * Rejects are the hot path of an attack, so both halves are memoised: the
+ * SHA-1 identity per (subject, ip, path), and the rolling hash of the seed's
+ * fixed prefix per (policy, rule, reason) — the hash is sequential, so only
+ * the 8 hex characters of the identity are hashed per reject.
  */
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
+
+const MOD = 1000003
+/** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
+const MEMO_MAX = 10_000
+const identities = new Map<string, string>()
+const prefixes = new Map<string, number>()
 
 export function jitterIdentity(subject: string, ip: string, path: string): string {
-  return createHash('sha1').update(`fairvisor-retry-jitter|${subject}|${ip}|${path}`).digest().subarray(0, 4).toString('hex')
+  const raw = `${subject}|${ip}|${path}`
+  let id = identities.get(raw)
+  if (id === undefined) {
+    id = hash('sha1', `fairvisor-retry-jitter|${raw}`, 'hex').slice(0, 8)
+    if (identities.size >= MEMO_MAX) identities.clear()
+    identities.set(raw, id)
+  }
+  return id
+}
+
+function rollBytes(h: number, text: string): number {
+  const bytes = Buffer.from(text, 'utf8')
+  for (let i = 0; i < bytes.length; i++) h = (h * 131 + bytes[i]!) % MOD
+  return h
 }
 
 export function retryAfterWithJitter(base: number, policyId: string, ruleName: string, reason: string, identity: string): number {
-  const seed = Buffer.from(`retry_jitter:v1|${policyId}|${ruleName}|${reason}||${identity}`, 'utf8')
-  let h = 0
-  for (let i = 0; i < seed.length; i++) h = (h * 131 + seed[i]!) % 1000003
-  const jitter = (h / 1000003) * base * 0.5
+  const prefix = `retry_jitter:v1|${policyId}|${ruleName}|${reason}||`
+  let h = prefixes.get(prefix)
+  if (h === undefined) {
+    h = rollBytes(0, prefix)
+    if (prefixes.size >= MEMO_MAX) prefixes.clear()
+    prefixes.set(prefix, h)
+  }
+  // The identity is lowercase hex (ASCII): its UTF-8 bytes are its char codes.
+  for (let i = 0; i < identity.length; i++) h = (h * 131 + identity.charCodeAt(i)) % MOD
+  const jitter = (h / MOD) * base * 0.5
   return Math.max(1, Math.ceil(reason === 'budget_exceeded' ? base - jitter : base + jitter))
 }

@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
-import type { RequestInput } from '../request/view.js'
+import { rawHeader, type RequestInput } from '../request/view.js'
 
 /** Headers added to an allowed response (undefined when there are none). */
 export function allowHeaders(d: Decision): string[] | undefined {
@@ -42,7 +42,8 @@ export function inputFromRequest(req: IncomingMessage): RequestInput {
     method: req.method ?? 'GET',
     path: q === -1 ? url : url.slice(0, q),
     rawQuery: q === -1 ? '' : url.slice(q + 1),
-    host: req.headers.host ?? '',
+    // rawHeaders, not req.headers: the latter builds a whole header object on first access.
+    host: rawHeader(req.rawHeaders, 'host') ?? '',
     rawHeaders: req.rawHeaders,
     peer: req.socket.remoteAddress ?? '',
   }

@@ -4,7 +4,8 @@
  * ids and descriptor key names come from the bundle or from fixed lists,
  * never from traffic (no paths, no limit-key values).
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Registry } from 'prom-client'
+import { DeferredCounter, DeferredGauge, FastHistogram } from './hot-metrics.js'
 
 export const RETRY_AFTER_BUCKETS = [
   [1, 'le_1'], [5, 'le_5'], [10, 'le_10'], [30, 'le_30'], [60, 'le_60'],
@@ -43,12 +44,12 @@ export function createMetrics() {
       live = state
     },
     decisions: new Counter({ name: 'fairvisor_decisions_total', help: 'Decisions by action, reason and policy.', labelNames: ['action', 'reason', 'policy'], registers: r }),
-    decisionDuration: new Histogram({
-      name: 'fairvisor_decision_duration_seconds',
-      help: 'Time to decide one request, store call included.',
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
-      registers: r,
-    }),
+    decisionDuration: new FastHistogram(
+      'fairvisor_decision_duration_seconds',
+      'Time to decide one request, store call included.',
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+      registry,
+    ),
     ratelimitRemaining: new Gauge({ name: 'fairvisor_ratelimit_remaining', help: 'RateLimit-Remaining of the last decision per policy.', labelNames: ['policy'], registers: r }),
     tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens charged to enforce limits by allowed requests, per policy.', labelNames: ['policy'], registers: r }),
     tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the bucket of the last enforce limit charged, per policy.', labelNames: ['policy'], registers: r }),
@@ -102,7 +103,15 @@ export function createMetrics() {
   }
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
-  return m
+  // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
+  const hot = {
+    decisions: new DeferredCounter(m.decisions),
+    retryAfterBucket: new DeferredCounter(m.retryAfterBucket),
+    ratelimitRemaining: new DeferredGauge(m.ratelimitRemaining),
+    tokensConsumed: new DeferredCounter(m.tokensConsumed),
+    tokensRemaining: new DeferredGauge(m.tokensRemaining),
+  }
+  return { ...m, hot }
 }
 
 export type Metrics = ReturnType<typeof createMetrics>
