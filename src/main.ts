@@ -46,7 +46,9 @@ function createStore(settings: Readonly<Settings>, log: Logger): Store {
   return target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
 }
 
-function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserver {
+function observerFor(log: Logger, metrics: Metrics, store: Store, failPolicy: string): EngineObserver {
+  let lastStoreErrorLog = 0
+  let suppressed = 0
   return {
     descriptorMissing(key, policy, rule) {
       metrics.descriptorMissing.inc({ key })
@@ -58,7 +60,13 @@ function observerFor(log: Logger, metrics: Metrics, store: Store): EngineObserve
     },
     storeError(err) {
       metrics.storeErrors.inc({ store: store.kind })
-      log.error({ err: { message: err.message, code: (err as { code?: string }).code } }, 'store call failed')
+      // During an outage every request fails the same way: one line per second, with the count, not one per request.
+      const now = clock()
+      suppressed++
+      if (now - lastStoreErrorLog < 1000) return
+      log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: suppressed, failPolicy }, 'store call failed')
+      lastStoreErrorLog = now
+      suppressed = 0
     },
     limitCharged(policy, cost, tokensLeft) {
       metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
@@ -108,7 +116,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
 
-  const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: observerFor(log, metrics, store) })
+  const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: observerFor(log, metrics, store, settings.failPolicy) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint): Decision | Promise<Decision> => {
     const d = engine.evaluate(bundles.current, new RequestView(input, trusted), clock(), collectDescriptors)

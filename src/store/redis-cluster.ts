@@ -22,7 +22,7 @@
  */
 import { Cluster } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, storeError, takeArgs, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
 import { keySlot } from './redis-slot.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -63,17 +63,7 @@ export class RedisClusterStore implements Store {
   }
 
   waitReady(ms: number): Promise<boolean> {
-    if (this.client.status === 'ready') return Promise.resolve(true)
-    return new Promise((resolve) => {
-      const done = (v: boolean): void => {
-        clearTimeout(t)
-        this.client.off('ready', onReady)
-        resolve(v)
-      }
-      const onReady = (): void => done(true)
-      const t = setTimeout(() => done(false), ms)
-      this.client.on('ready', onReady)
-    })
+    return waitForReady(this.client, ms)
   }
 
   apply(checks: readonly Check[], _now: number): Promise<Outcomes> {

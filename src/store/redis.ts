@@ -112,6 +112,21 @@ export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => vo
   })
 }
 
+/** Resolves true once `client` is ready, false after `ms`. */
+export function waitForReady(client: { status: string; on(ev: 'ready', fn: () => void): unknown; off(ev: 'ready', fn: () => void): unknown }, ms: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (v: boolean): void => {
+      clearTimeout(t)
+      client.off('ready', onReady)
+      resolve(v)
+    }
+    const onReady = (): void => done(true)
+    const t = setTimeout(() => done(false), ms)
+    client.on('ready', onReady)
+  })
+}
+
 export class RedisStore implements Store {
   readonly kind = 'redis'
   readonly client: Redis & ScriptCommands
@@ -135,17 +150,7 @@ export class RedisStore implements Store {
 
   /** Resolves true once connected, false after `ms` (the gateway then starts anyway, fail policy applies). */
   waitReady(ms: number): Promise<boolean> {
-    if (this.client.status === 'ready') return Promise.resolve(true)
-    return new Promise((resolve) => {
-      const done = (v: boolean): void => {
-        clearTimeout(t)
-        this.client.off('ready', onReady)
-        resolve(v)
-      }
-      const onReady = (): void => done(true)
-      const t = setTimeout(() => done(false), ms)
-      this.client.on('ready', onReady)
-    })
+    return waitForReady(this.client, ms)
   }
 
   /**
