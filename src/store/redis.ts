@@ -11,6 +11,7 @@
  * so a call fails at once, and the client reconnects every 100–500 ms in the
  * background; limiting resumes by itself on reconnect.
  */
+import { isIP } from 'node:net'
 import { Redis, type RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
 import type { FailPolicy } from '../settings.js'
@@ -88,7 +89,9 @@ export function connectionOptions(t: RedisTarget): RedisOptions {
     maxRetriesPerRequest: 0,
     connectTimeout: 1000,
     retryStrategy: reconnectDelay,
-    ...(t.tls ? { tls: { servername: t.host } } : {}),
+    // SNI carries host names only (RFC 6066; Node warns, DEP0123). Without it Node
+    // still checks the certificate against the host, an IP against its IP SANs.
+    ...(t.tls ? { tls: t.host !== undefined && isIP(t.host) === 0 ? { servername: t.host } : {} } : {}),
   }
 }
 
