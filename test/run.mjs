@@ -17,6 +17,8 @@ function find(dir) {
 }
 
 execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' })
+// tsx strips types without checking them: type-check the tests and benchmarks too, so a wrong call fails here.
+execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'test/tsconfig.json', '--noEmit'], { stdio: 'inherit' })
 const filters = process.argv.slice(2)
 const files = find('test').filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
 if (files.length === 0) {
