@@ -325,6 +325,19 @@ export async function interleave<T extends { name: string }>(targets: readonly T
   return out
 }
 
+/**
+ * Median over rounds of the per-round ratio rps(a) / rps(b). Both targets ran
+ * in the same round, minutes apart at most, so slow drifts of the machine
+ * (other load, thermal, page cache) cancel in each ratio; on a 2-core machine
+ * this is far steadier than the ratio of the two medians.
+ */
+export function pairedRatio(runs: ReadonlyMap<string, readonly LoadResult[]>, a: string, b: string): { median: number; rounds: number[] } {
+  const ra = runs.get(a)!
+  const rb = runs.get(b)!
+  const rounds = ra.map((r, i) => r.rps / rb[i]!.rps)
+  return { median: median(rounds), rounds }
+}
+
 /** Median rps/p50/p99 of several runs, with the totals of requests, non-2xx and errors. */
 export function summarise(runs: readonly LoadResult[]): LoadResult {
   return {
