@@ -16,6 +16,7 @@ import { createListener, type Handler, type Listener } from './http/server.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, retryAfterBucket, type Metrics } from './observe/metrics.js'
 import { makeTrustCheck } from './request/client-ip.js'
+import { loadAsnMap } from './request/asn-map.js'
 import { bearerToken, createJwtVerifier } from './request/jwt-verify.js'
 import { rawHeader, RequestView, type RequestInput } from './request/view.js'
 import type { Settings } from './settings.js'
@@ -107,6 +108,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   metrics.buildInfo.set({ version: VERSION }, 1)
   // Before any connection opens: a bad JWT key source stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
+  const asnTypes = loadAsnMap(settings.asnMapFile)
   const store = createStore(settings, log)
   // Start with Redis connected when it is reachable; when it is not, start anyway (fail policy applies).
   if ((store instanceof RedisStore || store instanceof RedisClusterStore) && !(await store.waitReady(3000))) log.warn({ store: store.kind }, 'redis store not reachable at start-up; the fail policy applies until it is')
@@ -119,7 +121,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: observerFor(log, metrics, store, settings.failPolicy) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint): Decision | Promise<Decision> => {
-    const d = engine.evaluate(bundles.current, new RequestView(input, trusted), clock(), collectDescriptors)
+    const d = engine.evaluate(bundles.current, new RequestView(input, trusted, asnTypes), clock(), collectDescriptors)
     if (d instanceof Promise) return d.then((x) => (recordDecision(metrics, x, start), x))
     recordDecision(metrics, d, start)
     return d

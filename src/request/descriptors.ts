@@ -2,6 +2,7 @@
  * Descriptor keys (SPEC §3) compiled once per bundle into extractor functions.
  * A missing or empty value is `undefined` ("missing").
  */
+import { IP_TYPES, normaliseAsn } from './asn-map.js'
 import { headerKey, type RequestView } from './view.js'
 
 export type Extractor = (view: RequestView) => string | undefined
@@ -11,7 +12,6 @@ export type DescriptorCompile =
   | { ok: false; unsupported: boolean; message: string }
 
 const NAME = /^[A-Za-z0-9_-]+$/
-const IP_TYPES = new Set(['business', 'education_research', 'government_admin', 'hosting', 'isp', 'unrouted', 'unknown'])
 
 const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v === '' ? undefined : v)
 
@@ -41,9 +41,12 @@ export function compileDescriptor(key: string): DescriptorCompile {
         case 'asn': return { ok: true, extract: (v) => nonEmpty(v.header('x-asn')?.trim()) }
         case 'type': return {
           ok: true,
+          // X-ASN-Type from the edge, else the operator's ASN map (FAIRVISOR_ASN_MAP_FILE) by X-ASN, else unknown.
           extract: (v) => {
             const t = v.header('x-asn-type')?.trim().toLowerCase()
-            return t && IP_TYPES.has(t) ? t : 'unknown'
+            if (t && IP_TYPES.has(t)) return t
+            const asn = v.asnTypes === undefined ? undefined : v.header('x-asn')
+            return (asn !== undefined && v.asnTypes!.get(normaliseAsn(asn))) || 'unknown'
           },
         }
         case 'tor': return { ok: true, extract: (v) => torFlag(v.header('x-tor-exit')) }

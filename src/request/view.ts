@@ -103,8 +103,12 @@ export class RequestView {
   private _query: URLSearchParams | undefined
   private _headers: Map<string, string> | undefined
 
-  constructor(input: RequestInput, trusted: BlockList | undefined) {
+  /** ASN → network type from FAIRVISOR_ASN_MAP_FILE, when configured (read by `ip:type`). */
+  readonly asnTypes: ReadonlyMap<string, string> | undefined
+
+  constructor(input: RequestInput, trusted: BlockList | undefined, asnTypes?: ReadonlyMap<string, string>) {
     this.input = input
+    this.asnTypes = asnTypes
     this.method = input.method
     this.path = normalisePath(input.path)
     this.trusted = trusted
