@@ -22,7 +22,7 @@
  */
 import { Cluster } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, closeClient, redisHealth, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
 import { keySlot } from './redis-slot.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -138,14 +138,10 @@ export class RedisClusterStore implements Store {
   }
 
   health(): StoreHealth {
-    const status = this.client.status
-    const state = status !== 'ready' ? 'connecting' : this.lastCallFailed ? 'degraded' : 'ok'
-    return { state, ready: this.failOpen || status === 'ready' }
+    return redisHealth(this.client.status, this.lastCallFailed, this.failOpen)
   }
 
-  async close(): Promise<void> {
-    this.client.removeAllListeners('close') // a deliberate close is not an outage
-    await Promise.race([this.client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
-    this.client.disconnect()
+  close(): Promise<void> {
+    return closeClient(this.client)
   }
 }

@@ -115,6 +115,19 @@ export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => vo
   })
 }
 
+/** Connecting while not ready; degraded while calls fail; ready for traffic in fail-open mode even when down. */
+export function redisHealth(status: string, lastCallFailed: boolean, failOpen: boolean): StoreHealth {
+  const state = status !== 'ready' ? 'connecting' : lastCallFailed ? 'degraded' : 'ok'
+  return { state, ready: failOpen || status === 'ready' }
+}
+
+/** QUIT politely (bounded to 500 ms), then drop the connection. */
+export async function closeClient(client: { removeAllListeners(ev: string): unknown; quit(): Promise<unknown>; disconnect(): void }): Promise<void> {
+  client.removeAllListeners('close') // a deliberate close is not an outage
+  await Promise.race([client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
+  client.disconnect()
+}
+
 /** Resolves true once `client` is ready, false after `ms`. */
 export function waitForReady(client: { status: string; on(ev: 'ready', fn: () => void): unknown; off(ev: 'ready', fn: () => void): unknown }, ms: number): Promise<boolean> {
   if (client.status === 'ready') return Promise.resolve(true)
@@ -196,14 +209,10 @@ export class RedisStore implements Store {
   }
 
   health(): StoreHealth {
-    const status = this.client.status
-    const state = status !== 'ready' ? 'connecting' : this.lastCallFailed ? 'degraded' : 'ok'
-    return { state, ready: this.failOpen || status === 'ready' }
+    return redisHealth(this.client.status, this.lastCallFailed, this.failOpen)
   }
 
-  async close(): Promise<void> {
-    this.client.removeAllListeners('close') // a deliberate close is not an outage
-    await Promise.race([this.client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
-    this.client.disconnect()
+  close(): Promise<void> {
+    return closeClient(this.client)
   }
 }
