@@ -7,13 +7,12 @@
  *
  *   flock /tmp/fv-heavy.lock node --import tsx test/bench/decision.bench.ts [seconds=8] [connections=32]
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { startGateway } from '../helpers/processes.js'
+import { startNginx as startNginxWith } from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 8)
 const CONNECTIONS = Number(process.argv[3] ?? 32)
@@ -30,14 +29,6 @@ interface Result {
 
 function haveTool(cmd: string, arg: string): boolean {
   return spawnSync(cmd, [arg]).error === undefined
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
 }
 
 /** One wrk run; `headers` go into a Lua script so the method can be POST. */
@@ -58,36 +49,10 @@ function wrk(name: string, url: string, method: string, headers: Record<string, 
   }
 }
 
+/** nginx `return 200`, one worker (lib.ts starts and tracks it). */
 async function startNginx(): Promise<{ url: string; proc: ChildProcess }> {
-  const port = await freePort()
-  const conf = join(dir, 'nginx.conf')
-  writeFileSync(conf, `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/nginx-error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  server { listen 127.0.0.1:${port}; location / { return 200; } }
-}
-`)
-  const proc = spawn('nginx', ['-p', dir, '-c', conf], { stdio: 'ignore' })
-  const url = `http://127.0.0.1:${port}/`
-  for (let i = 0; i < 50; i++) {
-    try {
-      await fetch(url)
-      break
-    } catch {
-      await sleep(100)
-    }
-  }
-  return { url, proc }
+  const running = await startNginxWith((port) => `  server { listen 127.0.0.1:${port}; location / { return 200; } }`, 'nginx return 200')
+  return { url: `${running.url}/`, proc: running.proc }
 }
 
 async function main(): Promise<void> {

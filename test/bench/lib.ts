@@ -21,6 +21,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { nginxConf } from '../helpers/nginx.js'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 export const CLI = join(ROOT, 'dist/cli.js')
@@ -145,22 +146,7 @@ export async function startNginx(httpBody: (port: number) => string, name = 'ngi
   const dir = tempDir('fv-bench-nginx-')
   const port = await freePort()
   const conf = join(dir, 'nginx.conf')
-  writeFileSync(conf, `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-${httpBody(port)}
-}
-`)
+  writeFileSync(conf, nginxConf(dir, httpBody(port), 4096))
   const proc = spawn('nginx', ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'inherit'] })
   const running = track(name, proc, port)
   for (let i = 0; i < 100; i++) {

@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ROOT, startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { nginxConf } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx adapter (Envoy ext_authz / Traefik ForwardAuth) test is SKIPPED (apt-get install nginx) ***\n\n')
@@ -111,22 +112,7 @@ async function startAdapter(upstreamPort: number): Promise<Nginx> {
   assert.equal(block.split('127.0.0.1:8080').length - 1, 2, 'the block names the sidecar twice')
   assert.equal(block.split('listen 127.0.0.1:8081;').length - 1, 1, 'the block listens on 127.0.0.1:8081')
   const server = block.replaceAll('127.0.0.1:8080', `127.0.0.1:${upstreamPort}`).replace('listen 127.0.0.1:8081;', `listen 127.0.0.1:${port};`)
-  const conf = `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-${server}
-}
-`
+  const conf = nginxConf(dir, server)
   writeFileSync(join(dir, 'nginx.conf'), conf)
   const check = spawnSync('nginx', ['-t', '-p', dir, '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' })
   if (check.status !== 0) rmSync(dir, { recursive: true, force: true })

@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ROOT, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { nginxConf } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx auth_request test is SKIPPED (apt-get install nginx) ***\n\n')
@@ -61,22 +62,7 @@ describe('nginx auth_request in front of the decision service (README snippet)',
       .replace('server 127.0.0.1:3000;', `server 127.0.0.1:${backend.port};`)
       .replace('listen 80;', `listen 127.0.0.1:${port};`)
     assert.ok(server.includes(`127.0.0.1:${gw.port}`) && server.includes(`127.0.0.1:${port}`), 'placeholders replaced')
-    const conf = `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-${server}
-}
-`
+    const conf = nginxConf(dir, server)
     writeFileSync(join(dir, 'nginx.conf'), conf)
     const check = spawnSync('nginx', ['-t', '-p', dir, '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' })
     assert.equal(check.status, 0, `nginx -t: ${check.stderr}`)

@@ -5,35 +5,21 @@
  * fewer than that minus 2 (the bucket is not under-granting either).
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { test } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway } from '../helpers/processes.js'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 
 const CLIENTS = 64
 const DURATION_MS = 3000
 
 test(`${CLIENTS} concurrent clients on one key for ${DURATION_MS / 1000} s: backend count within [10 + 10 × elapsed − 2, 10 + 10 × elapsed]`, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'fv-ratelimit-load-'))
-  const file = join(dir, 'bundle.json')
-  writeFileSync(
-    file,
-    JSON.stringify({
-      bundle_version: 1,
-      policies: [
-        {
-          id: 'api',
-          spec: {
-            selector: { pathPrefix: '/' },
-            rules: [{ name: 'one_key', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 10, tokens_per_second: 10 } }],
-          },
-        },
-      ],
-    }),
-  )
+  const file = writeHeaderBucketBundle(dir, 'one_key', { burst: 10, tokens_per_second: 10 })
   const backend = await startBackend()
   const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file })
   const pool = new Pool(gw.url, { connections: CLIENTS, pipelining: 1 })

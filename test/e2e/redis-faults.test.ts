@@ -18,13 +18,14 @@
  * Heavy: run under `flock /tmp/fv-heavy.lock`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { sleep, startRedis, type RedisServer } from '../store/redis-servers.js'
 
 const TIMEOUT_MS = 50
@@ -38,25 +39,6 @@ interface Sample {
   reason: string | undefined
 }
 
-function writeBundle(dir: string): string {
-  const file = join(dir, 'bundle.json')
-  writeFileSync(
-    file,
-    JSON.stringify({
-      bundle_version: 1,
-      policies: [
-        {
-          id: 'api',
-          spec: {
-            selector: { pathPrefix: '/' },
-            rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 5, tokens_per_second: 0.01 } }],
-          },
-        },
-      ],
-    }),
-  )
-  return file
-}
 
 /** CLIENTS loops of requests, each with a fresh user (so a healthy store allows them), until stop(). */
 function load(pool: Pool): { samples: Sample[]; stop(): Promise<void> } {
@@ -113,7 +95,7 @@ describe('redis faults under load', () => {
   let redis: RedisServer
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-redis-faults-'))
-    bundle = writeBundle(dir)
+    bundle = writeHeaderBucketBundle(dir, 'per_user', { burst: 5, tokens_per_second: 0.01 })
     backend = await startBackend()
     redis = await startRedis()
   })

@@ -6,13 +6,14 @@
  * no fewer than that minus 2. Heavy: run under `flock /tmp/fv-heavy.lock`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { startCluster, startRedis } from '../store/redis-servers.js'
 
 const CLIENTS = 64
@@ -20,23 +21,7 @@ const DURATION_MS = 3000
 
 function bundleFile(rule: string): { file: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'fv-redis-shared-'))
-  const file = join(dir, 'bundle.json')
-  writeFileSync(
-    file,
-    JSON.stringify({
-      bundle_version: 1,
-      policies: [
-        {
-          id: 'api',
-          spec: {
-            selector: { pathPrefix: '/' },
-            rules: [{ name: rule, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 10, tokens_per_second: 10 } }],
-          },
-        },
-      ],
-    }),
-  )
-  return { file, dir }
+  return { dir, file: writeHeaderBucketBundle(dir, rule, { burst: 10, tokens_per_second: 10 }) }
 }
 
 async function hammer(storeUrl: string): Promise<void> {

@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { startBackend, startGateway, type Backend } from '../helpers/processes.js'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { freePort, sleep } from '../store/redis-servers.js'
 
 let redisProc: ChildProcess | undefined
@@ -39,25 +40,6 @@ function makeCerts(dir: string): { ca: string; cert: string; key: string; otherN
   return { ca: join(dir, 'ca.pem'), cert: join(dir, 'server.pem'), key: join(dir, 'server.key'), otherName: join(dir, 'other.pem') }
 }
 
-function writeBundle(dir: string): string {
-  const file = join(dir, 'bundle.json')
-  writeFileSync(
-    file,
-    JSON.stringify({
-      bundle_version: 1,
-      policies: [
-        {
-          id: 'api',
-          spec: {
-            selector: { pathPrefix: '/' },
-            rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 3, tokens_per_second: 0.01 } }],
-          },
-        },
-      ],
-    }),
-  )
-  return file
-}
 
 /** CPU time (user + system) of a process in ms, from /proc (clock ticks of 10 ms). */
 function cpuMs(pid: number): number {
@@ -84,7 +66,7 @@ describe('redis over TLS (rediss://)', () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-redis-tls-'))
     certs = makeCerts(dir)
     ca = certs.ca
-    bundle = writeBundle(dir)
+    bundle = writeHeaderBucketBundle(dir, 'per_user', { burst: 3, tokens_per_second: 0.01 })
     backend = await startBackend()
     tlsPort = await freePort()
     // --port 0: no plain-TCP listener, so anything the gateway stores went over TLS.

@@ -1,0 +1,16 @@
+/** Bundle files for end-to-end tests. */
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+/**
+ * Writes `dir/bundle.json`: one policy `api` on every path with one token-bucket
+ * rule keyed on the `x-user` header, and returns the file's path.
+ */
+export function writeHeaderBucketBundle(dir: string, rule: string, config: { burst: number; tokens_per_second: number }): string {
+  const file = join(dir, 'bundle.json')
+  writeFileSync(file, JSON.stringify({
+    bundle_version: 1,
+    policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: rule, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }] } }],
+  }))
+  return file
+}
