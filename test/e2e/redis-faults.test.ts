@@ -18,7 +18,7 @@
  * Heavy: run under `flock /tmp/fv-heavy.lock`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -30,6 +30,18 @@ import { sleep, startRedis, type RedisServer } from '../store/redis-servers.js'
 
 const TIMEOUT_MS = 50
 const CLIENTS = 8
+
+/** CPU time the hypervisor took from this VM so far (steal column of /proc/stat), in 10 ms ticks; 0 where unknown. */
+function stealTicks(): number {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/)
+    return Number(cpu[8] ?? 0)
+  } catch {
+    return 0
+  }
+}
+
+class MachineStall extends Error {}
 
 interface Sample {
   /** Start, epoch ms. */
@@ -114,9 +126,11 @@ describe('redis faults under load', () => {
       if (fault === 'kill') await redis.kill() // resolves once the process is gone
       else redis.proc.kill('SIGSTOP')
       const faultAt = Date.now()
+      const stealBefore = stealTicks()
       await sleep(1000)
       const ready = await (await pool.request({ path: '/readyz', method: 'GET' })).body.json() as { status: string; store: string }
       const restartAt = Date.now()
+      const stolen = stealTicks() - stealBefore
       const restartPerf = performance.now()
       if (fault === 'kill') await redis.restart()
       else redis.proc.kill('SIGCONT')
@@ -149,7 +163,12 @@ describe('redis faults under load', () => {
       // proxied: allow what proxying costs a healthy request (its p99 there).
       const bound = TIMEOUT_MS + 10 + (policy === 'open' ? quantile(gwHealthy, 0.99) : 0)
       const over = gwDown.filter((ms) => ms > bound)
-      assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}): ${detail}`)
+      if (over.length > 0 && stolen > 0) {
+        // The hypervisor took CPU from this VM during the window (steal time in /proc/stat): the
+        // gateway was not running, so its clock says nothing about its own latency. Measure again.
+        throw new MachineStall(`${over.length} requests over ${f(bound)} ms while the VM lost ${stolen * 10} ms of CPU to steal: ${detail}`)
+      }
+      assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}; no CPU steal in the window): ${detail}`)
       const took = await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
       console.log(`${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the restart (probe took ${took.toFixed(0)} ms)`)
     } finally {
@@ -158,10 +177,21 @@ describe('redis faults under load', () => {
     }
   }
 
-  it('open: Redis killed under load → all allowed within the bound; restarted → exact within 2 s', () => scenario('open', 'kill'))
-  it('open: Redis hung (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => scenario('open', 'hang'))
-  it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => scenario('closed', 'kill'))
-  it('closed: Redis hung → 503 at the deadline; resumed → exact within 2 s', () => scenario('closed', 'hang'))
+  /** A scenario is measured again (at most twice) only when the VM itself lost CPU during it. */
+  async function measured(policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await scenario(policy, fault)
+      } catch (err) {
+        if (!(err instanceof MachineStall) || attempt === 3) throw err
+        console.log(`${policy}/${fault}: attempt ${attempt} discarded: ${err.message}`)
+      }
+    }
+  }
+  it('open: Redis killed under load → all allowed within the bound; restarted → exact within 2 s', () => measured('open', 'kill'))
+  it('open: Redis hung (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => measured('open', 'hang'))
+  it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => measured('closed', 'kill'))
+  it('closed: Redis hung → 503 at the deadline; resumed → exact within 2 s', () => measured('closed', 'hang'))
 
   it('SCRIPT FLUSH mid-traffic: no error reaches a client, counts stay exact', async () => {
     const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: 'closed', FAIRVISOR_REDIS_TIMEOUT_MS: '1000' })
