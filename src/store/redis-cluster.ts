@@ -22,7 +22,7 @@
  */
 import { Cluster } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, closeClient, redisHealth, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
 import { keySlot } from './redis-slot.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -40,7 +40,7 @@ export class RedisClusterStore implements Store {
   constructor(private readonly opts: RedisStoreOptions) {
     const t = opts.target
     this.failOpen = opts.failPolicy === 'open'
-    this.timeoutMs = opts.timeoutMs
+    this.timeoutMs = callTimerMs(opts.timeoutMs)
     const node = connectionOptions(t)
     const client = new Cluster(t.nodes, {
       enableOfflineQueue: false,

@@ -36,6 +36,16 @@ export interface ScriptCommands {
   fvRefund(...args: (string | number)[]): Promise<number>
 }
 
+/**
+ * The timer armed for a Redis call: the deadline less a little headroom (a tenth,
+ * at most 5 ms), so that the request's answer — fail policy applied, response
+ * written — lands within the deadline even when this process's event loop or
+ * the machine's scheduler runs the timer a few milliseconds late.
+ */
+export function callTimerMs(deadlineMs: number): number {
+  return Math.max(1, deadlineMs - Math.min(5, Math.floor(deadlineMs / 10)))
+}
+
 /** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
 export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
 
@@ -156,7 +166,7 @@ export class RedisStore implements Store {
       ...connectionOptions(t),
       ...(t.path !== undefined ? { path: t.path } : { host: t.host, port: t.port }),
       db: t.db,
-      commandTimeout: opts.timeoutMs,
+      commandTimeout: callTimerMs(opts.timeoutMs),
       lazyConnect: false,
     })
     defineScripts(client)
