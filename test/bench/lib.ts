@@ -15,13 +15,16 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import { createServer, Socket, type AddressInfo } from 'node:net'
+import { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { nginxConf } from '../helpers/nginx.js'
+import { freePort } from '../helpers/processes.js'
+
+export { freePort }
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 export const CLI = join(ROOT, 'dist/cli.js')
@@ -60,13 +63,6 @@ export function haveCommand(cmd: string): boolean {
 }
 
 /** A free TCP port on 127.0.0.1 (bound, then released; fine for a benchmark). */
-export async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
-}
 
 function track(name: string, proc: ChildProcess, port: number): Running {
   started.add(proc)

@@ -17,26 +17,17 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { ROOT, startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { nginxConf } from '../helpers/nginx.js'
+import { freePort, startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx adapter (Envoy ext_authz / Traefik ForwardAuth) test is SKIPPED (apt-get install nginx) ***\n\n')
 
 /** The ```nginx block between the README markers. */
 function readmeSnippet(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const m = /<!-- nginx-adapter:begin -->\s*```nginx\n([\s\S]*?)```\s*<!-- nginx-adapter:end -->/.exec(readme)
-  assert.ok(m, 'README has the nginx adapter block between its markers')
-  return m[1]!
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
+  const block = readmeNginxBlock('nginx-adapter')
+  assert.ok(block, 'README has the nginx adapter block between its markers')
+  return block
 }
 
 interface Answer {

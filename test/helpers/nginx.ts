@@ -1,4 +1,13 @@
 /** nginx for tests and benchmarks: foreground, one worker, unprivileged, every path under one temp dir. */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { ROOT } from './processes.js'
+
+/** The ```nginx block of README.md between `<!-- <marker>:begin -->` and `<!-- <marker>:end -->`, or undefined. */
+export function readmeNginxBlock(marker: string): string | undefined {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  return new RegExp(`<!-- ${marker}:begin -->\\s*\`\`\`nginx\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${marker}:end -->`).exec(readme)?.[1]
+}
 
 /** A whole nginx.conf around `httpBody` (the inside of `http {}`), with pid, logs and temp paths under `dir`. */
 export function nginxConf(dir: string, httpBody: string, workerConnections = 256): string {

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
@@ -112,4 +112,13 @@ export async function startBackend(handler: (req: IncomingMessage, res: ServerRe
       server.close(() => r())
     })
   return b
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (for servers that cannot listen on port 0). */
+export async function freePort(): Promise<number> {
+  const s = createNetServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
+  const port = (s.address() as AddressInfo).port
+  await new Promise<void>((r) => s.close(() => r()))
+  return port
 }
