@@ -22,11 +22,12 @@
  */
 import { Cluster } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, takeStatus, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
 import { keySlot } from './redis-slot.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
-type TakeReply = (string | number)[]
+/** The token-bucket script's reply: TAKE_REPLY_BYTES per check (redis-script.ts). */
+type TakeReply = Buffer
 
 export class RedisClusterStore implements Store {
   readonly kind = 'redis-cluster'
@@ -75,7 +76,7 @@ export class RedisClusterStore implements Store {
       else slots.set(s, [i])
     }
     const groups = [...slots.values()]
-    const calls = groups.map((idx) => this.client.fvTake(...takeArgs(checks, idx)))
+    const calls = groups.map((idx) => this.client.fvTakeBuffer(...takeArgs(checks, idx)))
     return new Promise<Outcomes>((resolve, reject) => {
       let settled = false
       const fail = (err: unknown): void => {
@@ -120,13 +121,13 @@ export class RedisClusterStore implements Store {
   private refundCommitted(checks: readonly Check[], idx: readonly number[], reply: TakeReply, groupsToRefund: [boolean, boolean]): void {
     // A slot committed a group only if none of that group's checks rejected there.
     const localReject = [false, false]
-    for (let k = 0; k < idx.length; k++) if (Number(reply[k * 3]) === 0) localReject[checks[idx[k]!]!.shadow ? 1 : 0] = true
+    for (let k = 0; k < idx.length; k++) if (takeStatus(reply, k) === 0) localReject[checks[idx[k]!]!.shadow ? 1 : 0] = true
     const args: (string | number)[] = []
     const keys: string[] = []
     for (let k = 0; k < idx.length; k++) {
       const c = checks[idx[k]!]!
       const grp = c.shadow ? 1 : 0
-      if (!groupsToRefund[grp] || localReject[grp] || Number(reply[k * 3]) !== 1) continue
+      if (!groupsToRefund[grp] || localReject[grp] || takeStatus(reply, k) !== 1) continue
       keys.push(c.key)
       args.push(c.rate, c.burst, c.cost)
     }

@@ -15,7 +15,8 @@ import { isIP } from 'node:net'
 import { Redis, type RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
 import type { FailPolicy } from '../settings.js'
-import { TAKE_LUA, REFUND_LUA } from './redis-script.js'
+import { TAKE_LUA, REFUND_LUA, TAKE_REPLY_BYTES } from './redis-script.js'
+import { ScriptCaller } from './redis-call.js'
 import type { RedisTarget } from './redis-url.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -30,9 +31,9 @@ export interface RedisStoreOptions {
   log?: RedisLog
 }
 
-/** Commands added to the ioredis client by defineCommand (numkeys passed first). */
+/** Commands added to the ioredis cluster client by defineCommand (numkeys passed first). */
 export interface ScriptCommands {
-  fvTake(...args: (string | number)[]): Promise<(string | number)[]>
+  fvTakeBuffer(...args: string[]): Promise<Buffer>
   fvRefund(...args: (string | number)[]): Promise<number>
 }
 
@@ -55,31 +56,36 @@ export function defineScripts(client: { defineCommand(name: string, def: { lua: 
 }
 
 /** EVALSHA arguments for checks[idx…]: numkeys, keys, then 4 ARGV per check. */
-export function takeArgs(checks: readonly Check[], idx?: readonly number[]): (string | number)[] {
+export function takeArgs(checks: readonly Check[], idx?: readonly number[]): string[] {
   const n = idx === undefined ? checks.length : idx.length
-  const args: (string | number)[] = new Array(1 + n * 5)
-  args[0] = n
+  const args: string[] = new Array(1 + n * 5)
+  args[0] = String(n)
   for (let k = 0; k < n; k++) {
     const c = checks[idx === undefined ? k : idx[k]!]!
     args[1 + k] = c.key
     const a = 1 + n + k * 4
-    args[a] = c.rate
-    args[a + 1] = c.burst
-    args[a + 2] = c.cost
-    args[a + 3] = c.shadow ? 1 : 0
+    args[a] = String(c.rate)
+    args[a + 1] = String(c.burst)
+    args[a + 2] = String(c.cost)
+    args[a + 3] = c.shadow ? '1' : '0'
   }
   return args
 }
 
-/** Script reply → outcomes, written into `out` at the checks' own positions. */
-export function readTake(reply: (string | number)[], out: Outcomes, idx?: readonly number[]): void {
+/** Script reply (TAKE_REPLY_BYTES per check, redis-script.ts) → outcomes, written into `out` at the checks' own positions. */
+export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
+  if (!Buffer.isBuffer(reply) || reply.length !== n * TAKE_REPLY_BYTES) throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
   for (let k = 0; k < n; k++) {
-    const status = Number(reply[k * 3])
+    const o = k * TAKE_REPLY_BYTES
+    const status = reply.readInt8(o)
     if (status < 0) continue
-    out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, tokens: Number(reply[k * 3 + 1]), retryAfter: Number(reply[k * 3 + 2]) }
+    out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, tokens: reply.readDoubleLE(o + 1), retryAfter: reply.readDoubleLE(o + 9) }
   }
 }
+
+/** Status of check k in a script reply: 1 allowed, 0 rejected, -1 not evaluated. */
+export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k * TAKE_REPLY_BYTES)
 
 export function storeError(err: unknown): StoreError {
   if (err instanceof StoreError) return err
@@ -155,22 +161,23 @@ export function waitForReady(client: { status: string; on(ev: 'ready', fn: () =>
 
 export class RedisStore implements Store {
   readonly kind = 'redis'
-  readonly client: Redis & ScriptCommands
+  readonly client: Redis
+  private readonly take: ScriptCaller
   private readonly failOpen: boolean
   private lastCallFailed = false
 
   constructor(private readonly opts: RedisStoreOptions) {
     const t = opts.target
     this.failOpen = opts.failPolicy === 'open'
+    // No commandTimeout: the ScriptCaller keeps one deadline per batch of calls.
     const client = new Redis({
       ...connectionOptions(t),
       ...(t.path !== undefined ? { path: t.path } : { host: t.host, port: t.port }),
       db: t.db,
-      commandTimeout: callTimerMs(opts.timeoutMs),
       lazyConnect: false,
     })
-    defineScripts(client)
-    this.client = client as Redis & ScriptCommands
+    this.client = client
+    this.take = new ScriptCaller(client, TAKE_LUA, callTimerMs(opts.timeoutMs))
     watchConnection(client, 'redis', opts.log)
   }
 
@@ -179,32 +186,9 @@ export class RedisStore implements Store {
     return waitForReady(this.client, ms)
   }
 
-  /**
-   * Calls made during one event-loop turn leave in ONE write: the socket is
-   * corked on the first call and uncorked on setImmediate (right after the
-   * poll phase that delivered the requests). One syscall instead of one per
-   * request on our side, one read on Redis' side. (ioredis' auto-pipelining
-   * would batch too, but it holds a batch until the previous one is answered,
-   * which doubles the wait while Redis hangs and breaks the deadline.)
-   */
-  private corked: { cork(): void; uncork(): void } | undefined
-  private readonly uncork = (): void => {
-    const s = this.corked
-    this.corked = undefined
-    s?.uncork()
-  }
-
   apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
-    if (this.corked === undefined) {
-      const stream = (this.client as unknown as { stream?: { cork(): void; uncork(): void; writable: boolean } }).stream
-      if (stream?.writable && this.client.status === 'ready') {
-        stream.cork()
-        this.corked = stream
-        setImmediate(this.uncork)
-      }
-    }
     // `_now` is ignored: the script reads the server clock.
-    return this.client.fvTake(...takeArgs(checks)).then(
+    return this.take.call(takeArgs(checks)).then(
       (reply) => {
         this.lastCallFailed = false
         const out: Outcomes = new Array(checks.length)

@@ -14,9 +14,9 @@
  * `flock /tmp/fv-heavy.lock node --import tsx test/bench/<name>.bench.ts`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { Socket } from 'node:net'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -123,8 +123,30 @@ require('http').createServer((q, s) => { s.writeHead(200, { 'content-type': 'tex
  * line (which carries the port) is printed; the access log stays off.
  * `nodeArgs` go before the script, e.g. ['--cpu-prof', '--cpu-prof-dir', dir].
  */
-export function startGatewayProcess(env: Record<string, string>, nodeArgs: string[] = []): Promise<Running> {
-  return spawnServer('gateway', process.execPath, [...nodeArgs, CLI], { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', ...env })
+export function startGatewayProcess(env: Record<string, string>, nodeArgs: string[] = [], cpus?: string): Promise<Running> {
+  const gwEnv = { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', ...env }
+  // taskset execs node in place, so the pid (and stop()) stay the gateway's own.
+  if (cpus !== undefined) return spawnServer('gateway', 'taskset', ['-c', cpus, process.execPath, ...nodeArgs, CLI], gwEnv)
+  return spawnServer('gateway', process.execPath, [...nodeArgs, CLI], gwEnv)
+}
+
+/**
+ * CPU placement for a benchmark comparing two gateway builds or modes: the
+ * gateway gets CPU 0 to itself, and this benchmark process and everything it
+ * starts afterwards (load generator, backend, Redis) move to the other CPUs.
+ * Both sides of a comparison are placed alike, so the ratio measures the
+ * gateways and not where the scheduler happened to put four busy processes on
+ * two cores; it is also how a gateway runs in production, where Redis and the
+ * backend live elsewhere. Undefined (nothing pinned) without taskset or with
+ * a single CPU. Call before starting anything.
+ */
+export function pinCpus(): { gateway: string; rest: string } | undefined {
+  const n = availableParallelism()
+  if (n < 2 || !haveCommand('taskset')) return undefined
+  const rest = n === 2 ? '1' : `1-${n - 1}`
+  // -a: every thread of this process, so children started later inherit the set.
+  if (spawnSync('taskset', ['-apc', rest, String(process.pid)], { stdio: 'ignore' }).status !== 0) return undefined
+  return { gateway: '0', rest }
 }
 
 /** test/bench/bare-proxy.ts in front of `backendUrl`: the floor a Node proxy on undici costs. */
@@ -337,4 +359,33 @@ export function summarise(runs: readonly LoadResult[]): LoadResult {
 export function table(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)))
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join('  ').trimEnd()).join('\n')
+}
+
+/**
+ * CPU time (user + system, µs) a process has used so far, from /proc (Linux);
+ * undefined elsewhere. Divided by the requests of a run, it tells where the
+ * machine's cores went, which throughput alone hides on a shared machine.
+ */
+export function cpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+    return (Number(f[11]) + Number(f[12])) * (1e6 / 100) // fields 14 and 15: clock ticks of 10 ms
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Paired A/B runs: `rounds` pairs, each pair back to back, the order flipped
+ * every round (A B, B A, A B, …) so neither side always runs first. On a
+ * shared virtual machine whose speed drifts within minutes, short adjacent
+ * pairs keep both sides of each ratio under the same conditions.
+ */
+export async function abPairs<T extends { name: string }>(a: T, b: T, rounds: number, load: (t: T) => Promise<LoadResult>): Promise<Map<string, LoadResult[]>> {
+  const out = new Map<string, LoadResult[]>([[a.name, []], [b.name, []]])
+  for (let round = 0; round < rounds; round++) {
+    for (const t of round % 2 === 0 ? [a, b] : [b, a]) out.get(t.name)!.push(await load(t))
+  }
+  return out
 }

@@ -17,7 +17,7 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
-import { freePort, sleep } from '../store/redis-servers.js'
+import { freePort, readBucket, sleep } from '../store/redis-servers.js'
 
 let redisProc: ChildProcess | undefined
 process.on('exit', () => redisProc?.kill('SIGKILL'))
@@ -114,7 +114,7 @@ describe('redis over TLS (rediss://)', () => {
       assert.ok(keys.includes('tb:per_user:tls-alice'), `bucket key on the TLS server: ${JSON.stringify(keys)}`)
       const pttl = Number(cli('pttl', 'tb:per_user:tls-alice'))
       assert.ok(pttl > 0, `bucket has a TTL: ${pttl}`)
-      assert.ok(Number(cli('get', 'tb:per_user:tls-alice').split(' ')[0]) < 1, 'bucket drained on the server')
+      assert.ok(readBucket(cli, 'tb:per_user:tls-alice')!.tokens < 1, 'bucket drained on the server')
 
       const ready = JSON.parse((await get(pool, '/readyz')).body) as { status: string; store: string }
       assert.deepEqual([ready.status, ready.store], ['ready', 'ok'])

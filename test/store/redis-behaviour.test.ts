@@ -9,7 +9,7 @@ import { RedisStore } from '../../src/store/redis.js'
 import { TAKE_LUA } from '../../src/store/redis-script.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
-import { sleep, startRedis, type RedisServer } from './redis-servers.js'
+import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from './redis-servers.js'
 
 const tb = (key: string, burst: number, rate: number, cost = 1): Check => ({ key, burst, rate, cost, shadow: false })
 
@@ -25,10 +25,11 @@ describe('redis store behaviour', () => {
     await store?.close()
     await server?.stop()
   })
-  /** A bucket as stored: "<tokens> <last µs>". */
+  /** A bucket as stored: two packed doubles, tokens and last µs. */
   const bucket = (key: string): { tokens: number; last: number } => {
-    const [tokens, last] = server.cli('get', key).split(' ')
-    return { tokens: Number(tokens), last: Number(last) }
+    const b = readBucket((...a) => server.cli(...a), key)
+    assert.ok(b, `bucket ${key} exists`)
+    return b
   }
 
   it('uses the server clock: the `now` argument changes nothing', async () => {
@@ -40,19 +41,20 @@ describe('redis store behaviour', () => {
 
   it('never moves a bucket time backwards (a last time in the future stays)', async () => {
     const future = (Math.floor(Date.now() / 1000) + 100) * 1e6 // server time in whole microseconds
-    server.cli('set', 'tb:clock:future', `0 ${future}`, 'EX', '300')
+    server.cli('eval', WRITE_BUCKET_LUA, '1', 'tb:clock:future', '0', String(future), '300000')
     const [o] = await store.apply([tb('tb:clock:future', 10, 1)], 0)
     assert.equal(o!.allowed, false)
     assert.equal(o!.tokens, 0, 'no refill for negative elapsed time')
     assert.equal(bucket('tb:clock:future').last, future)
   })
 
-  it('stores "<tokens> <last µs>" with a PX of the time until full', async () => {
+  it('stores two packed doubles (16 bytes) with a PX of the time until full', async () => {
     await store.apply([tb('tb:ttl:half', 100, 10, 50)], 0) // 50 missing at 10/s → 5 s
     const pttl = Number(server.cli('pttl', 'tb:ttl:half'))
     assert.ok(pttl > 4800 && pttl <= 5000, `pttl ${pttl}`)
     assert.equal(bucket('tb:ttl:half').tokens, 50)
-    assert.match(server.cli('get', 'tb:ttl:half'), /^50 \d{16}$/)
+    assert.equal(server.cli('strlen', 'tb:ttl:half'), '16')
+    assert.ok(Number.isInteger(bucket('tb:ttl:half').last) && bucket('tb:ttl:half').last > 1.7e15, 'last: whole µs of server time')
     await store.apply([tb('tb:ttl:min', 100, 1000, 1)], 0) // full after 1 ms → at least 1 s
     const min = Number(server.cli('pttl', 'tb:ttl:min'))
     assert.ok(min > 900 && min <= 1000, `pttl ${min}`)
@@ -97,6 +99,36 @@ describe('redis store behaviour', () => {
     assert.equal(store.health().state, 'ok')
   })
 
+  it('one batch in flight: calls held behind a hung batch fail at their own deadline, then run once Redis resumes', async () => {
+    await store.apply([tb('tb:held:x', 1000, 1)], 0) // bucket exists, script cached
+    server.cli('config', 'resetstat')
+    server.proc.kill('SIGSTOP')
+    let firstErrs: unknown[] = []
+    let heldErrs: unknown[] = []
+    let heldTook = 0
+    try {
+      const first = Array.from({ length: 5 }, () => Promise.resolve(store.apply([tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      await sleep(20) // the first batch is written and unanswered
+      const t0 = performance.now()
+      const held = Array.from({ length: 7 }, () => Promise.resolve(store.apply([tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      firstErrs = await Promise.all(first)
+      heldErrs = await Promise.all(held)
+      heldTook = performance.now() - t0
+    } finally {
+      server.proc.kill('SIGCONT')
+    }
+    for (const e of [...firstErrs, ...heldErrs]) assert.equal((e as StoreError).code, 'FV_STORE_TIMEOUT', String(e))
+    // Their own deadline (45 ms timer), not the hung batch's plus theirs.
+    assert.ok(heldTook >= 40 && heldTook < 50 + 40, `held calls failed at their own deadline: ${heldTook.toFixed(1)} ms`)
+    await sleep(50)
+    const [o] = await store.apply([tb('tb:held:x', 1000, 1)], 0)
+    const stats = server.cli('info', 'commandstats')
+    const sent = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0)
+    // The held batch left when the hung one expired; both ran whole once Redis resumed, then the last call.
+    assert.equal(sent, 5 + 7 + 1, stats)
+    assert.ok(Math.abs(o!.tokens - (999 - 13)) < 0.5, `tokens ${o!.tokens}`)
+  })
+
   it('a dead Redis: calls fail at once (nothing queues), recovery is automatic', async () => {
     const closed = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50, failPolicy: 'closed' })
     assert.equal(await closed.waitReady(3000), true)
@@ -136,7 +168,7 @@ describe('redis store behaviour', () => {
     try {
       assert.equal(await s.waitReady(3000), true)
       await s.apply([tb('tb:unix:x', 5, 1)], 0)
-      assert.equal(server.cli('-n', '3', 'get', 'tb:unix:x').split(' ')[0], '4')
+      assert.equal(readBucket((...a) => server.cli(...a), 'tb:unix:x', '-n', '3')?.tokens, 4)
       assert.equal(server.cli('-n', '0', 'exists', 'tb:unix:x'), '0')
     } finally {
       await s.close()
