@@ -188,18 +188,22 @@ export class RedisStore implements Store {
 
   apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
     // `_now` is ignored: the script reads the server clock.
-    return this.take.call(takeArgs(checks)).then(
-      (reply) => {
+    return new Promise<Outcomes>((resolve, reject) => {
+      this.take.call(takeArgs(checks), (err, reply) => {
+        if (err) {
+          this.lastCallFailed = true
+          return reject(storeError(err))
+        }
         this.lastCallFailed = false
         const out: Outcomes = new Array(checks.length)
-        readTake(reply, out)
-        return out
-      },
-      (err) => {
-        this.lastCallFailed = true
-        throw storeError(err)
-      },
-    )
+        try {
+          readTake(reply!, out)
+        } catch (e) {
+          return reject(storeError(e))
+        }
+        resolve(out)
+      })
+    })
   }
 
   health(): StoreHealth {
