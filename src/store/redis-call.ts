@@ -1,13 +1,7 @@
 /**
- * The hot path of the standalone Redis store: one EVALSHA per request, handed
- * to ioredis as a ready-made Command (ioredis keeps the connection, the
- * handshake, reconnects, TLS and the reply parser), sent in batches that share
- * one write and one deadline timer.
- *
- * Why not ioredis' defineCommand + commandTimeout: the Script wrapper, its
- * argument handling and a timer per command cost about twice the client CPU
- * of this path, and in a gateway whose CPU is the bottleneck that is
- * throughput (README, "Measured figures").
+ * The hot path of the standalone Redis store: one EVALSHA per request, written
+ * as prepared RESP text on a RespConnection, in batches that share one write
+ * and one deadline timer.
  *
  * Batching (group commit): at most one batch is in flight. Calls made while
  * none is in flight leave at the end of the current event-loop turn, together;
@@ -28,7 +22,7 @@
  * which runs the script and caches it again, within the same deadline.
  */
 import { createHash } from 'node:crypto'
-import { Command, type Redis } from 'ioredis'
+import { encodeCommand, type RespConnection, type ReplyCallback } from './resp-connection.js'
 
 /** Called once per call: with the reply bytes, or with the error (a TimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
@@ -60,7 +54,7 @@ export class ScriptCaller {
   private next: Batch | undefined
 
   constructor(
-    private readonly client: Redis,
+    private readonly conn: RespConnection,
     private readonly lua: string,
     /** Deadline timer of a batch, in ms. */
     private readonly timerMs: number,
@@ -99,23 +93,37 @@ export class ScriptCaller {
     this.next = undefined
     if (b.open === 0) return // every call expired before it could be sent
     this.inflight = b
-    const stream = (this.client as unknown as { stream?: { cork(): void; uncork(): void; writable: boolean } }).stream
-    const cork = stream?.writable === true && this.client.status === 'ready'
-    if (cork) stream!.cork()
-    for (const p of b.calls) if (!p.settled) this.send('evalsha', this.sha, b, p)
-    if (cork) stream!.uncork()
+    let text = ''
+    const callbacks: ReplyCallback[] = []
+    for (const p of b.calls) {
+      if (p.settled) continue
+      text += this.encode('EVALSHA', this.sha, p.args)
+      callbacks.push(this.answer(b, p, false))
+    }
+    // Not connected: nothing queues, every call fails now and the fail policy applies.
+    if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new Error('redis connection is not ready'))
   }
 
-  private send(name: 'evalsha' | 'eval', head: string, b: Batch, p: Pending): void {
-    // Nested args: Command flattens them once, so no copy is made here.
-    const cmd = new Command(name, [head, p.args], {}, (err: Error | null | undefined, reply: unknown) => {
+  /** `*N $7 EVALSHA $40 <sha> <args…>` without building an intermediate array. */
+  private encode(name: string, head: string, args: readonly string[]): string {
+    let s = `*${args.length + 2}\r\n$${name.length}\r\n${name}\r\n$${Buffer.byteLength(head)}\r\n${head}\r\n`
+    for (const a of args) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
+    return s
+  }
+
+  private answer(b: Batch, p: Pending, isEval: boolean): ReplyCallback {
+    return (err, reply) => {
       if (p.settled) return
-      if (err && name === 'evalsha' && err.message.startsWith('NOSCRIPT')) return this.send('eval', this.lua, b, p)
+      if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
+        // EVAL runs the script and caches it again; same batch, same deadline.
+        if (this.conn.send(encodeCommand(['EVAL', this.lua, ...p.args]), [this.answer(b, p, true)])) return
+        err = new Error('redis connection is not ready')
+      }
       this.settle(b, p)
       if (err) p.done(err)
-      else p.done(null, reply as Buffer)
-    })
-    this.client.sendCommand(cmd)
+      else if (Buffer.isBuffer(reply)) p.done(null, reply)
+      else p.done(new Error('redis script reply is not a string'))
+    }
   }
 
   private settle(b: Batch, p: Pending): void {

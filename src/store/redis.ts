@@ -1,22 +1,24 @@
 /**
  * Redis store: every limit of one request is checked and committed by ONE
  * EVALSHA of the token-bucket script (redis-script.ts), atomically, all or
- * nothing per group, on the server's clock. ioredis sends EVALSHA and falls
- * back to EVAL on a NOSCRIPT reply (Redis restarted or SCRIPT FLUSH), which
- * also re-caches the script, so a flush never reaches a client.
+ * nothing per group, on the server's clock, sent by the ScriptCaller
+ * (redis-call.ts) on a RespConnection (resp-connection.ts), which falls back
+ * to EVAL on a NOSCRIPT reply (Redis restarted or SCRIPT FLUSH), so a flush
+ * never reaches a client. Also the helpers the cluster store (ioredis) shares.
  *
  * Failure handling: a call that errors or misses its deadline
  * (FAIRVISOR_REDIS_TIMEOUT_MS) throws StoreError and the engine applies the
- * fail policy. While Redis is down nothing queues: the offline queue is off,
- * so a call fails at once, and the client reconnects every 100–500 ms in the
- * background; limiting resumes by itself on reconnect.
+ * fail policy. While Redis is down nothing queues: a call fails at once, and
+ * the connection retries every 100–500 ms in the background; limiting resumes
+ * by itself on reconnect.
  */
 import { isIP } from 'node:net'
-import { Redis, type RedisOptions } from 'ioredis'
+import type { RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
 import type { FailPolicy } from '../settings.js'
 import { TAKE_LUA, REFUND_LUA, TAKE_REPLY_BYTES } from './redis-script.js'
 import { ScriptCaller } from './redis-call.js'
+import { RespConnection } from './resp-connection.js'
 import type { RedisTarget } from './redis-url.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -161,24 +163,16 @@ export function waitForReady(client: { status: string; on(ev: 'ready', fn: () =>
 
 export class RedisStore implements Store {
   readonly kind = 'redis'
-  readonly client: Redis
+  readonly client: RespConnection
   private readonly take: ScriptCaller
   private readonly failOpen: boolean
   private lastCallFailed = false
 
   constructor(private readonly opts: RedisStoreOptions) {
-    const t = opts.target
     this.failOpen = opts.failPolicy === 'open'
-    // No commandTimeout: the ScriptCaller keeps one deadline per batch of calls.
-    const client = new Redis({
-      ...connectionOptions(t),
-      ...(t.path !== undefined ? { path: t.path } : { host: t.host, port: t.port }),
-      db: t.db,
-      lazyConnect: false,
-    })
-    this.client = client
-    this.take = new ScriptCaller(client, TAKE_LUA, callTimerMs(opts.timeoutMs))
-    watchConnection(client, 'redis', opts.log)
+    this.client = new RespConnection(opts.target, { connectTimeoutMs: 1000, reconnectDelay })
+    this.take = new ScriptCaller(this.client, TAKE_LUA, callTimerMs(opts.timeoutMs))
+    watchConnection(this.client, 'redis', opts.log)
   }
 
   /** Resolves true once connected, false after `ms` (the gateway then starts anyway, fail policy applies). */

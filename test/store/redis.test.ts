@@ -17,7 +17,7 @@ runStoreContract('redis', async () => {
   serverClock: true,
   prefix,
   async keyExists(store: Store, key: string) {
-    return (await (store as RedisStore).client.exists(key)) === 1
+    return (await (store as RedisStore).client.command(['EXISTS', key])) === 1
   },
   cleanup: () => deleteKeys(URL, `tb:${prefix}-*`),
 })
