@@ -73,11 +73,6 @@ export class ScriptCaller {
     b.open++
   }
 
-  /** Calls, sent or not, whose answer is awaited (for tests and health). */
-  get waiting(): number {
-    return (this.inflight?.open ?? 0) + (this.next?.open ?? 0)
-  }
-
   private start(): Batch {
     const b = new Batch()
     this.next = b
