@@ -6,8 +6,9 @@
  *
  * Why not ioredis here: every ioredis command is an object with its own
  * promise, flag lookups and queue entry, and on the gateway's hot path that
- * measured ≈ 6–9 µs of CPU per request, ≈ 15 % of the gateway's throughput
- * with Redis (README, "Measured figures"). A reply here is one callback call.
+ * measured 3–10 µs of CPU per request in paired runs, up to ≈ 15 % of the
+ * gateway's CPU with Redis (README, "Measured figures"). A reply here is one
+ * callback call.
  * The cluster store keeps ioredis, whose topology handling is the real work.
  *
  * Behaviour the store relies on:

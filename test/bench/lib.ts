@@ -306,6 +306,15 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
   return haveCommand('wrk') ? runWrk(o) : runAutocannon(o)
 }
 
+/** The q-quantile (0…1) of xs, linear between neighbours. */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return NaN
+  const s = [...xs].sort((a, b) => a - b)
+  const pos = (s.length - 1) * q
+  const lo = Math.floor(pos)
+  return s[lo]! + (s[Math.min(lo + 1, s.length - 1)]! - s[lo]!) * (pos - lo)
+}
+
 export function median(xs: readonly number[]): number {
   if (xs.length === 0) return NaN
   const s = [...xs].sort((a, b) => a - b)
