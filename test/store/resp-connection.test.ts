@@ -1,0 +1,73 @@
+// The standalone store's own Redis connection: replies matched to commands in
+// order when many are pipelined in one write (errors included), nothing sent
+// while not ready, and in-flight commands failed at once when the server dies.
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/resp-connection.js'
+import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { startRedis, type RedisServer } from './redis-servers.js'
+
+const opts = { connectTimeoutMs: 1000, reconnectDelay: (n: number) => Math.min(100 * n, 500) }
+
+function ready(c: RespConnection): Promise<void> {
+  return c.status === 'ready' ? Promise.resolve() : new Promise((r) => c.once('ready', () => r()))
+}
+
+describe('RespConnection', () => {
+  let server: RedisServer
+  before(async () => {
+    server = await startRedis()
+  })
+  after(async () => {
+    await server?.stop()
+  })
+
+  it('matches 2,000 pipelined replies to their commands in order, error replies included', async () => {
+    const c = new RespConnection(parseRedisUrl(server.url), opts)
+    c.on('error', () => undefined)
+    try {
+      await ready(c)
+      const got: { err?: string; reply?: string }[] = []
+      const callbacks: ReplyCallback[] = []
+      let text = ''
+      for (let i = 0; i < 2000; i++) {
+        // Every third command is an error reply; the others echo their index.
+        text += encodeCommand(i % 3 === 0 ? ['NOSUCHCOMMAND', String(i)] : ['ECHO', `é-${i}`])
+        callbacks.push((err, reply?: Reply) => got.push(err ? { err: err.message } : { reply: (reply as Buffer).toString() }))
+      }
+      assert.equal(c.send(text, callbacks), true)
+      const pong = await c.command(['PING']) // answered after all of the above
+      assert.equal(String(pong), 'PONG')
+      assert.equal(got.length, 2000)
+      for (let i = 0; i < 2000; i++) {
+        if (i % 3 === 0) assert.match(got[i]!.err ?? '', /unknown command/i, `#${i}`)
+        else assert.equal(got[i]!.reply, `é-${i}`, `#${i}`)
+      }
+    } finally {
+      c.disconnect()
+    }
+  })
+
+  it('sends nothing while not ready and fails in-flight commands at once when the server dies', async () => {
+    const c = new RespConnection(parseRedisUrl(server.url), opts)
+    c.on('error', () => undefined)
+    try {
+      assert.equal(c.send(encodeCommand(['PING']), [() => assert.fail('must not be called')]), false, 'not ready yet')
+      await ready(c)
+      // A command that blocks for 10 s, then the server is killed: the callback must not wait for it.
+      const t0 = performance.now()
+      const blocked = c.command(['BLPOP', 'never-pushed', '10']).then(() => 'answered', (e: Error) => e.message)
+      await new Promise((r) => setTimeout(r, 50))
+      await server.kill()
+      assert.equal(await blocked, 'redis connection lost')
+      assert.ok(performance.now() - t0 < 1000, 'failed at the drop, not at the BLPOP timeout')
+      assert.equal(c.status, 'connecting')
+      await assert.rejects(c.command(['PING']), /not ready/)
+      await server.restart()
+      await ready(c)
+      assert.equal(String(await c.command(['PING'])), 'PONG')
+    } finally {
+      c.disconnect()
+    }
+  })
+})
