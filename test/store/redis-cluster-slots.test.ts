@@ -45,6 +45,36 @@ describe('redis cluster store', () => {
     assert.ok(Math.abs(o!.tokens - 9) < 0.01, `a got its 3 tokens back: ${o!.tokens}`)
   })
 
+  it('commands per request: one EVALSHA per slot touched, nothing else on the allow path', async () => {
+    const a = 'tb:cpr:a'
+    let other = 'tb:cpr:b0'
+    for (let i = 1; keySlot(other) === keySlot(a); i++) other = `tb:cpr:b${i}`
+    let same = 'tb:cpr:c0'
+    for (let i = 1; keySlot(same) !== keySlot(a); i++) same = `tb:cpr:c${i}`
+    await store.apply([tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0) // scripts cached on both nodes
+    const calls = (): Map<string, number> => {
+      const out = new Map<string, number>()
+      for (const p of cluster.ports) {
+        for (const m of cluster.cli(p, 'info', 'commandstats').matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]))
+      }
+      return out
+    }
+    const sent = (before: Map<string, number>): Record<string, number> => {
+      const d: Record<string, number> = {}
+      for (const [k, v] of calls()) if (!['info', 'time', 'get', 'psetex', 'cluster'].includes(k) && v !== (before.get(k) ?? 0)) d[k] = v - (before.get(k) ?? 0)
+      return d
+    }
+    let before = calls()
+    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6)], 0)
+    assert.deepEqual(sent(before), { evalsha: 20 }, 'one slot: one call per request')
+    before = calls()
+    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6), tb(same, 1e6, 1e6)], 0)
+    assert.deepEqual(sent(before), { evalsha: 20 }, 'two keys in one slot: still one call')
+    before = calls()
+    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0)
+    assert.deepEqual(sent(before), { evalsha: 40 }, 'two slots: one call each')
+  })
+
   it('concurrent cross-slot requests: exactly burst granted, the other slot charged only for those', async () => {
     const hot = 'tb:xs:hot'
     const keys = ['tb:xs:u1', 'tb:xs:u2', 'tb:xs:u3', 'tb:xs:u4']
