@@ -92,18 +92,11 @@ export class ScriptCaller {
     const callbacks: ReplyCallback[] = []
     for (const p of b.calls) {
       if (p.settled) continue
-      text += this.encode('EVALSHA', this.sha, p.args)
+      text += encodeCommand(['EVALSHA', this.sha], p.args)
       callbacks.push(this.answer(b, p, false))
     }
     // Not connected: nothing queues, every call fails now and the fail policy applies.
     if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new Error('redis connection is not ready'))
-  }
-
-  /** `*N $7 EVALSHA $40 <sha> <args…>` without building an intermediate array. */
-  private encode(name: string, head: string, args: readonly string[]): string {
-    let s = `*${args.length + 2}\r\n$${name.length}\r\n${name}\r\n$${Buffer.byteLength(head)}\r\n${head}\r\n`
-    for (const a of args) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
-    return s
   }
 
   private answer(b: Batch, p: Pending, isEval: boolean): ReplyCallback {
@@ -111,7 +104,7 @@ export class ScriptCaller {
       if (p.settled) return
       if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
         // EVAL runs the script and caches it again; same batch, same deadline.
-        if (this.conn.send(encodeCommand(['EVAL', this.lua, ...p.args]), [this.answer(b, p, true)])) return
+        if (this.conn.send(encodeCommand(['EVAL', this.lua], p.args), [this.answer(b, p, true)])) return
         err = new Error('redis connection is not ready')
       }
       this.settle(b, p)

@@ -6,6 +6,7 @@
  *   redis+cluster://[user:pass@]h1:p1,h2:p2   Redis Cluster seed nodes
  * A malformed value throws SettingError naming FAIRVISOR_STORE.
  */
+import { isIP } from 'node:net'
 import { SettingError } from '../errors.js'
 
 const VAR = 'FAIRVISOR_STORE'
@@ -23,6 +24,15 @@ export interface RedisTarget {
   tls: boolean
   /** Seed nodes (cluster) */
   nodes: { host: string; port: number }[]
+}
+
+/**
+ * TLS options naming the server for `rediss://`: SNI carries host names only
+ * (RFC 6066; Node warns, DEP0123). Without it Node still checks the
+ * certificate against the host, an IP against its IP SANs.
+ */
+export function sniFor(host: string | undefined): { servername?: string } {
+  return host !== undefined && isIP(host) === 0 ? { servername: host } : {}
 }
 
 function bad(raw: string, why: string): SettingError {

@@ -12,14 +12,13 @@
  * the connection retries every 100–500 ms in the background; limiting resumes
  * by itself on reconnect.
  */
-import { isIP } from 'node:net'
 import type { RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
 import type { FailPolicy } from '../settings.js'
 import { TAKE_LUA, REFUND_LUA, TAKE_REPLY_BYTES } from './redis-script.js'
 import { ScriptCaller } from './redis-call.js'
 import { RespConnection } from './resp-connection.js'
-import type { RedisTarget } from './redis-url.js'
+import { sniFor, type RedisTarget } from './redis-url.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
 export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
@@ -107,9 +106,7 @@ export function connectionOptions(t: RedisTarget): RedisOptions {
     maxRetriesPerRequest: 0,
     connectTimeout: 1000,
     retryStrategy: reconnectDelay,
-    // SNI carries host names only (RFC 6066; Node warns, DEP0123). Without it Node
-    // still checks the certificate against the host, an IP against its IP SANs.
-    ...(t.tls ? { tls: t.host !== undefined && isIP(t.host) === 0 ? { servername: t.host } : {} } : {}),
+    ...(t.tls ? { tls: sniFor(t.host) } : {}),
   }
 }
 

@@ -21,10 +21,10 @@
  *   (socket or handshake error; the connection retries).
  */
 import { EventEmitter } from 'node:events'
-import { connect as netConnect, isIP, type Socket } from 'node:net'
+import { connect as netConnect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import Parser from 'redis-parser'
-import type { RedisTarget } from './redis-url.js'
+import { sniFor, type RedisTarget } from './redis-url.js'
 
 export type Reply = Buffer | number | null | Reply[]
 /** Called once per command: with its reply, or with an error (a Redis error reply, or the connection's). */
@@ -37,9 +37,13 @@ export interface RespConnectionOptions {
   reconnectDelay(attempt: number): number
 }
 
-/** RESP text of one command (arguments as strings). */
-export function encodeCommand(args: readonly string[]): string {
-  let s = `*${args.length}\r\n`
+/**
+ * RESP text of one command: `lead` (e.g. EVALSHA and the sha) then `args`,
+ * all strings; two lists so the hot path builds no joined array.
+ */
+export function encodeCommand(lead: readonly string[], args: readonly string[] = []): string {
+  let s = `*${lead.length + args.length}\r\n`
+  for (const a of lead) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
   for (const a of args) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
   return s
 }
@@ -108,10 +112,8 @@ export class RespConnection extends EventEmitter {
     const port = t.port ?? 6379
     let socket: Socket
     if (t.path !== undefined) socket = netConnect({ path: t.path })
-    else if (t.tls) {
-      // SNI carries host names only (RFC 6066); an IP is still checked against the certificate's IP SANs.
-      socket = tlsConnect({ host, port, ...(isIP(host) === 0 ? { servername: host } : {}) })
-    } else socket = netConnect({ host, port })
+    else if (t.tls) socket = tlsConnect({ host, port, ...sniFor(host) })
+    else socket = netConnect({ host, port })
     this.socket = socket
     socket.setNoDelay(true)
     socket.setKeepAlive(true, 30_000)
@@ -143,7 +145,7 @@ export class RespConnection extends EventEmitter {
       if (--left === 0) this.ready()
     }
     for (const s of steps) this.queue.push(cb)
-    socket.write(steps.map(encodeCommand).join(''))
+    socket.write(steps.map((s) => encodeCommand(s)).join(''))
   }
 
   private ready(): void {
