@@ -22,7 +22,7 @@
  */
 import { Cluster } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, takeStatus, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
+import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, takeReplyFits, takeStatus, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
 import { keySlot } from './redis-slot.js'
 import type { Check, Outcomes, Store, StoreHealth } from './store.js'
 
@@ -91,10 +91,16 @@ export class RedisClusterStore implements Store {
       const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
       Promise.all(calls).then((replies) => {
         if (settled) return
+        let out: Outcomes
+        try {
+          out = this.merge(checks, groups, replies)
+        } catch (err) {
+          return fail(err) // a reply that is not the script's: the fail policy, not an unhandled rejection
+        }
         settled = true
         clearTimeout(timer)
         this.lastCallFailed = false
-        resolve(this.merge(checks, groups, replies))
+        resolve(out)
       }, fail)
     })
   }
@@ -119,6 +125,8 @@ export class RedisClusterStore implements Store {
 
   /** Refund the checks of `idx` whose group committed in this slot's reply, for the groups flagged in `groupsToRefund`. */
   private refundCommitted(checks: readonly Check[], idx: readonly number[], reply: TakeReply, groupsToRefund: [boolean, boolean]): void {
+    // Nothing can be known of what a reply that is not the script's committed.
+    if (!takeReplyFits(reply, idx.length)) return
     // A slot committed a group only if none of that group's checks rejected there.
     const localReject = [false, false]
     for (let k = 0; k < idx.length; k++) if (takeStatus(reply, k) === 0) localReject[checks[idx[k]!]!.shadow ? 1 : 0] = true

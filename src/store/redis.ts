@@ -76,7 +76,7 @@ export function takeArgs(checks: readonly Check[], idx?: readonly number[]): str
 /** Script reply (TAKE_REPLY_BYTES per check, redis-script.ts) → outcomes, written into `out` at the checks' own positions. */
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
-  if (!Buffer.isBuffer(reply) || reply.length !== n * TAKE_REPLY_BYTES) throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
+  if (!takeReplyFits(reply, n)) throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
   for (let k = 0; k < n; k++) {
     const o = k * TAKE_REPLY_BYTES
     const status = reply.readInt8(o)
@@ -84,6 +84,9 @@ export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]):
     out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, tokens: reply.readDoubleLE(o + 1), retryAfter: reply.readDoubleLE(o + 9) }
   }
 }
+
+/** True when `reply` is the script's answer for `n` checks (anything else is not read). */
+export const takeReplyFits = (reply: unknown, n: number): boolean => Buffer.isBuffer(reply) && reply.length === n * TAKE_REPLY_BYTES
 
 /** Status of check k in a script reply: 1 allowed, 0 rejected, -1 not evaluated. */
 export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k * TAKE_REPLY_BYTES)
