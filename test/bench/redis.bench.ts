@@ -103,16 +103,15 @@ async function main(): Promise<void> {
       console.log(`  instance ${i + 1}/${instances}: allow median ${Math.round(median(allow.get(names[0]!)!.map((r) => r.rps)))} vs ${Math.round(median(allow.get(names[1]!)!.map((r) => r.rps)))} req/s, reject ${Math.round(median(reject.get(names[2]!)!.map((r) => r.rps)))} vs ${Math.round(median(reject.get(names[3]!)!.map((r) => r.rps)))} req/s`)
       await Promise.all([memGw.stop(), redisGw.stop()])
     }
-    const targets = names.map((name) => ({ name }))
 
     const s = new Map([...runs].map(([k, v]) => [k, summarise(v)]))
     const rows = [['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors', 'CPU µs/request: gateway', 'redis', 'backend', 'redis cmds/request']]
-    for (const x of targets) {
-      const r = s.get(x.name)!
-      const c = cpu.get(x.name)
-      const cpr = perRequest.get(x.name)
+    for (const name of names) {
+      const r = s.get(name)!
+      const c = cpu.get(name)
+      const cpr = perRequest.get(name)
       const m = (xs: number[] | undefined): string => (xs && xs.length ? median(xs).toFixed(1) : '-')
-      rows.push([x.name, Math.round(r.rps).toString(), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2), String(r.requests), String(r.non2xx), String(r.errors), m(c?.gw), m(c?.redis), m(c?.backend), cpr ? median(cpr).toFixed(3) : '-'])
+      rows.push([name, Math.round(r.rps).toString(), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2), String(r.requests), String(r.non2xx), String(r.errors), m(c?.gw), m(c?.redis), m(c?.backend), cpr ? median(cpr).toFixed(3) : '-'])
     }
     const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'
     console.log(`\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per path; ${placement}\n`)
