@@ -127,16 +127,10 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
    * in the same step.
    */
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint, then: (d: Decision) => void): void => {
-    const d = engine.evaluate(bundles.current, new RequestView(input, trusted, asnTypes), clock(), collectDescriptors)
-    if (d instanceof Promise) {
-      d.then((x) => {
-        recordDecision(metrics, x, start)
-        then(x)
-      })
-      return
-    }
-    recordDecision(metrics, d, start)
-    then(d)
+    engine.evaluateThen(bundles.current, new RequestView(input, trusted, asnTypes), clock(), collectDescriptors, (d) => {
+      recordDecision(metrics, d, start)
+      then(d)
+    })
   }
   const decideThen = (input: RequestInput, collectDescriptors: boolean, then: (d: Decision) => void): void => {
     const start = process.hrtime.bigint()

@@ -83,13 +83,25 @@ export interface EngineOptions {
 export class Engine {
   constructor(private readonly opts: EngineOptions) {}
 
-  /** `nowMs` is epoch milliseconds, passed in so tests drive time. */
+  /** `nowMs` is epoch milliseconds, passed in so tests drive time. The decision itself when known at once, else a promise of it. */
   evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors = false): Decision | Promise<Decision> {
-    if (bundle === null) return NO_BUNDLE
+    let known: Decision | undefined
+    let later: ((d: Decision) => void) | undefined
+    this.evaluateThen(bundle, view, nowMs, collectDescriptors, (d) => (later ? later(d) : (known = d)))
+    return known ?? new Promise<Decision>((resolve) => (later = resolve))
+  }
+
+  /**
+   * evaluate() as a continuation: `then` runs once with the decision, at once
+   * with a synchronous store, else when the store answers. The proxy's hot
+   * path uses this form: with Redis it saves the promises of evaluate().
+   */
+  evaluateThen(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors: boolean, then: (d: Decision) => void): void {
+    if (bundle === null) return then(NO_BUNDLE)
     const killed = this.killSwitch(bundle, view, nowMs)
-    if (killed) return killed
+    if (killed) return then(killed)
     const matched = bundle.index.match(view.method, view.path, view.host)
-    if (matched.length === 0) return NO_MATCH
+    if (matched.length === 0) return then(NO_MATCH)
     const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
     const checks: Check[] = []
     const planned: Planned[] = []
@@ -105,20 +117,26 @@ export class Engine {
       if (selected === 0 && policy.fallback && matches(policy.fallback, view)) this.plan(policy, policy.fallback, shadow, view, checks, planned, descriptors)
     }
     const ids = matched.map((p) => p.id)
-    if (checks.length === 0) return { allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors }
+    if (checks.length === 0) return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors })
+    const store = this.opts.store
+    if (store.applyThen !== undefined) {
+      store.applyThen(checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : this.finish(o!, checks, planned, view, ids, descriptors)))
+      return
+    }
     let outcomes: Outcomes | Promise<Outcomes>
     try {
-      outcomes = this.opts.store.apply(checks, nowMs / 1000)
+      outcomes = store.apply(checks, nowMs / 1000)
     } catch (err) {
-      return this.storeFailed(err as Error, ids)
+      return then(this.storeFailed(err as Error, ids))
     }
     if (outcomes instanceof Promise) {
-      return outcomes.then(
-        (o) => this.finish(o, checks, planned, view, ids, descriptors),
-        (err: Error) => this.storeFailed(err, ids),
+      outcomes.then(
+        (o) => then(this.finish(o, checks, planned, view, ids, descriptors)),
+        (err: Error) => then(this.storeFailed(err, ids)),
       )
+      return
     }
-    return this.finish(outcomes, checks, planned, view, ids, descriptors)
+    then(this.finish(outcomes, checks, planned, view, ids, descriptors))
   }
 
   private killSwitch(bundle: CompiledBundle, view: RequestView, nowMs: number): Decision | undefined {

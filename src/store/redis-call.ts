@@ -1,7 +1,9 @@
 /**
  * The hot path of the standalone Redis store: one EVALSHA per request, written
  * as prepared RESP text on a RespConnection, in batches that share one write
- * and one deadline timer.
+ * and one deadline timer. The caller encodes the script's arguments (numkeys,
+ * keys, argv) itself, once; the command's head (EVALSHA and the sha, or EVAL
+ * and the script) is kept encoded per argument count.
  *
  * Batching (group commit): at most one batch is in flight. Calls made while
  * none is in flight leave at the end of the current event-loop turn, together;
@@ -22,13 +24,16 @@
  * which runs the script and caches it again, within the same deadline.
  */
 import { createHash } from 'node:crypto'
-import { encodeCommand, type RespConnection, type ReplyCallback } from './resp-connection.js'
+import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
 
 /** Called once per call: with the reply bytes, or with the error (a TimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
 
 interface Pending {
-  readonly args: string[]
+  /** Number of arguments after the sha (numkeys, keys, argv). */
+  readonly argc: number
+  /** Those arguments as RESP bulk strings. */
+  readonly args: string
   readonly done: Done
   settled: boolean
 }
@@ -52,6 +57,8 @@ export class ScriptCaller {
   private inflight: Batch | undefined
   /** The batch collecting calls, sent at the end of the turn or when `inflight` is done. */
   private next: Batch | undefined
+  private readonly evalshaHeads: string[] = []
+  private readonly evalHeads: string[] = []
 
   constructor(
     private readonly conn: RespConnection,
@@ -63,14 +70,23 @@ export class ScriptCaller {
   }
 
   /**
-   * Runs the script with `args` = numkeys, keys…, argv… (strings); `done` gets
-   * its reply as bytes. A callback, not a promise: the caller wraps the whole
-   * request in one promise, and every promise hop saved is CPU on the hot path.
+   * Runs the script with `argc` arguments (numkeys, keys…, argv…), given
+   * already encoded as RESP bulk strings in `args`; `done` gets its reply as
+   * bytes. A callback, not a promise: every promise hop saved is CPU on the
+   * hot path.
    */
-  call(args: string[], done: Done): void {
+  call(argc: number, args: string, done: Done): void {
     const b = this.next ?? this.start()
-    b.calls.push({ args, done, settled: false })
+    b.calls.push({ argc, args, done, settled: false })
     b.open++
+  }
+
+  private evalshaHead(argc: number): string {
+    return (this.evalshaHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVALSHA')}${bulk(this.sha)}`)
+  }
+
+  private evalHead(argc: number): string {
+    return (this.evalHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVAL')}${bulk(this.lua)}`)
   }
 
   private start(): Batch {
@@ -92,7 +108,7 @@ export class ScriptCaller {
     const callbacks: ReplyCallback[] = []
     for (const p of b.calls) {
       if (p.settled) continue
-      text += encodeCommand(['EVALSHA', this.sha], p.args)
+      text += this.evalshaHead(p.argc) + p.args
       callbacks.push(this.answer(b, p, false))
     }
     // Not connected: nothing queues, every call fails now and the fail policy applies.
@@ -104,7 +120,7 @@ export class ScriptCaller {
       if (p.settled) return
       if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
         // EVAL runs the script and caches it again; same batch, same deadline.
-        if (this.conn.send(encodeCommand(['EVAL', this.lua], p.args), [this.answer(b, p, true)])) return
+        if (this.conn.send(this.evalHead(p.argc) + p.args, [this.answer(b, p, true)])) return
         err = new Error('redis connection is not ready')
       }
       this.settle(b, p)

@@ -17,9 +17,9 @@ import { StoreError } from '../errors.js'
 import type { FailPolicy } from '../settings.js'
 import { TAKE_LUA, REFUND_LUA, TAKE_REPLY_BYTES } from './redis-script.js'
 import { ScriptCaller } from './redis-call.js'
-import { RespConnection } from './resp-connection.js'
+import { bulk, bulkNumber, RespConnection } from './resp-connection.js'
 import { sniFor, type RedisTarget } from './redis-url.js'
-import type { Check, Outcomes, Store, StoreHealth } from './store.js'
+import type { ApplyDone, Check, Outcomes, Store, StoreHealth } from './store.js'
 
 export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
 
@@ -73,6 +73,23 @@ export function takeArgs(checks: readonly Check[], idx?: readonly number[]): str
   return args
 }
 
+const SHADOW = bulk('1')
+const ENFORCE = bulk('0')
+
+/**
+ * takeArgs(checks) as RESP bulk strings, for the standalone store's hot path:
+ * `argc` arguments in `args`. Numbers come from the bulkNumber cache.
+ */
+export function encodeTakeArgs(checks: readonly Check[]): { argc: number; args: string } {
+  const n = checks.length
+  let args = bulkNumber(n)
+  for (let k = 0; k < n; k++) args += bulk(checks[k]!.key)
+  for (let k = 0; k < n; k++) {
+    const c = checks[k]!
+    args += bulkNumber(c.rate) + bulkNumber(c.burst) + bulkNumber(c.cost) + (c.shadow ? SHADOW : ENFORCE)
+  }
+  return { argc: 1 + n * 5, args }
+}
 /** Script reply (TAKE_REPLY_BYTES per check, redis-script.ts) → outcomes, written into `out` at the checks' own positions. */
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
@@ -180,23 +197,26 @@ export class RedisStore implements Store {
     return waitForReady(this.client, ms)
   }
 
-  apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
+  apply(checks: readonly Check[], now: number): Promise<Outcomes> {
+    return new Promise<Outcomes>((resolve, reject) => this.applyThen(checks, now, (err, out) => (err ? reject(err) : resolve(out!))))
+  }
+
+  applyThen(checks: readonly Check[], _now: number, done: ApplyDone): void {
     // `_now` is ignored: the script reads the server clock.
-    return new Promise<Outcomes>((resolve, reject) => {
-      this.take.call(takeArgs(checks), (err, reply) => {
-        if (err) {
-          this.lastCallFailed = true
-          return reject(storeError(err))
-        }
-        this.lastCallFailed = false
-        const out: Outcomes = new Array(checks.length)
-        try {
-          readTake(reply!, out)
-        } catch (e) {
-          return reject(storeError(e))
-        }
-        resolve(out)
-      })
+    const { argc, args } = encodeTakeArgs(checks)
+    this.take.call(argc, args, (err, reply) => {
+      if (err) {
+        this.lastCallFailed = true
+        return done(storeError(err))
+      }
+      this.lastCallFailed = false
+      const out: Outcomes = new Array(checks.length)
+      try {
+        readTake(reply!, out)
+      } catch (e) {
+        return done(storeError(e))
+      }
+      done(null, out)
     })
   }
 

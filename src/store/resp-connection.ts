@@ -37,14 +37,28 @@ export interface RespConnectionOptions {
   reconnectDelay(attempt: number): number
 }
 
+/** One RESP bulk string: `$<byte length>\r\n<text>\r\n`. */
+export const bulk = (text: string): string => `$${Buffer.byteLength(text)}\r\n${text}\r\n`
+
+const numbers = new Map<number, string>()
 /**
- * RESP text of one command: `lead` (e.g. EVALSHA and the sha) then `args`,
- * all strings; two lists so the hot path builds no joined array.
+ * A number as a RESP bulk string. Rates, bursts and costs repeat from request
+ * to request, so the first 1,024 distinct values are kept encoded: the hot path
+ * then skips the number-to-text conversion and the length count.
  */
-export function encodeCommand(lead: readonly string[], args: readonly string[] = []): string {
-  let s = `*${lead.length + args.length}\r\n`
-  for (const a of lead) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
-  for (const a of args) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`
+export function bulkNumber(n: number): string {
+  let s = numbers.get(n)
+  if (s === undefined) {
+    s = bulk(String(n))
+    if (numbers.size < 1024) numbers.set(n, s)
+  }
+  return s
+}
+
+/** RESP text of one command, e.g. ['SELECT', '2']. */
+export function encodeCommand(args: readonly string[]): string {
+  let s = `*${args.length}\r\n`
+  for (const a of args) s += bulk(a)
   return s
 }
 

@@ -31,6 +31,9 @@ export interface StoreHealth {
   ready: boolean
 }
 
+/** Called once with the outcomes, or with the StoreError. */
+export type ApplyDone = (err: Error | null, outcomes?: Outcomes) => void
+
 export interface Store {
   readonly kind: string
   /**
@@ -41,6 +44,11 @@ export interface Store {
    * Synchronous stores return the array directly to spare the hot path a promise.
    */
   apply(checks: readonly Check[], now: number): Outcomes | Promise<Outcomes>
+  /**
+   * apply() with a callback, for stores that answer later: the engine's hot
+   * path then needs no promise. Optional; the engine uses it when present.
+   */
+  applyThen?(checks: readonly Check[], now: number, done: ApplyDone): void
   health(): StoreHealth
   close(): Promise<void>
 }

@@ -1,9 +1,13 @@
 // The standalone store's own Redis connection: replies matched to commands in
 // order when many are pipelined in one write (errors included), nothing sent
-// while not ready, and in-flight commands failed at once when the server dies.
+// while not ready, in-flight commands failed at once when the server dies, and
+// the take script's arguments, encoded once for the hot path, reach Redis as
+// the same strings as takeArgs() (multi-byte keys, fractions, cached numbers).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/resp-connection.js'
+import { bulk, encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/resp-connection.js'
+import { encodeTakeArgs, takeArgs } from '../../src/store/redis.js'
+import type { Check } from '../../src/store/store.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import { startRedis, type RedisServer } from './redis-servers.js'
 
@@ -66,6 +70,36 @@ describe('RespConnection', () => {
       await server.restart()
       await ready(c)
       assert.equal(String(await c.command(['PING'])), 'PONG')
+    } finally {
+      c.disconnect()
+    }
+  })
+
+  it('encodeTakeArgs sends Redis exactly the strings takeArgs lists', async () => {
+    const c = new RespConnection(parseRedisUrl(server.url), opts)
+    c.on('error', () => undefined)
+    // Echoes numkeys, KEYS and ARGV back as Redis received them.
+    const echo = "local out = {tostring(#KEYS)} for _, k in ipairs(KEYS) do out[#out + 1] = k end for _, a in ipairs(ARGV) do out[#out + 1] = a end return out"
+    const sets: Check[][] = [
+      [{ key: 'tb:r:alice', rate: 10, burst: 10, cost: 1, shadow: false }],
+      [
+        { key: 'tb:r:é|日本|🙂', rate: 0.5, burst: 1e9, cost: 3, shadow: false },
+        { key: 'shadow:tb:s:x y', rate: 1 / 3, burst: 2.5, cost: 0, shadow: true },
+      ],
+      // Same numbers again: now served from the encoded-number cache.
+      [{ key: 'tb:r:bob', rate: 0.5, burst: 1e9, cost: 3, shadow: true }],
+    ]
+    try {
+      await ready(c)
+      for (const checks of sets) {
+        const { argc, args } = encodeTakeArgs(checks)
+        const expected = takeArgs(checks)
+        assert.equal(argc, expected.length)
+        const reply = await new Promise<Reply>((resolve, reject) => {
+          assert.equal(c.send(`*${argc + 2}\r\n${bulk('EVAL')}${bulk(echo)}${args}`, [(err, r) => (err ? reject(err) : resolve(r!))]), true)
+        })
+        assert.deepEqual((reply as Buffer[]).map((b) => b.toString('utf8')), expected)
+      }
     } finally {
       c.disconnect()
     }
