@@ -398,3 +398,4 @@ export async function abPairs<T extends { name: string }>(a: T, b: T, rounds: nu
   }
   return out
 }
+
