@@ -90,6 +90,7 @@ export function encodeTakeArgs(checks: readonly Check[]): { argc: number; args: 
   }
   return { argc: 1 + n * 5, args }
 }
+
 /** Script reply (TAKE_REPLY_BYTES per check, redis-script.ts) → outcomes, written into `out` at the checks' own positions. */
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
