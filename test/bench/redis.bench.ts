@@ -17,7 +17,7 @@
  * verdict is the ratio of total requests (all pairs, same seconds on both
  * sides: the ratio of mean requests/s); the median of the per-pair ratios, its
  * quartiles and the per-instance medians are printed beside it. Why totals:
- * over four runs they spread 0.861–0.889, the median of pair ratios
+ * over five runs they spread 0.855–0.889, the median of pair ratios
  * 0.856–0.915 (one 1 s pair can swing from 0.6 to 1.4 on this VM).
  *
  * CPU placement (pinCpus): each gateway on CPU 0, wrk, the backend and Redis
