@@ -25,6 +25,7 @@ import { RedisStore } from './store/redis.js'
 import { RedisClusterStore } from './store/redis-cluster.js'
 import { parseRedisUrl } from './store/redis-url.js'
 import type { Store } from './store/store.js'
+import { nowOrLater } from './now-or-later.js'
 import { VERSION } from './version.js'
 
 export const clock = (): number => Date.now()
@@ -139,12 +140,8 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
     else evaluate(input, collectDescriptors, start, then)
   }
   /** decideThen as a value: the decision itself when it is known at once, else a promise of it. */
-  const decide = (input: RequestInput, collectDescriptors = false): Decision | Promise<Decision> => {
-    let known: Decision | undefined
-    let later: ((d: Decision) => void) | undefined
-    decideThen(input, collectDescriptors, (d) => (later ? later(d) : (known = d)))
-    return known ?? new Promise<Decision>((resolve) => (later = resolve))
-  }
+  const decide = (input: RequestInput, collectDescriptors = false): Decision | Promise<Decision> =>
+    nowOrLater((then: (d: Decision) => void) => decideThen(input, collectDescriptors, then))
 
   let proxy: Proxy | undefined
   const routes = new Map<string, Handler>()

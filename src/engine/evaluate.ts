@@ -10,6 +10,7 @@ import type { RequestView } from '../request/view.js'
 import { resetSeconds } from '../algorithms/token-bucket.js'
 import type { Check, Outcomes, Store } from '../store/store.js'
 import type { FailPolicy } from '../settings.js'
+import { nowOrLater } from '../now-or-later.js'
 import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
 import type { LimitView } from './headers.js'
 
@@ -85,10 +86,7 @@ export class Engine {
 
   /** `nowMs` is epoch milliseconds, passed in so tests drive time. The decision itself when known at once, else a promise of it. */
   evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors = false): Decision | Promise<Decision> {
-    let known: Decision | undefined
-    let later: ((d: Decision) => void) | undefined
-    this.evaluateThen(bundle, view, nowMs, collectDescriptors, (d) => (later ? later(d) : (known = d)))
-    return known ?? new Promise<Decision>((resolve) => (later = resolve))
+    return nowOrLater((then: (d: Decision) => void) => this.evaluateThen(bundle, view, nowMs, collectDescriptors, then))
   }
 
   /**

@@ -398,4 +398,3 @@ export async function abPairs<T extends { name: string }>(a: T, b: T, rounds: nu
   }
   return out
 }
-
