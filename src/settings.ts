@@ -6,9 +6,11 @@
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
 import { parseRedisUrl } from './store/redis-url.js'
+import type { FailPolicy } from './store/store.js'
+
+export type { FailPolicy }
 
 export type Mode = 'reverse_proxy' | 'decision_service'
-export type FailPolicy = 'open' | 'closed'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
 export interface Settings {

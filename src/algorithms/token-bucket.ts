@@ -1,8 +1,10 @@
 /**
  * Token bucket, SPEC §5: lazy continuous refill, no timers. Pure maths on
  * (state, config, cost, now); the stores call it (or its Lua twin) atomically.
- * Times are in seconds (float).
+ * Times are in seconds (float). Also the `token_bucket` algorithm and limit
+ * kind on the seam of algorithm.ts.
  */
+import type { Algorithm, HeaderValues, Limit, LimitKind, Step } from './algorithm.js'
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
   rate: number
@@ -66,4 +68,57 @@ export function resetSeconds(tokens: number, rate: number): number {
 /** Seconds after `last` at which the bucket is full again, so its state can be forgotten. */
 export function secondsUntilFull(tokens: number, cfg: BucketConfig): number {
   return Math.max(0, (cfg.burst - tokens) / cfg.rate)
+}
+
+/** A token-bucket limit: params [rate, burst] for the server scripts. */
+export interface BucketLimit extends Limit, BucketConfig {}
+
+/** Refund (amount > 0) or overrun charge (amount < 0) on a bucket: refilled to now first, never above burst, may go negative. */
+function adjustBucket(state: BucketState | undefined, cfg: BucketConfig, amount: number, now: number): Step<BucketState> | undefined {
+  if (state === undefined && amount >= 0) return undefined // an absent bucket is full: nothing to give back
+  const base = state === undefined ? { tokens: cfg.burst, last: now } : takeTokens(state, cfg, 0, now)
+  const tokens = Math.min(cfg.burst, snap(base.tokens + amount))
+  return { allowed: true, value: tokens, retryAfter: 0, state: { tokens, last: base.last }, expireAt: base.last + secondsUntilFull(tokens, cfg) }
+}
+
+export const TOKEN_BUCKET_KIND: LimitKind<BucketLimit, BucketState> = {
+  id: 1,
+  name: 'token_bucket',
+  step(state, limit, cost, now) {
+    const r = takeTokens(state, limit, cost, now)
+    const next = { tokens: r.tokens, last: r.last }
+    return { allowed: r.allowed, value: r.tokens, retryAfter: r.retryAfter, state: next, expireAt: r.last + secondsUntilFull(r.tokens, limit) }
+  },
+  adjust: adjustBucket,
+  load: (cells, off) => ({ tokens: cells[off]!, last: cells[off + 1]! }),
+  save(s, cells, off) {
+    cells[off] = s.tokens
+    cells[off + 1] = s.last
+  },
+}
+
+export function bucketLimit(rate: number, burst: number): BucketLimit {
+  return { kind: TOKEN_BUCKET_KIND, params: [rate, burst], rate, burst }
+}
+
+/** A token-bucket rule's limit, plus its RateLimit-Policy window. */
+export interface TokenBucketConfig extends BucketLimit {
+  /** burst / rate rounded up. */
+  windowS: number
+}
+
+export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
+  name: 'token_bucket',
+  keyPrefix: 'tb:',
+  rejectReason: 'token_bucket_exceeded',
+  normalise(c) {
+    const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
+    const burst = Number(c.burst ?? rate)
+    // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
+    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)) }
+  },
+  headers(l, tokens, retryAfter, rejected): HeaderValues {
+    if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }
+    return { limit: l.burst, remaining: Math.floor(tokens), resetS: resetSeconds(tokens, l.rate), windowS: l.windowS }
+  },
 }

@@ -4,6 +4,8 @@
  * functions, match predicates, normalised algorithm configs (aliases and
  * defaults applied to the config that actually runs).
  */
+import type { Algorithm, Limit } from '../algorithms/algorithm.js'
+import { ALGORITHMS } from '../algorithms/index.js'
 import { compileDescriptor, type Extractor } from '../request/descriptors.js'
 import { headerKey, type RequestView } from '../request/view.js'
 import { normaliseSelectorHost } from './hosts.js'
@@ -13,19 +15,19 @@ import { parseTimestamp } from './validate.js'
 
 export interface CompiledRule {
   name: string
-  algorithm: RawRule['algorithm']
-  /** False for algorithms not implemented yet: the rule is skipped at request time. */
+  /** The bundle's algorithm name (also for algorithms not implemented here). */
+  algorithmName: RawRule['algorithm']
+  /** Undefined for algorithms not implemented yet: the rule is skipped at request time. */
+  algorithm: Algorithm | undefined
+  /** False when the algorithm or a descriptor is not implemented: the rule is skipped at request time. */
   supported: boolean
   keyNames: readonly string[]
   keys: readonly Extractor[]
   match: readonly { key: string; extract: Extractor; expected: string }[]
-  /** Normalised token_bucket config. */
-  rate: number
-  burst: number
-  /** RateLimit-Policy window: burst / rate rounded up. */
-  windowS: number
+  /** The normalised algorithm_config: the limit's kind and parameters (undefined when the algorithm is not implemented). */
+  limit: Limit | undefined
   cost: (view: RequestView) => number
-  /** `tb:<name>:` and `shadow:tb:<name>:` */
+  /** `<prefix><name>:` and `shadow:<prefix><name>:`, e.g. `tb:per_user:` */
   counterPrefix: string
   shadowCounterPrefix: string
 }
@@ -92,24 +94,22 @@ function extractorOf(key: string): Extractor {
 
 function compileRule(raw: RawRule, name: string): CompiledRule {
   const c = raw.algorithm_config
-  const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
-  const burst = Number(c.burst ?? rate)
+  const algorithm = ALGORITHMS.get(raw.algorithm)
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
+  const prefix = algorithm?.keyPrefix ?? ''
   return {
     name,
-    algorithm: raw.algorithm,
-    supported: raw.algorithm === 'token_bucket' && descriptorsOk,
+    algorithmName: raw.algorithm,
+    algorithm,
+    supported: algorithm !== undefined && descriptorsOk,
     keyNames,
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
-    rate,
-    burst,
-    // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
-    windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)),
+    limit: algorithm?.normalise(c),
     cost: costFunction(String(c.cost_source ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1)),
-    counterPrefix: `tb:${name}:`,
-    shadowCounterPrefix: `shadow:tb:${name}:`,
+    counterPrefix: `${prefix}${name}:`,
+    shadowCounterPrefix: `shadow:${prefix}${name}:`,
   }
 }
 

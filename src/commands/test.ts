@@ -20,7 +20,7 @@ import { parseTimestamp } from '../bundle/validate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import { RequestView, type RequestInput } from '../request/view.js'
 import { MemoryStore } from '../store/memory.js'
-import type { Check, Outcomes, Store } from '../store/store.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
@@ -116,12 +116,20 @@ class RecordingStore implements Store {
   readonly kind = 'memory'
   last: Outcomes = []
   constructor(private readonly inner: MemoryStore) {}
-  async apply(checks: readonly Check[], now: number): Promise<Outcomes> {
-    this.last = await this.inner.apply(checks, now)
-    return this.last
+  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
+    this.inner.apply(checks, now, (err, out) => {
+      this.last = out ?? []
+      done(err, out)
+    })
   }
-  health() {
-    return this.inner.health()
+  adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
+    this.inner.adjust(adjustments, now, done)
+  }
+  state(): StoreState {
+    return this.inner.state()
+  }
+  ready(): Promise<boolean> {
+    return this.inner.ready()
   }
   close() {
     return this.inner.close()
@@ -260,7 +268,7 @@ export async function run(args: string[]): Promise<number> {
       skipped = []
       shadowRejects = []
       store.last = []
-      const d = await engine.evaluate(loaded.bundle, new RequestView(s.input, undefined), start + s.at * 1000)
+      const d = await new Promise<Decision>((resolve) => engine.evaluate(loaded.bundle, new RequestView(s.input, undefined), start + s.at * 1000, false, resolve))
       const outcomes = planned.length ? store.last : []
       n++
       if (d.allowed) allowed++
@@ -282,7 +290,7 @@ export async function run(args: string[]): Promise<number> {
             ...l,
             outcome: o === undefined ? 'not_evaluated' : o.allowed ? 'allowed' : 'rejected',
             charged: o?.allowed === true && !groupRejected,
-            tokens_left: o?.tokens,
+            tokens_left: o?.value,
           }
         }),
         skipped,

@@ -7,16 +7,14 @@
  */
 import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
-import { resetSeconds } from '../algorithms/token-bucket.js'
-import type { Check, Outcomes, Store } from '../store/store.js'
-import type { FailPolicy } from '../settings.js'
-import { nowOrLater } from '../now-or-later.js'
+import type { RejectReason } from '../algorithms/algorithm.js'
+import type { Check, FailPolicy, Outcomes, Store } from '../store/store.js'
 import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
   | 'no_bundle_loaded' | 'no_matching_policy' | 'all_rules_passed' | 'kill_switch'
-  | 'token_bucket_exceeded' | 'service_unavailable' | 'store_unavailable_fail_open'
+  | 'service_unavailable' | 'store_unavailable_fail_open' | RejectReason
 
 export interface Decision {
   allowed: boolean
@@ -60,8 +58,8 @@ export interface EngineObserver {
   storeError(err: Error): void
   /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
   limitPlanned?(l: PlannedLimit): void
-  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving `tokensLeft` (metrics). */
-  limitCharged?(policyId: string, cost: number, tokensLeft: number): void
+  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics). */
+  limitCharged?(policyId: string, cost: number, value: number): void
 }
 
 interface Planned {
@@ -84,17 +82,13 @@ export interface EngineOptions {
 export class Engine {
   constructor(private readonly opts: EngineOptions) {}
 
-  /** `nowMs` is epoch milliseconds, passed in so tests drive time. The decision itself when known at once, else a promise of it. */
-  evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors = false): Decision | Promise<Decision> {
-    return nowOrLater((then: (d: Decision) => void) => this.evaluateThen(bundle, view, nowMs, collectDescriptors, then))
-  }
-
   /**
-   * evaluate() as a continuation: `then` runs once with the decision, at once
-   * with a synchronous store, else when the store answers. The proxy's hot
-   * path uses this form: with Redis it saves the promises of evaluate().
+   * The decision for one request: `then` runs once with it, at once with the
+   * in-process store (synchronous), else when the store answers. `nowMs` is
+   * epoch milliseconds, passed in so tests drive time. A continuation rather
+   * than a promise: the proxy's hot path then allocates no promise at all.
    */
-  evaluateThen(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors: boolean, then: (d: Decision) => void): void {
+  evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors: boolean, then: (d: Decision) => void): void {
     if (bundle === null) return then(NO_BUNDLE)
     const killed = this.killSwitch(bundle, view, nowMs)
     if (killed) return then(killed)
@@ -116,25 +110,7 @@ export class Engine {
     }
     const ids = matched.map((p) => p.id)
     if (checks.length === 0) return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors })
-    const store = this.opts.store
-    if (store.applyThen !== undefined) {
-      store.applyThen(checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : this.finish(o!, checks, planned, view, ids, descriptors)))
-      return
-    }
-    let outcomes: Outcomes | Promise<Outcomes>
-    try {
-      outcomes = store.apply(checks, nowMs / 1000)
-    } catch (err) {
-      return then(this.storeFailed(err as Error, ids))
-    }
-    if (outcomes instanceof Promise) {
-      outcomes.then(
-        (o) => then(this.finish(o, checks, planned, view, ids, descriptors)),
-        (err: Error) => then(this.storeFailed(err, ids)),
-      )
-      return
-    }
-    then(this.finish(outcomes, checks, planned, view, ids, descriptors))
+    this.opts.store.apply(checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : this.finish(o!, checks, planned, view, ids, descriptors)))
   }
 
   private killSwitch(bundle: CompiledBundle, view: RequestView, nowMs: number): Decision | undefined {
@@ -163,10 +139,10 @@ export class Engine {
       descriptors?.set(rule.keyNames[i]!, v)
       composite = i === 0 ? v : `${composite}|${v}`
     }
-    checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, rate: rule.rate, burst: rule.burst, cost: rule.cost(view), shadow })
+    checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, limit: rule.limit!, cost: rule.cost(view), shadow })
     if (this.opts.observer.limitPlanned) {
       const ch = checks[checks.length - 1]!
-      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm, key: ch.key, composite, cost: ch.cost, shadow })
+      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithmName, key: ch.key, composite, cost: ch.cost, shadow })
     }
     planned.push({ policy, rule, shadow, composite })
   }
@@ -182,30 +158,32 @@ export class Engine {
       const p = planned[i]!
       if (!o.allowed) {
         // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
-        if (p.shadow) this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: 'token_bucket_exceeded', key: checks[i]!.key })
+        if (p.shadow) this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: p.rule.algorithm!.rejectReason, key: checks[i]!.key })
         else if (rejectedAt === -1) rejectedAt = i
         continue
       }
       if (p.shadow || rejectedAt !== -1) continue
       anyEnforce = true
-      const remaining = Math.floor(o.tokens)
-      if (best === undefined || remaining < best.remaining) {
-        best = { policyId: p.policy.id, burst: p.rule.burst, remaining, resetS: resetSeconds(o.tokens, p.rule.rate), windowS: p.rule.windowS }
+      const h = p.rule.algorithm!.headers(p.rule.limit!, o.value, o.retryAfter, false)
+      if (best === undefined || h.remaining < best.remaining) {
+        best = { policyId: p.policy.id, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
         bestPlan = p
       }
     }
     if (rejectedAt !== -1) {
       const p = planned[rejectedAt]!
-      const base = outcomes[rejectedAt]!.retryAfter
+      const o = outcomes[rejectedAt]!
+      const algorithm = p.rule.algorithm!
+      const reason = algorithm.rejectReason
       return {
         allowed: false,
         status: 429,
-        reason: 'token_bucket_exceeded',
+        reason,
         mode: 'enforce',
         policyId: p.policy.id,
         ruleName: p.rule.name,
-        limit: { policyId: p.policy.id, burst: p.rule.burst, remaining: 0, resetS: base, windowS: p.rule.windowS },
-        retryAfterS: retryAfterWithJitter(base, p.policy.id, p.rule.name, 'token_bucket_exceeded', identityOf(view)),
+        limit: { policyId: p.policy.id, ...algorithm.headers(p.rule.limit!, o.value, o.retryAfter, true) },
+        retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
         matchedPolicies: ids,
         descriptors,
       }
@@ -215,7 +193,7 @@ export class Engine {
       // Only now is it known that nothing rejected, i.e. that the charges were committed.
       for (let i = 0; i < planned.length; i++) {
         const o = outcomes[i]
-        if (o !== undefined && !planned[i]!.shadow) obs.limitCharged(planned[i]!.policy.id, checks[i]!.cost, o.tokens)
+        if (o !== undefined && !planned[i]!.shadow) obs.limitCharged(planned[i]!.policy.id, checks[i]!.cost, o.value)
       }
     }
     return {

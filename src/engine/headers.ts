@@ -2,6 +2,7 @@
  * SPEC §7 response headers as flat [name, value, …] lists, ready for
  * res.writeHead. Every value is a valid RFC 9651 structured field.
  */
+import type { HeaderValues } from '../algorithms/algorithm.js'
 
 /** An RFC 9651 sf-string: printable ASCII only, `\` and `"` escaped. */
 export function sfString(s: string): string {
@@ -19,12 +20,9 @@ function sfPolicyId(id: string): string {
   return out
 }
 
-export interface LimitView {
+/** The RateLimit-* values of one limit, with the policy that owns it. */
+export interface LimitView extends HeaderValues {
   policyId: string
-  burst: number
-  remaining: number
-  resetS: number
-  windowS: number
 }
 
 /** RFC 9651 integers have at most 15 digits; a bundle with a huge burst or a tiny rate must not break the header. */
@@ -35,7 +33,7 @@ export function sfInteger(n: number): string {
 }
 
 export function rateLimitHeaders(l: LimitView): string[] {
-  const limit = sfInteger(l.burst)
+  const limit = sfInteger(l.limit)
   const remaining = sfInteger(l.remaining)
   const reset = sfInteger(l.resetS)
   const id = sfPolicyId(l.policyId)

@@ -8,7 +8,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
-import { sendJson } from './proxy.js'
+import { sendJson } from './respond.js'
 import type { Handler } from './server.js'
 import { rawHeader } from '../request/view.js'
 

@@ -13,14 +13,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
 import type { RequestInput } from '../request/view.js'
+import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { debugHeaders } from './debug-session.js'
-import { sendJson } from './proxy.js'
-import { allowHeaders, sendRejection } from './respond.js'
+import { allowHeaders, sendJson, sendRejection } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface DecisionApiOptions {
-  decide(input: RequestInput, collectDescriptors?: boolean): Decision | Promise<Decision>
+  decide: Decide
   exposeReason: boolean
   debug: DebugSessions
 }
@@ -76,8 +76,6 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
-    const d = decide(inputFromDecisionCall(req), debugging)
-    if (d instanceof Promise) d.then((x) => answer(res, x, debugging, start))
-    else answer(res, d, debugging, start)
+    decide(inputFromDecisionCall(req), debugging, (d) => answer(res, d, debugging, start))
   }
 }

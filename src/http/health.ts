@@ -1,12 +1,22 @@
 /** /livez and /readyz (SPEC §1). Readiness is a loaded bundle plus a usable store. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { sendJson } from './proxy.js'
+import type { FailPolicy, StoreState } from '../store/store.js'
+import { sendJson } from './respond.js'
 
 export interface Readiness {
   /** null while no bundle is loaded. */
   bundle(): { version: number; hash: string; loadedAt: number } | null
   /** Store state for operators (`ok`, `degraded`, …); `ready: false` fails /readyz. */
   store(): { state: string; ready: boolean }
+}
+
+/**
+ * Whether the store lets the gateway serve: with fail-open a store that is
+ * down still serves (requests pass, counted), so the instance stays ready;
+ * with fail-closed it must be connected.
+ */
+export function storeReady(state: StoreState, failPolicy: FailPolicy): boolean {
+  return failPolicy === 'open' || state !== 'connecting'
 }
 
 export function livez(_req: IncomingMessage, res: ServerResponse): void {

@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream'
 import { Pool, type Dispatcher } from 'undici'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
+import { endRaw, rawHead, sendJson } from './respond.js'
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus proxy-connection which some clients still send. */
 const HOP_BY_HOP = new Set([
@@ -122,14 +123,6 @@ function downstreamHeaders(raw: Buffer[], extra: string[] | undefined): string[]
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
 
-export function sendJson(res: ServerResponse, status: number, body: object, headers?: string[]): void {
-  const text = JSON.stringify(body)
-  const flat = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(text)), 'cache-control', 'no-store']
-  if (headers) flat.push(...headers)
-  res.writeHead(status, flat)
-  res.end(text)
-}
-
 const kForwarding = Symbol('forwarding')
 type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
 
@@ -240,11 +233,11 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     pool
       .upgrade({ path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, protocol })
       .then(({ headers: resHeaders, socket: upstream }) => {
-        let head101 = 'HTTP/1.1 101 Switching Protocols\r\n'
+        const flat: string[] = []
         for (const [name, value] of Object.entries(resHeaders)) {
-          for (const v of Array.isArray(value) ? value : [value]) head101 += `${name}: ${v}\r\n`
+          for (const v of Array.isArray(value) ? value : [value]) flat.push(name, String(v))
         }
-        socket.write(`${head101}\r\n`)
+        socket.write(rawHead(101, flat))
         if (head.length) upstream.write(head)
         upstream.on('error', () => socket.destroy())
         socket.on('close', () => upstream.destroy())
@@ -254,10 +247,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       })
       .catch((err: Error & { code?: string }) => {
         log.error({ err: { code: err.code, message: err.message }, path: req.url }, 'backend upgrade failed')
-        if (!socket.destroyed) {
-          const body = JSON.stringify({ error: 'bad_gateway', status: 502 })
-          socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
-        }
+        if (!socket.destroyed) endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
       })
   }
 

@@ -2,7 +2,8 @@
  * Decision → HTTP: the headers an allowed request carries to the client, and
  * the 429/503 answer of a rejected one (SPEC §7).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import { rawHeader, type RequestInput } from '../request/view.js'
@@ -47,4 +48,24 @@ export function inputFromRequest(req: IncomingMessage): RequestInput {
     rawHeaders: req.rawHeaders,
     peer: req.socket.remoteAddress ?? '',
   }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: object, headers?: string[]): void {
+  const text = JSON.stringify(body)
+  const flat = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(text)), 'cache-control', 'no-store']
+  if (headers) flat.push(...headers)
+  res.writeHead(status, flat)
+  res.end(text)
+}
+
+/** An HTTP/1.1 response head (status line from http.STATUS_CODES, then a flat [name, value, …] list), for raw sockets. */
+export function rawHead(status: number, headers: readonly string[]): string {
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`
+  for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+  return `${head}\r\n`
+}
+
+/** A whole response on a raw socket, which is then closed: answers given outside a ServerResponse (client errors, upgrades). */
+export function endRaw(socket: Duplex, status: number, headers: readonly string[] = [], body = ''): void {
+  socket.end(rawHead(status, ['connection', 'close', 'content-length', String(Buffer.byteLength(body)), ...headers]) + body)
 }

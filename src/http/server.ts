@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
+import { endRaw } from './respond.js'
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void
 export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void
@@ -57,7 +58,7 @@ export function createListener({ settings, log, routes, fallback, upgrade }: Lis
     if (!socket.writable) return socket.destroy()
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
     log.debug({ err: { code: err.code, message: err.message } }, 'client error')
-    socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
+    endRaw(socket, status)
   })
   if (upgrade) {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

@@ -1,14 +1,15 @@
 /**
- * In-process store, bounded like an nginx shared dict. Bucket state lives in
- * typed arrays indexed by slot (a Map only holds key → slot), so a million
- * buckets cost tens of bytes each instead of one JS object apiece. Slots form
+ * In-process store, bounded like an nginx shared dict. Counter state lives in
+ * typed arrays indexed by slot (a Map only holds key → slot; each kind packs
+ * its state into CELLS doubles), so a million counters cost tens of bytes
+ * each instead of one JS object apiece. Slots form
  * a doubly linked list in recency order: the least recently used bucket is
  * evicted when the byte bound is reached, and a periodic sweep from the cold
  * end drops buckets that would be full again (forgetting them is lossless).
  * Node runs JS on one thread, so a whole apply() is atomic by construction.
  */
-import { takeTokens, secondsUntilFull, type BucketState } from '../algorithms/token-bucket.js'
-import type { Check, Outcomes, Store, StoreHealth } from './store.js'
+import { CELLS, type Step } from '../algorithms/algorithm.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
 /** Bytes charged per bucket on top of its key's length: slot arrays, Map entry, key string header. */
 export const ENTRY_OVERHEAD_BYTES = 80
@@ -19,6 +20,8 @@ export interface MemoryStoreOptions {
   maxBytes: number
   /** Initial slot capacity; grows by doubling. */
   initialSlots?: number
+  /** Clock (epoch ms) for the idle sweep, which then runs every second; no sweep timer without it. */
+  clock?: () => number
 }
 
 export class MemoryStore implements Store {
@@ -26,8 +29,8 @@ export class MemoryStore implements Store {
   private readonly maxBytes: number
   private readonly index = new Map<string, number>()
   private keys: (string | undefined)[] = []
-  private tokens: Float64Array
-  private last: Float64Array
+  /** CELLS doubles per slot: the kind's packed state. */
+  private cells: Float64Array
   private expireAt: Float64Array
   private prev: Int32Array
   private next: Int32Array
@@ -38,15 +41,20 @@ export class MemoryStore implements Store {
   private bytes = 0
   evictions = 0
   expired = 0
+  private readonly sweeper: NodeJS.Timeout | undefined
 
   constructor(opts: MemoryStoreOptions) {
     this.maxBytes = opts.maxBytes
     const n = opts.initialSlots ?? 1024
-    this.tokens = new Float64Array(n)
-    this.last = new Float64Array(n)
+    this.cells = new Float64Array(n * CELLS)
     this.expireAt = new Float64Array(n)
     this.prev = new Int32Array(n)
     this.next = new Int32Array(n)
+    const clock = opts.clock
+    if (clock) {
+      this.sweeper = setInterval(() => this.sweep(clock() / 1000), 1000)
+      this.sweeper.unref()
+    }
   }
 
   get size(): number {
@@ -57,24 +65,35 @@ export class MemoryStore implements Store {
     return this.bytes
   }
 
-  health(): StoreHealth {
-    return { state: 'ok', ready: true }
+  state(): StoreState {
+    return 'ok'
   }
 
-  async close(): Promise<void> {}
+  ready(): Promise<boolean> {
+    return Promise.resolve(true)
+  }
 
-  apply(checks: readonly Check[], now: number): Outcomes {
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper)
+  }
+
+  /** Synchronous: `done` runs before apply() returns. */
+  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
+    done(null, this.applyNow(checks, now))
+  }
+
+  applyNow(checks: readonly Check[], now: number): Outcomes {
     const out: Outcomes = new Array(checks.length)
     // Tentative new states, per check index; committed only if the group passes.
-    const staged: (BucketState | undefined)[] = new Array(checks.length)
+    const staged: (Step<unknown> | undefined)[] = new Array(checks.length)
     let enforceRejected = false
     let shadowRejected = false
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!
       if (c.shadow ? shadowRejected : enforceRejected) continue
-      const r = takeTokens(this.current(checks, staged, i, now), c, c.cost, now)
-      out[i] = { allowed: r.allowed, tokens: r.tokens, retryAfter: r.retryAfter }
-      if (r.allowed) staged[i] = { tokens: r.tokens, last: r.last }
+      const r = c.limit.kind.step(this.current(checks, staged, i, now), c.limit, c.cost, now)
+      out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
+      if (r.allowed) staged[i] = r
       else if (c.shadow) shadowRejected = true
       else enforceRejected = true
     }
@@ -82,23 +101,36 @@ export class MemoryStore implements Store {
       const s = staged[i]
       const c = checks[i]!
       if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
-      this.write(c.key, s, s.last + secondsUntilFull(s.tokens, c))
+      this.write(c, s)
     }
     return out
   }
 
-  /** State seen by check i: a staged state of the same key earlier in this call, else the stored one. */
-  private current(checks: readonly Check[], staged: (BucketState | undefined)[], i: number, now: number): BucketState | undefined {
-    const c = checks[i]!
-    for (let j = i - 1; j >= 0; j--) {
-      if (staged[j] !== undefined && checks[j]!.key === c.key) return staged[j]
+  adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
+    for (const a of adjustments) {
+      const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now)
+      if (r !== undefined) this.write(a, r)
     }
-    const slot = this.index.get(c.key)
-    if (slot === undefined || this.expireAt[slot]! <= now) return undefined
-    return { tokens: this.tokens[slot]!, last: this.last[slot]! }
+    done(null)
   }
 
-  private write(key: string, s: BucketState, expireAt: number): void {
+  /** State seen by check i: a staged state of the same key earlier in this call, else the stored one. */
+  private current(checks: readonly Check[], staged: (Step<unknown> | undefined)[], i: number, now: number): unknown {
+    const c = checks[i]!
+    for (let j = i - 1; j >= 0; j--) {
+      if (staged[j] !== undefined && checks[j]!.key === c.key) return staged[j]!.state
+    }
+    return this.stored(c.key, c.limit, now)
+  }
+
+  private stored(key: string, limit: Check['limit'], now: number): unknown {
+    const slot = this.index.get(key)
+    if (slot === undefined || this.expireAt[slot]! <= now) return undefined
+    return limit.kind.load(this.cells, slot * CELLS)
+  }
+
+  private write(c: { key: string; limit: Check['limit'] }, s: Step<unknown>): void {
+    const key = c.key
     let slot = this.index.get(key)
     if (slot === undefined) {
       const cost = ENTRY_OVERHEAD_BYTES + key.length
@@ -115,9 +147,8 @@ export class MemoryStore implements Store {
       this.unlink(slot)
       this.linkHead(slot)
     }
-    this.tokens[slot] = s.tokens
-    this.last[slot] = s.last
-    this.expireAt[slot] = expireAt
+    c.limit.kind.save(s.state, this.cells, slot * CELLS)
+    this.expireAt[slot] = s.expireAt
   }
 
   /** Drop up to `maxScan` buckets from the cold end that are full again by `now`. */
@@ -139,19 +170,18 @@ export class MemoryStore implements Store {
   private allocate(): number {
     const free = this.freeSlots.pop()
     if (free !== undefined) return free
-    if (this.used === this.tokens.length) this.grow()
+    if (this.used === this.expireAt.length) this.grow()
     return this.used++
   }
 
   private grow(): void {
-    const n = this.tokens.length * 2
-    const widen = <T extends Float64Array | Int32Array>(a: T): T => {
-      const b = new (a.constructor as new (n: number) => T)(n)
+    const n = this.expireAt.length * 2
+    const widen = <T extends Float64Array | Int32Array>(a: T, per = 1): T => {
+      const b = new (a.constructor as new (n: number) => T)(n * per)
       b.set(a)
       return b
     }
-    this.tokens = widen(this.tokens)
-    this.last = widen(this.last)
+    this.cells = widen(this.cells, CELLS)
     this.expireAt = widen(this.expireAt)
     this.prev = widen(this.prev)
     this.next = widen(this.next)

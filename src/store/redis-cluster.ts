@@ -2,7 +2,7 @@
  * Redis Cluster store. A script can only touch keys of one hash slot, and the
  * limits of one request usually live in several slots, so:
  *
- * 1. checks are grouped by slot (keySlot) and every slot gets ONE call of the
+ * 1. checks are grouped by slot (cluster-key-slot) and every slot gets ONE call of the
  *    token-bucket script, all slots in parallel. Within a slot the call is
  *    atomic and all-or-nothing per group, exactly like the standalone store;
  * 2. the per-slot outcomes are merged in the request's check order: per group
@@ -20,19 +20,42 @@
  * The deadline (FAIRVISOR_REDIS_TIMEOUT_MS) covers the whole request; a slot
  * reply that arrives after it (or next to another slot's failure) is refunded.
  */
-import { Cluster } from 'ioredis'
+import calculateSlot from 'cluster-key-slot'
+import { Cluster, type RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
-import { connectionOptions, defineScripts, readTake, reconnectDelay, callTimerMs, closeClient, redisHealth, storeError, takeArgs, takeReplyFits, takeStatus, waitForReady, watchConnection, type RedisStoreOptions, type ScriptCommands } from './redis.js'
-import { keySlot } from './redis-slot.js'
-import type { Check, Outcomes, Store, StoreHealth } from './store.js'
+import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './redis-codec.js'
+import { callTimerMs, closeClient, reconnectDelay, redisState, storeError, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
+import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
+import { sniFor, type RedisTarget } from './redis-url.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
-/** The token-bucket script's reply: TAKE_REPLY_BYTES per check (redis-script.ts). */
+/** The take script's reply: TAKE_REPLY_BYTES per check (redis-script.ts). */
 type TakeReply = Buffer
+
+/** Commands added to the ioredis cluster client by defineCommand (numkeys passed first). */
+interface ScriptCommands {
+  fvTakeBuffer(...args: string[]): Promise<Buffer>
+  fvAdjust(...args: string[]): Promise<number>
+}
+
+/** Connection options of every cluster node. */
+function nodeOptions(t: RedisTarget): RedisOptions {
+  return {
+    username: t.username,
+    password: t.password,
+    // The offline queue would park requests behind reconnect attempts.
+    enableOfflineQueue: false,
+    // A command caught by a dropped connection fails now instead of being resent later.
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    retryStrategy: reconnectDelay,
+    ...(t.tls ? { tls: sniFor(t.host) } : {}),
+  }
+}
 
 export class RedisClusterStore implements Store {
   readonly kind = 'redis-cluster'
   readonly client: Cluster & ScriptCommands
-  private readonly failOpen: boolean
   private readonly timeoutMs: number
   private lastCallFailed = false
   /** Refund calls sent (observability for tests and operators). */
@@ -40,9 +63,7 @@ export class RedisClusterStore implements Store {
 
   constructor(private readonly opts: RedisStoreOptions) {
     const t = opts.target
-    this.failOpen = opts.failPolicy === 'open'
     this.timeoutMs = callTimerMs(opts.timeoutMs)
-    const node = connectionOptions(t)
     const client = new Cluster(t.nodes, {
       enableOfflineQueue: false,
       scaleReads: 'master',
@@ -52,59 +73,62 @@ export class RedisClusterStore implements Store {
       retryDelayOnTryAgain: 50,
       dnsLookup: (address, cb) => cb(null, address),
       redisOptions: {
-        ...node,
+        ...nodeOptions(t),
         // Our own deadline answers the request; the node timeout is longer so
         // a late reply still arrives and its tokens can be refunded.
         commandTimeout: Math.max(1000, opts.timeoutMs * 4),
       },
     })
-    defineScripts(client)
+    client.defineCommand('fvTake', { lua: TAKE_LUA })
+    client.defineCommand('fvAdjust', { lua: ADJUST_LUA })
     this.client = client as Cluster & ScriptCommands
     watchConnection(client, 'redis-cluster', opts.log)
   }
 
-  waitReady(ms: number): Promise<boolean> {
-    return waitForReady(this.client, ms)
+  ready(timeoutMs: number): Promise<boolean> {
+    return waitForReady(this.client, timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number): Promise<Outcomes> {
-    const slots = new Map<number, number[]>()
-    for (let i = 0; i < checks.length; i++) {
-      const s = keySlot(checks[i]!.key)
-      const list = slots.get(s)
-      if (list) list.push(i)
-      else slots.set(s, [i])
+  apply(checks: readonly Check[], _now: number, done: ApplyDone): void {
+    const groups = bySlot(checks)
+    const calls = groups.map((idx) => this.client.fvTakeBuffer(...listArgs((visit) => visitTakeArgs(checks, idx, visit))))
+    let settled = false
+    const fail = (err: unknown): void => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      this.lastCallFailed = true
+      // Whatever a slot committed for this failed request is given back when (if) its reply comes.
+      calls.forEach((c, g) => c.then((reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]), () => undefined))
+      done(storeError(err))
     }
-    const groups = [...slots.values()]
-    const calls = groups.map((idx) => this.client.fvTakeBuffer(...takeArgs(checks, idx)))
-    return new Promise<Outcomes>((resolve, reject) => {
-      let settled = false
-      const fail = (err: unknown): void => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        this.lastCallFailed = true
-        // Whatever a slot committed for this failed request is given back when (if) its reply comes.
-        calls.forEach((c, g) => c.then((reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]), () => undefined))
-        reject(storeError(err))
+    const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
+    Promise.all(calls).then((replies) => {
+      if (settled) return
+      let out: Outcomes
+      try {
+        out = this.merge(checks, groups, replies)
+      } catch (err) {
+        return fail(err) // a reply that is not the script's: the fail policy, not an unhandled rejection
       }
-      const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
-      Promise.all(calls).then((replies) => {
-        if (settled) return
-        let out: Outcomes
-        try {
-          out = this.merge(checks, groups, replies)
-        } catch (err) {
-          return fail(err) // a reply that is not the script's: the fail policy, not an unhandled rejection
-        }
-        settled = true
-        clearTimeout(timer)
-        this.lastCallFailed = false
-        resolve(out)
-      }, fail)
-    })
+      settled = true
+      clearTimeout(timer)
+      this.lastCallFailed = false
+      done(null, out)
+    }, fail)
   }
 
+  adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
+    const slots = new Map<number, Adjustment[]>()
+    for (const a of adjustments) {
+      const s = calculateSlot(a.key)
+      const list = slots.get(s)
+      if (list) list.push(a)
+      else slots.set(s, [a])
+    }
+    const calls = [...slots.values()].map((list) => this.client.fvAdjust(...listArgs((visit) => visitAdjustArgs(list, visit))))
+    Promise.all(calls).then(() => done(null), (err) => done(storeError(err)))
+  }
   private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[]): Outcomes {
     const out: Outcomes = new Array(checks.length)
     for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g])
@@ -130,27 +154,37 @@ export class RedisClusterStore implements Store {
     // A slot committed a group only if none of that group's checks rejected there.
     const localReject = [false, false]
     for (let k = 0; k < idx.length; k++) if (takeStatus(reply, k) === 0) localReject[checks[idx[k]!]!.shadow ? 1 : 0] = true
-    const args: (string | number)[] = []
-    const keys: string[] = []
+    const refunds: Adjustment[] = []
     for (let k = 0; k < idx.length; k++) {
       const c = checks[idx[k]!]!
       const grp = c.shadow ? 1 : 0
       if (!groupsToRefund[grp] || localReject[grp] || takeStatus(reply, k) !== 1) continue
-      keys.push(c.key)
-      args.push(c.rate, c.burst, c.cost)
+      refunds.push({ key: c.key, limit: c.limit, amount: c.cost })
     }
-    if (keys.length === 0) return
+    if (refunds.length === 0) return
     this.refunds++
-    this.client.fvRefund(keys.length, ...keys, ...args).catch((err: Error) => {
-      this.opts.log?.('warn', { store: 'redis-cluster', err: err.message, keys: keys.length }, 'refund of a rejected request failed; those tokens stay spent until the bucket refills')
+    this.adjust(refunds, 0, (err) => {
+      if (err) this.opts.log?.('warn', { store: 'redis-cluster', err: err.message, keys: refunds.length }, 'refund of a rejected request failed; those tokens stay spent until the bucket refills')
     })
   }
 
-  health(): StoreHealth {
-    return redisHealth(this.client.status, this.lastCallFailed, this.failOpen)
+  state(): StoreState {
+    return redisState(this.client.status, this.lastCallFailed)
   }
 
   close(): Promise<void> {
     return closeClient(this.client)
   }
+}
+
+/** Check indexes grouped by hash slot, in request order within each slot. */
+function bySlot(checks: readonly Check[]): number[][] {
+  const slots = new Map<number, number[]>()
+  for (let i = 0; i < checks.length; i++) {
+    const s = calculateSlot(checks[i]!.key)
+    const list = slots.get(s)
+    if (list) list.push(i)
+    else slots.set(s, [i])
+  }
+  return [...slots.values()]
 }

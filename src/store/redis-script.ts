@@ -1,10 +1,11 @@
 /**
- * The Lua twins of algorithms/token-bucket.ts, run inside Redis so that all
+ * The Lua twins of the limit kinds (algorithms/), run inside Redis so that all
  * limits of one request (on one node / slot) are checked and committed in a
  * single atomic step. The clock is the server's (`TIME`): gateways with skewed
  * clocks cannot change the refill, and a bucket's time never moves backwards.
  *
- * Bucket state: 16 bytes, two little-endian IEEE doubles `<tokens><last>`
+ * One function per limit kind (KINDS_LUA, indexed by the kind's id), shared
+ * by the take and adjust scripts. Bucket state (kind 1): 16 bytes, two little-endian IEEE doubles `<tokens><last>`
  * (struct.pack('<dd'); last in whole microseconds of server time, so elapsed
  * time is exact), written with PSETEX = the time until the bucket is full
  * again (at least 1 s, at most 1e13 ms so PSETEX gets an integer), after which forgetting it is lossless: an absent
@@ -20,125 +21,126 @@
  * 1e-9 of a whole number snap to it, and waits subtract 1e-9 before rounding up.
  */
 
-/** Bytes per check in TAKE_LUA's reply: int8 status, double tokens, double retry-after seconds. */
+/** Bytes per check in TAKE_LUA's reply: int8 status, double value, double retry-after seconds. */
 export const TAKE_REPLY_BYTES = 17
 
+/** ARGV entries per check in TAKE_LUA: kind id, PARAMS parameters, cost, group. */
+export const TAKE_ARGS_PER_CHECK = 5
+
 /**
- * KEYS[i]: bucket key of check i. ARGV: 4 per check: rate, burst, cost, group
- * (0 enforce, 1 shadow). Per group, evaluation stops at the first reject and
- * nothing of a rejected group is written. A check sees the state staged by an
- * earlier allowed check of the same key in this call (duplicate keys).
- * Reply: per check struct.pack('<bdd', status, tokens, retryAfter); status 1
- * allowed, 0 rejected, -1 not evaluated. A single check (the common case)
- * commits at once and allocates no tables.
+ * Per kind id: step(v, p1, p2, cost) → allowed, value, retryAfter, new state, ttl ms
+ * and adjust(v, p1, p2, amount) → new state, ttl ms (nil: nothing to adjust).
+ * `v` is the stored string or nil; `now` is server time in µs.
  */
-export const TAKE_LUA = `
+const KINDS_LUA = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local pack, unpack, floor, abs, ceil = struct.pack, struct.unpack, math.floor, math.abs, math.ceil
+local function snap(x)
+  local r = floor(x + 0.5)
+  if abs(x - r) < 1e-9 then return r end
+  return x
+end
+local function ttlOf(ms)
+  if ms < 1000 then return 1000 elseif ms > 1e13 then return 1e13 end
+  return ceil(ms)
+end
+local step, adjust = {}, {}
+-- 1: token bucket, state <tokens><last µs>
+local function bucket(v, rate, burst)
+  local tokens, last
+  if v and #v == 16 then tokens, last = unpack('<dd', v) end
+  if tokens == nil then return burst, now end
+  if now > last then
+    tokens = snap(tokens + (now - last) / 1000000 * rate)
+    last = now
+  end
+  if tokens > burst then tokens = burst end
+  return tokens, last
+end
+step[1] = function(v, rate, burst, cost)
+  local tokens, last = bucket(v, rate, burst)
+  if cost <= burst and tokens >= cost then
+    tokens = snap(tokens - cost)
+    return true, tokens, 0, pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
+  end
+  local wait = ceil((cost - tokens) / rate - 1e-9)
+  if wait < 1 then wait = 1 end
+  return false, tokens, wait
+end
+adjust[1] = function(v, rate, burst, amount)
+  if not v and amount >= 0 then return nil end
+  local tokens, last = bucket(v, rate, burst)
+  tokens = snap(tokens + amount)
+  if tokens > burst then tokens = burst end
+  return pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
+end
+`
+
+/**
+ * KEYS[i]: counter key of check i. ARGV: TAKE_ARGS_PER_CHECK per check: kind,
+ * p1, p2, cost, group (0 enforce, 1 shadow). Per group, evaluation stops at the
+ * first reject and nothing of a rejected group is written. A check sees the
+ * state staged by an earlier allowed check of the same key in this call
+ * (duplicate keys). Reply: per check struct.pack('<bdd', status, value,
+ * retryAfter); status 1 allowed, 0 rejected, -1 not evaluated. A single check
+ * (the common case) commits at once and allocates no tables.
+ */
+export const TAKE_LUA = KINDS_LUA + `
 local n = #KEYS
-local pack, unpack, floor, abs = struct.pack, struct.unpack, math.floor, math.abs
 local reply = ''
-local stTokens, stLast, latest
-if n > 1 then stTokens, stLast, latest = {}, {}, {} end
-local rejEnforce, rejShadow = false, false
+local staged, stState, stTtl
+if n > 1 then staged, stState, stTtl = {}, {}, {} end
+local rejected = { false, false }
 for i = 1, n do
-  local a = i * 4 - 4
-  local shadow = ARGV[a + 4] == '1'
-  if (shadow and rejShadow) or (not shadow and rejEnforce) then
+  local a = i * 5 - 5
+  local g = ARGV[a + 5] == '1' and 2 or 1
+  if rejected[g] then
     reply = reply .. pack('<bdd', -1, 0, 0)
   else
-    local rate = tonumber(ARGV[a + 1])
-    local burst = tonumber(ARGV[a + 2])
-    local cost = tonumber(ARGV[a + 3])
     local key = KEYS[i]
-    local tokens, last
-    local j = latest and latest[key]
-    if j then
-      tokens = stTokens[j]
-      last = stLast[j]
-    else
-      local v = redis.call('GET', key)
-      if v and #v == 16 then tokens, last = unpack('<dd', v) end
-    end
-    if tokens == nil then
-      tokens = burst
-      last = now
-    else
-      if now > last then
-        tokens = tokens + (now - last) / 1000000 * rate
-        local r = floor(tokens + 0.5)
-        if abs(tokens - r) < 1e-9 then tokens = r end
-        last = now
-      end
-      if tokens > burst then tokens = burst end
-    end
-    if cost <= burst and tokens >= cost then
-      tokens = tokens - cost
-      local r = floor(tokens + 0.5)
-      if abs(tokens - r) < 1e-9 then tokens = r end
+    local v = staged and staged[key]
+    if not v then v = redis.call('GET', key) end
+    local ok, value, retry, state, ttl = step[tonumber(ARGV[a + 1])](v, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))
+    if ok then
       if n == 1 then
-        local ttl = math.ceil((last - now) / 1000 + (burst - tokens) / rate * 1000)
-        if ttl < 1000 then ttl = 1000 elseif ttl > 1e13 then ttl = 1e13 end
-        redis.call('PSETEX', key, ttl, pack('<dd', tokens, last))
+        redis.call('PSETEX', key, ttl, state)
       else
-        stTokens[i] = tokens
-        stLast[i] = last
-        latest[key] = i
+        staged[key], stState[i], stTtl[i] = state, state, ttl
       end
-      reply = reply .. pack('<bdd', 1, tokens, 0)
+      reply = reply .. pack('<bdd', 1, value, 0)
     else
-      if shadow then rejShadow = true else rejEnforce = true end
-      local wait = math.ceil((cost - tokens) / rate - 1e-9)
-      if wait < 1 then wait = 1 end
-      reply = reply .. pack('<bdd', 0, tokens, wait)
+      rejected[g] = true
+      reply = reply .. pack('<bdd', 0, value, retry)
     end
   end
 end
 if n > 1 then
   for i = 1, n do
-    local tokens = stTokens[i]
-    if tokens ~= nil then
-      local a = i * 4 - 4
-      local shadow = ARGV[a + 4] == '1'
-      if not ((shadow and rejShadow) or (not shadow and rejEnforce)) then
-        local last = stLast[i]
-        local ttl = math.ceil((last - now) / 1000 + (tonumber(ARGV[a + 2]) - tokens) / tonumber(ARGV[a + 1]) * 1000)
-        if ttl < 1000 then ttl = 1000 elseif ttl > 1e13 then ttl = 1e13 end
-        redis.call('PSETEX', KEYS[i], ttl, pack('<dd', tokens, last))
-      end
+    if stState[i] and not rejected[ARGV[i * 5] == '1' and 2 or 1] then
+      redis.call('PSETEX', KEYS[i], stTtl[i], stState[i])
     end
   end
 end
 return reply
 `
 
+/** ARGV entries per key in ADJUST_LUA: kind id, PARAMS parameters, amount. */
+export const ADJUST_ARGS_PER_KEY = 4
+
 /**
- * Cluster only: give back tokens taken on one slot when a limit on another
- * slot rejected the request. KEYS[i]: bucket key; ARGV: 3 per key: rate,
- * burst, amount. The bucket is refilled to now first and never exceeds
- * burst; an absent bucket is already full, so there is nothing to return.
+ * Adjust counters already charged (LLM settlement; on a cluster, refunds of
+ * slots that committed for a request another slot rejected). KEYS[i]: counter
+ * key; ARGV: kind, p1, p2, amount (> 0 gives back, < 0 charges more). Each
+ * kind refreshes its state to now first and never gives back past its bound;
+ * an absent counter has nothing to give back.
  */
-export const REFUND_LUA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+export const ADJUST_LUA = KINDS_LUA + `
 for i = 1, #KEYS do
-  local a = (i - 1) * 3
-  local rate = tonumber(ARGV[a + 1])
-  local burst = tonumber(ARGV[a + 2])
-  local amount = tonumber(ARGV[a + 3])
+  local a = (i - 1) * 4
   local key = KEYS[i]
-  local v = redis.call('GET', key)
-  if v and #v == 16 then
-    local tokens, last = struct.unpack('<dd', v)
-    if now > last then
-      tokens = tokens + (now - last) / 1000000 * rate
-      last = now
-    end
-    tokens = math.min(burst, tokens + amount)
-    local ttl = math.ceil((last - now) / 1000 + (burst - tokens) / rate * 1000)
-    if ttl < 1000 then ttl = 1000 elseif ttl > 1e13 then ttl = 1e13 end
-    redis.call('PSETEX', key, ttl, struct.pack('<dd', tokens, last))
-  end
+  local state, ttl = adjust[tonumber(ARGV[a + 1])](redis.call('GET', key), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))
+  if state then redis.call('PSETEX', key, ttl, state) end
 end
 return 1
 `

@@ -2,13 +2,17 @@
  * The store seam. Every limit of one request goes to the store in one call;
  * within a group (enforce, shadow) either every check passes and is committed
  * or nothing of that group is committed (SPEC §4 step 6, no half-spend).
- * Being over a limit is a result; only a broken backend throws StoreError.
+ * Being over a limit is a result; only a broken backend passes an error.
+ * Each check names its limit kind (algorithms/algorithm.ts), on which every
+ * store dispatches.
  */
+import type { Limit } from '../algorithms/algorithm.js'
+
 export interface Check {
   /** Full counter key, e.g. `tb:per_user:alice` or `shadow:tb:per_user:alice`. */
   key: string
-  rate: number
-  burst: number
+  /** Kind and parameters, compiled once per rule. */
+  limit: Limit
   cost: number
   /** Shadow checks form their own all-or-nothing group and never affect enforce checks. */
   shadow: boolean
@@ -16,8 +20,8 @@ export interface Check {
 
 export interface Outcome {
   allowed: boolean
-  /** Tokens left after the check (as if committed; unchanged when rejected). */
-  tokens: number
+  /** The kind's figure after the check (token bucket: tokens left, as if committed; unchanged when rejected). */
+  value: number
   /** Seconds until the cost would fit (0 when allowed). */
   retryAfter: number
 }
@@ -25,30 +29,40 @@ export interface Outcome {
 /** One slot per check; `undefined` for a check not evaluated because an earlier one of its group rejected. */
 export type Outcomes = Array<Outcome | undefined>
 
-export interface StoreHealth {
-  /** `ok`, `degraded` (failing, fail policy applies), … */
-  state: string
-  ready: boolean
+/** Called once with the outcomes, or with the store's error (a StoreError). */
+export type ApplyDone = (err: Error | null, outcomes?: Outcomes) => void
+
+/** A change to a counter already charged: `amount` > 0 gives back, < 0 charges more (LLM settlement, cluster refunds). */
+export interface Adjustment {
+  key: string
+  limit: Limit
+  amount: number
 }
 
-/** Called once with the outcomes, or with the StoreError. */
-export type ApplyDone = (err: Error | null, outcomes?: Outcomes) => void
+/** `connecting`: no usable connection; `degraded`: connected but the last call failed; `ok`. */
+export type StoreState = 'ok' | 'degraded' | 'connecting'
+
+/** What a store failure means for a request (FAIRVISOR_FAIL_POLICY). */
+export type FailPolicy = 'open' | 'closed'
 
 export interface Store {
   readonly kind: string
   /**
-   * Apply the checks in order. Per group, evaluation stops at the first
-   * reject: the returned array holds an outcome for each check evaluated
-   * (checks after a reject in the same group get no outcome, `undefined`).
-   * `now` is in seconds; stores with a server clock may ignore it.
-   * Synchronous stores return the array directly to spare the hot path a promise.
+   * Apply the checks in order; `done` runs once, synchronously for the
+   * in-process store (so its hot path has no promise), later for the others.
+   * Per group, evaluation stops at the first reject: checks after it get no
+   * outcome (`undefined`). `now` is in seconds; stores with a server clock ignore it.
    */
-  apply(checks: readonly Check[], now: number): Outcomes | Promise<Outcomes>
-  /**
-   * apply() with a callback, for stores that answer later: the engine's hot
-   * path then needs no promise. Optional; the engine uses it when present.
-   */
-  applyThen?(checks: readonly Check[], now: number, done: ApplyDone): void
-  health(): StoreHealth
+  apply(checks: readonly Check[], now: number, done: ApplyDone): void
+  /** Apply adjustments (each on its own; a missing counter is skipped). */
+  adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
+  state(): StoreState
+  /** Resolves true once the store can serve, false after `timeoutMs`. */
+  ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>
+}
+
+/** apply() as a promise (tests, `fairvisor test`); the hot path uses the callback. */
+export function applyAsync(store: Store, checks: readonly Check[], now: number): Promise<Outcomes> {
+  return new Promise((resolve, reject) => store.apply(checks, now, (err, out) => (err ? reject(err) : resolve(out!))))
 }

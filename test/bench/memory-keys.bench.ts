@@ -11,6 +11,7 @@ import { setFlagsFromString } from 'node:v8'
 import { loadSettings } from '../../src/settings.js'
 import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory.js'
 import type { Check } from '../../src/store/store.js'
+import { bucketLimit } from '../../src/algorithms/token-bucket.js'
 
 setFlagsFromString('--expose-gc')
 const gc = runInNewContext('gc') as () => void
@@ -28,7 +29,7 @@ function rss(): number {
 
 // A realistic counter key: rule name plus a user id (`tb:<rule>:<composite>`).
 const keyOf = (i: number): string => `tb:per_user:user-${String(i).padStart(7, '0')}`
-const check: Check = { key: '', rate: 10, burst: 100, cost: 1, shadow: false }
+const check: Check = { key: '', limit: bucketLimit(10, 100), cost: 1, shadow: false }
 const checks = [check]
 
 const rssBefore = rss()
@@ -37,7 +38,7 @@ const now = 1_700_000_000
 const t0 = process.hrtime.bigint()
 for (let i = 0; i < KEYS; i++) {
   check.key = keyOf(i)
-  store.apply(checks, now + i * 1e-6)
+  store.applyNow(checks, now + i * 1e-6)
 }
 const insertNs = Number(process.hrtime.bigint() - t0)
 const rssAfter = rss()
@@ -46,7 +47,7 @@ const rssAfter = rss()
 const t1 = process.hrtime.bigint()
 for (let i = 0; i < KEYS; i++) {
   check.key = keyOf(i)
-  store.apply(checks, now + 1 + i * 1e-6)
+  store.applyNow(checks, now + 1 + i * 1e-6)
 }
 const hitNs = Number(process.hrtime.bigint() - t1)
 

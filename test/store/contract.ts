@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Check, Outcomes, Store } from '../../src/store/store.js'
+import { applyAsync, tbCheck } from '../helpers/store.js'
 
 export interface ContractOptions {
   /** The store reads its own (server) clock: waits are real. */
@@ -34,8 +35,8 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       if (opts.serverClock) await sleep(s * 1000)
       else t += s
     }
-    const apply = async (checks: Check[]): Promise<Outcomes> => await store.apply(checks, now())
-    const tb = (k: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({ key: k, burst, rate, cost, shadow })
+    const apply = async (checks: Check[]): Promise<Outcomes> => await applyAsync(store, checks, now())
+    const tb = tbCheck
     /** Tolerance on refilled tokens for real waits: the server's and our elapsed time differ by scheduling delays. */
     const slack = (rate: number): number => (opts.serverClock ? rate * 0.08 : 1e-9)
 
@@ -49,24 +50,24 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
 
     it('a first request sees a full bucket', async () => {
       const [o] = await apply([tb(key('first'), 5, 0.001)])
-      assert.deepEqual(o, { allowed: true, tokens: 4, retryAfter: 0 })
+      assert.deepEqual(o, { allowed: true, value: 4, retryAfter: 0 })
     })
 
     it('refills continuously at the rate, capped at burst', async () => {
       const k = key('refill')
       const [a] = await apply([tb(k, 10, 20, 10)])
       assert.equal(a!.allowed, true)
-      assert.ok(a!.tokens < 1e-6, `drained: ${a!.tokens}`)
+      assert.ok(a!.value < 1e-6, `drained: ${a!.value}`)
       await pass(0.25) // 20/s × 0.25 s = 5 tokens
       const [b] = await apply([tb(k, 10, 20, 1)])
       assert.equal(b!.allowed, true)
-      assert.ok(b!.tokens >= 4 - 1e-9 && b!.tokens <= 4 + slack(20), `tokens after 0.25 s: ${b!.tokens}`)
+      assert.ok(b!.value >= 4 - 1e-9 && b!.value <= 4 + slack(20), `tokens after 0.25 s: ${b!.value}`)
       const [c] = await apply([tb(k, 10, 20, 10)])
       assert.equal(c!.allowed, false)
       assert.equal(c!.retryAfter, 1) // ceil((10 - ~4) / 20)
       await pass(0.6) // more than enough to fill: capped at burst
       const [d] = await apply([tb(k, 10, 20, 1)])
-      assert.deepEqual(d, { allowed: true, tokens: 9, retryAfter: 0 })
+      assert.deepEqual(d, { allowed: true, value: 9, retryAfter: 0 })
     })
 
     it('a reject changes nothing and reports the wait for its cost', async () => {
@@ -74,11 +75,11 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       await apply([tb(k, 5, 0.001, 3)])
       const [r] = await apply([tb(k, 5, 0.001, 4)])
       assert.equal(r!.allowed, false)
-      assert.ok(Math.abs(r!.tokens - 2) < 0.001, `tokens reported on reject: ${r!.tokens}`)
+      assert.ok(Math.abs(r!.value - 2) < 0.001, `tokens reported on reject: ${r!.value}`)
       assert.equal(r!.retryAfter, 2000) // ceil((4 - 2) / 0.001)
       const [ok] = await apply([tb(k, 5, 0.001, 2)])
       assert.equal(ok!.allowed, true, 'the rejected cost was not charged')
-      assert.ok(ok!.tokens < 0.001)
+      assert.ok(ok!.value < 0.001)
     })
 
     it('all or nothing across keys: a later reject leaves earlier keys uncharged', async () => {
@@ -93,7 +94,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(reversed[0]!.allowed, false)
       assert.equal(reversed[1], undefined, 'checks after a reject are not evaluated')
       const [alone] = await apply([tb(a, 5, 0.001)])
-      assert.ok(Math.abs(alone!.tokens - 3) < 0.001, `a was charged only by the first and this call: ${alone!.tokens}`)
+      assert.ok(Math.abs(alone!.value - 3) < 0.001, `a was charged only by the first and this call: ${alone!.value}`)
     })
 
     it('the shadow group is independent of the enforce group', async () => {
@@ -108,41 +109,41 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(again[0]!.allowed, false)
       assert.equal(again[1]!.allowed, true, 'an enforce reject does not stop shadow checks')
       const [zz] = await apply([tb(z, 2, 0.001, 1, true)])
-      assert.ok(zz!.allowed && zz!.tokens < 0.001, `the shadow check of the rejected request was committed: ${zz!.tokens}`)
+      assert.ok(zz!.allowed && zz!.value < 0.001, `the shadow check of the rejected request was committed: ${zz!.value}`)
     })
 
     it('a key repeated in one call sees the state staged by its earlier check', async () => {
       const k = key('dup')
       const one = await apply([tb(k, 5, 0.001, 2), tb(k, 5, 0.001, 2)])
-      assert.ok(Math.abs(one[0]!.tokens - 3) < 0.001 && Math.abs(one[1]!.tokens - 1) < 0.001, JSON.stringify(one))
+      assert.ok(Math.abs(one[0]!.value - 3) < 0.001 && Math.abs(one[1]!.value - 1) < 0.001, JSON.stringify(one))
       const two = await apply([tb(k, 5, 0.001, 1), tb(k, 5, 0.001, 1)])
       assert.equal(two[0]!.allowed, true)
       assert.equal(two[1]!.allowed, false, 'the second check saw the first one staged')
       const [three] = await apply([tb(k, 5, 0.001, 1)])
       assert.equal(three!.allowed, true, 'nothing of the rejected call was committed')
-      assert.ok(three!.tokens < 0.001)
+      assert.ok(three!.value < 0.001)
     })
 
     it('a cost above burst always rejects and stores nothing', async () => {
       const k = key('over')
       const [r] = await apply([tb(k, 5, 2, 6)])
       assert.equal(r!.allowed, false)
-      assert.equal(r!.tokens, 5)
+      assert.equal(r!.value, 5)
       assert.equal(r!.retryAfter, 1) // max(1, ceil((6 - 5) / 2))
       const [ok] = await apply([tb(k, 5, 2, 5)])
-      assert.deepEqual(ok, { allowed: true, tokens: 0, retryAfter: 0 })
+      assert.deepEqual(ok, { allowed: true, value: 0, retryAfter: 0 })
     })
 
     it('never over-grants under concurrency: 200 parallel calls on burst 50 → exactly 50', async () => {
       const k = key('conc')
       const other = key('conc-b')
-      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => store.apply(i % 2 ? [tb(k, 50, 0.001)] : [tb(other, 1000, 0.001), tb(k, 50, 0.001)], now())))
+      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => applyAsync(store, i % 2 ? [tb(k, 50, 0.001)] : [tb(other, 1000, 0.001), tb(k, 50, 0.001)], now())))
       const allowed = results.filter((o) => o[o.length - 1]?.allowed).length
       assert.equal(allowed, 50)
       // The two-key requests that were rejected on k did not charge `other`.
       const twoKeyAllowed = results.filter((o, i) => i % 2 === 0 && o[1]?.allowed).length
       const [b] = await apply([tb(other, 1000, 0.001, 0.5)])
-      assert.ok(Math.abs(b!.tokens - (1000 - twoKeyAllowed - 0.5)) < 0.01, `other charged ${1000 - b!.tokens - 0.5}, allowed ${twoKeyAllowed}`)
+      assert.ok(Math.abs(b!.value - (1000 - twoKeyAllowed - 0.5)) < 0.01, `other charged ${1000 - b!.value - 0.5}, allowed ${twoKeyAllowed}`)
     })
 
     it('an idle bucket disappears once it would be full again', async () => {

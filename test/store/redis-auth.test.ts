@@ -4,12 +4,14 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { StoreError } from '../../src/errors.js'
-import { RedisStore, type RedisLog } from '../../src/store/redis.js'
+import { RedisStore, } from '../../src/store/redis.js'
+import type { RedisLog } from '../../src/store/redis-common.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
 import { readBucket, sleep, startRedis, type RedisServer } from './redis-servers.js'
+import { applyAsync, tbCheck, healthOf } from '../helpers/store.js'
 
-const tb = (key: string, burst: number, rate: number): Check => ({ key, burst, rate, cost: 1, shadow: false })
+const tb = (key: string, burst: number, rate: number): Check => tbCheck(key, burst, rate)
 
 describe('redis store handshake (AUTH, SELECT)', () => {
   let server: RedisServer
@@ -25,11 +27,11 @@ describe('redis store handshake (AUTH, SELECT)', () => {
   })
 
   it('authenticates as an ACL user (AUTH user pass)', async () => {
-    const store = new RedisStore({ target: parseRedisUrl(`redis://gw:gw-secret@127.0.0.1:${server.port}`), timeoutMs: 500, failPolicy: 'closed' })
+    const store = new RedisStore({ target: parseRedisUrl(`redis://gw:gw-secret@127.0.0.1:${server.port}`), timeoutMs: 500 })
     try {
-      assert.equal(await store.waitReady(3000), true)
-      const [o] = await store.apply([tb('tb:auth:user', 5, 1)], 0)
-      assert.deepEqual([o!.allowed, o!.tokens], [true, 4])
+      assert.equal(await store.ready(3000), true)
+      const [o] = await applyAsync(store, [tb('tb:auth:user', 5, 1)], 0)
+      assert.deepEqual([o!.allowed, o!.value], [true, 4])
       assert.equal(readBucket(cli, 'tb:auth:user')?.tokens, 4)
       assert.match(cli('client', 'list'), /user=gw /)
     } finally {
@@ -38,11 +40,11 @@ describe('redis store handshake (AUTH, SELECT)', () => {
   })
 
   it('authenticates with the default password and selects the db from the URL', async () => {
-    const store = new RedisStore({ target: parseRedisUrl(`redis://:${PASS}@127.0.0.1:${server.port}/2`), timeoutMs: 500, failPolicy: 'closed' })
+    const store = new RedisStore({ target: parseRedisUrl(`redis://:${PASS}@127.0.0.1:${server.port}/2`), timeoutMs: 500 })
     try {
-      assert.equal(await store.waitReady(3000), true)
-      await store.apply([tb('tb:auth:db', 5, 0.0001)], 0)
-      await store.apply([tb('tb:auth:db', 5, 0.0001)], 0)
+      assert.equal(await store.ready(3000), true)
+      await applyAsync(store, [tb('tb:auth:db', 5, 0.0001)], 0)
+      await applyAsync(store, [tb('tb:auth:db', 5, 0.0001)], 0)
       assert.equal(Math.floor(readBucket(cli, 'tb:auth:db', '-n', '2')!.tokens), 3)
       assert.equal(cli('-n', '0', 'exists', 'tb:auth:db'), '0')
     } finally {
@@ -54,13 +56,13 @@ describe('redis store handshake (AUTH, SELECT)', () => {
     const lines: string[] = []
     const log: RedisLog = (_level, fields, msg) => lines.push(`${msg} ${String(fields.err ?? '')}`)
     const before = Number(/total_connections_received:(\d+)/.exec(cli('info', 'stats'))![1])
-    const store = new RedisStore({ target: parseRedisUrl(`redis://:wrong@127.0.0.1:${server.port}`), timeoutMs: 500, failPolicy: 'closed', log })
+    const store = new RedisStore({ target: parseRedisUrl(`redis://:wrong@127.0.0.1:${server.port}`), timeoutMs: 500, log })
     try {
-      assert.equal(await store.waitReady(1000), false)
+      assert.equal(await store.ready(1000), false)
       const t0 = performance.now()
-      await assert.rejects(Promise.resolve(store.apply([tb('tb:auth:wrong', 5, 1)], 0)), (e: unknown) => e instanceof StoreError && e.code === 'FV_STORE_UNAVAILABLE')
+      await assert.rejects(Promise.resolve(applyAsync(store, [tb('tb:auth:wrong', 5, 1)], 0)), (e: unknown) => e instanceof StoreError && e.code === 'FV_STORE_UNAVAILABLE')
       assert.ok(performance.now() - t0 < 20, 'failed at once, not at the deadline')
-      assert.deepEqual(store.health(), { state: 'connecting', ready: false })
+      assert.deepEqual(healthOf(store, 'closed'), { state: 'connecting', ready: false })
       const connections = Number(/total_connections_received:(\d+)/.exec(cli('info', 'stats'))![1]) - before
       // About 1 s of retries at 100, 200, 300, 400 ms: a handful of connections, not a hot loop.
       assert.ok(connections >= 2 && connections <= 8, `connections in ≈ 1 s: ${connections}`)

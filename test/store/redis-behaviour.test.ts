@@ -10,16 +10,17 @@ import { TAKE_LUA } from '../../src/store/redis-script.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
 import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from './redis-servers.js'
+import { applyAsync, tbCheck, healthOf } from '../helpers/store.js'
 
-const tb = (key: string, burst: number, rate: number, cost = 1): Check => ({ key, burst, rate, cost, shadow: false })
+const tb = tbCheck
 
 describe('redis store behaviour', () => {
   let server: RedisServer
   let store: RedisStore
   before(async () => {
     server = await startRedis()
-    store = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50, failPolicy: 'open' })
-    assert.equal(await store.waitReady(3000), true)
+    store = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50 })
+    assert.equal(await store.ready(3000), true)
   })
   after(async () => {
     await store?.close()
@@ -33,37 +34,37 @@ describe('redis store behaviour', () => {
   }
 
   it('uses the server clock: the `now` argument changes nothing', async () => {
-    const a = await store.apply([tb('tb:clock:a', 10, 1)], 0)
-    const b = await store.apply([tb('tb:clock:a', 10, 1)], 1e12)
-    const c = await store.apply([tb('tb:clock:a', 10, 1)], -5)
-    assert.deepEqual([a[0]!.tokens, Math.floor(b[0]!.tokens), Math.floor(c[0]!.tokens)], [9, 8, 7])
+    const a = await applyAsync(store, [tb('tb:clock:a', 10, 1)], 0)
+    const b = await applyAsync(store, [tb('tb:clock:a', 10, 1)], 1e12)
+    const c = await applyAsync(store, [tb('tb:clock:a', 10, 1)], -5)
+    assert.deepEqual([a[0]!.value, Math.floor(b[0]!.value), Math.floor(c[0]!.value)], [9, 8, 7])
   })
 
   it('never moves a bucket time backwards (a last time in the future stays)', async () => {
     const future = (Math.floor(Date.now() / 1000) + 100) * 1e6 // server time in whole microseconds
     server.cli('eval', WRITE_BUCKET_LUA, '1', 'tb:clock:future', '0', String(future), '300000')
-    const [o] = await store.apply([tb('tb:clock:future', 10, 1)], 0)
+    const [o] = await applyAsync(store, [tb('tb:clock:future', 10, 1)], 0)
     assert.equal(o!.allowed, false)
-    assert.equal(o!.tokens, 0, 'no refill for negative elapsed time')
+    assert.equal(o!.value, 0, 'no refill for negative elapsed time')
     assert.equal(bucket('tb:clock:future').last, future)
   })
 
   it('stores two packed doubles (16 bytes) with a PX of the time until full', async () => {
-    await store.apply([tb('tb:ttl:half', 100, 10, 50)], 0) // 50 missing at 10/s → 5 s
+    await applyAsync(store, [tb('tb:ttl:half', 100, 10, 50)], 0) // 50 missing at 10/s → 5 s
     const pttl = Number(server.cli('pttl', 'tb:ttl:half'))
     assert.ok(pttl > 4800 && pttl <= 5000, `pttl ${pttl}`)
     assert.equal(bucket('tb:ttl:half').tokens, 50)
     assert.equal(server.cli('strlen', 'tb:ttl:half'), '16')
     assert.ok(Number.isInteger(bucket('tb:ttl:half').last) && bucket('tb:ttl:half').last > 1.7e15, 'last: whole µs of server time')
-    await store.apply([tb('tb:ttl:min', 100, 1000, 1)], 0) // full after 1 ms → at least 1 s
+    await applyAsync(store, [tb('tb:ttl:min', 100, 1000, 1)], 0) // full after 1 ms → at least 1 s
     const min = Number(server.cli('pttl', 'tb:ttl:min'))
     assert.ok(min > 900 && min <= 1000, `pttl ${min}`)
   })
 
   it('sends one command per request (EVALSHA) once the script is cached', async () => {
-    await store.apply([tb('tb:cmd:x', 10, 1)], 0)
+    await applyAsync(store, [tb('tb:cmd:x', 10, 1)], 0)
     server.cli('config', 'resetstat')
-    for (let i = 0; i < 20; i++) await store.apply([tb('tb:cmd:x', 1000, 1), tb('tb:cmd:y', 1000, 1)], 0)
+    for (let i = 0; i < 20; i++) await applyAsync(store, [tb('tb:cmd:x', 1000, 1), tb('tb:cmd:y', 1000, 1)], 0)
     const stats = server.cli('info', 'commandstats')
     const calls = (name: string): number => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
     assert.equal(calls('evalsha') + calls('eval'), 20, stats)
@@ -71,10 +72,10 @@ describe('redis store behaviour', () => {
 
   it('a SCRIPT FLUSH is invisible to callers (NOSCRIPT → EVAL, script re-cached)', async () => {
     server.cli('script', 'flush')
-    const results = await Promise.all(Array.from({ length: 20 }, () => store.apply([tb('tb:flush:x', 1000, 1)], 0)))
+    const results = await Promise.all(Array.from({ length: 20 }, () => applyAsync(store, [tb('tb:flush:x', 1000, 1)], 0)))
     assert.ok(results.every((r) => r[0]!.allowed))
-    const [o] = await store.apply([tb('tb:flush:x', 1000, 1)], 0)
-    assert.ok(Math.abs(o!.tokens - 979) < 0.5, `every call charged exactly once: ${o!.tokens}`)
+    const [o] = await applyAsync(store, [tb('tb:flush:x', 1000, 1)], 0)
+    assert.ok(Math.abs(o!.value - 979) < 0.5, `every call charged exactly once: ${o!.value}`)
     assert.equal(server.cli('script', 'exists', createHash('sha1').update(TAKE_LUA).digest('hex')), '1', 'the script is cached again')
   })
 
@@ -82,35 +83,35 @@ describe('redis store behaviour', () => {
     server.proc.kill('SIGSTOP')
     try {
       const t0 = performance.now()
-      const errs = await Promise.all(Array.from({ length: 10 }, () => Promise.resolve(store.apply([tb('tb:hang:x', 10, 1)], 0)).then(() => undefined, (e: unknown) => e)))
+      const errs = await Promise.all(Array.from({ length: 10 }, () => Promise.resolve(applyAsync(store, [tb('tb:hang:x', 10, 1)], 0)).then(() => undefined, (e: unknown) => e)))
       const took = performance.now() - t0
       for (const e of errs) {
         assert.ok(e instanceof StoreError, String(e))
         assert.equal(e.code, 'FV_STORE_TIMEOUT')
       }
       assert.ok(took < 50 + 40, `deadline 50 ms, took ${took.toFixed(1)} ms`)
-      assert.equal(store.health().state, 'degraded')
-      assert.equal(store.health().ready, true, 'fail-open: still ready')
+      assert.equal(healthOf(store, 'open').state, 'degraded')
+      assert.equal(healthOf(store, 'open').ready, true, 'fail-open: still ready')
     } finally {
       server.proc.kill('SIGCONT')
     }
     await sleep(50)
-    await store.apply([tb('tb:hang:y', 10, 1)], 0)
-    assert.equal(store.health().state, 'ok')
+    await applyAsync(store, [tb('tb:hang:y', 10, 1)], 0)
+    assert.equal(healthOf(store, 'open').state, 'ok')
   })
 
   it('one batch in flight: calls held behind a hung batch fail at their own deadline, then run once Redis resumes', async () => {
-    await store.apply([tb('tb:held:x', 1000, 1)], 0) // bucket exists, script cached
+    await applyAsync(store, [tb('tb:held:x', 1000, 1)], 0) // bucket exists, script cached
     server.cli('config', 'resetstat')
     server.proc.kill('SIGSTOP')
     let firstErrs: unknown[] = []
     let heldErrs: unknown[] = []
     let heldTook = 0
     try {
-      const first = Array.from({ length: 5 }, () => Promise.resolve(store.apply([tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      const first = Array.from({ length: 5 }, () => Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
       await sleep(20) // the first batch is written and unanswered
       const t0 = performance.now()
-      const held = Array.from({ length: 7 }, () => Promise.resolve(store.apply([tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      const held = Array.from({ length: 7 }, () => Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
       firstErrs = await Promise.all(first)
       heldErrs = await Promise.all(held)
       heldTook = performance.now() - t0
@@ -121,53 +122,53 @@ describe('redis store behaviour', () => {
     // Their own deadline (45 ms timer), not the hung batch's plus theirs.
     assert.ok(heldTook >= 40 && heldTook < 50 + 40, `held calls failed at their own deadline: ${heldTook.toFixed(1)} ms`)
     await sleep(50)
-    const [o] = await store.apply([tb('tb:held:x', 1000, 1)], 0)
+    const [o] = await applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)
     const stats = server.cli('info', 'commandstats')
     const sent = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0)
     // The held batch left when the hung one expired; both ran whole once Redis resumed, then the last call.
     assert.equal(sent, 5 + 7 + 1, stats)
-    assert.ok(Math.abs(o!.tokens - (999 - 13)) < 0.5, `tokens ${o!.tokens}`)
+    assert.ok(Math.abs(o!.value - (999 - 13)) < 0.5, `tokens ${o!.value}`)
   })
 
   it('a dead Redis: calls fail at once (nothing queues), recovery is automatic', async () => {
-    const closed = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50, failPolicy: 'closed' })
-    assert.equal(await closed.waitReady(3000), true)
+    const closed = new RedisStore({ target: parseRedisUrl(server.url), timeoutMs: 50 })
+    assert.equal(await closed.ready(3000), true)
     try {
       await server.kill()
       await sleep(20)
       const t0 = performance.now()
       for (let i = 0; i < 50; i++) {
-        await assert.rejects(Promise.resolve(store.apply([tb('tb:dead:x', 10, 1)], 0)), (e: unknown) => e instanceof StoreError)
+        await assert.rejects(Promise.resolve(applyAsync(store, [tb('tb:dead:x', 10, 1)], 0)), (e: unknown) => e instanceof StoreError)
       }
       const each = (performance.now() - t0) / 50
       assert.ok(each < 5, `a call while down took ${each.toFixed(2)} ms on average`)
-      assert.deepEqual(store.health(), { state: 'connecting', ready: true })
-      assert.deepEqual(closed.health(), { state: 'connecting', ready: false })
+      assert.deepEqual(healthOf(store, 'open'), { state: 'connecting', ready: true })
+      assert.deepEqual(healthOf(closed, 'closed'), { state: 'connecting', ready: false })
       await server.restart()
       const t1 = Date.now()
       while (Date.now() - t1 < 2000) {
         try {
-          await store.apply([tb('tb:dead:y', 10, 1)], 0)
+          await applyAsync(store, [tb('tb:dead:y', 10, 1)], 0)
           break
         } catch {
           await sleep(20)
         }
       }
       assert.ok(Date.now() - t1 < 2000, 'limiting resumed within 2 s of the restart')
-      assert.equal(await closed.waitReady(2000), true)
-      assert.deepEqual(closed.health(), { state: 'ok', ready: true })
-      const [o] = await store.apply([tb('tb:dead:y', 10, 1)], 0)
-      assert.equal(Math.round(o!.tokens), 8, 'state kept counting after the restart (script reloaded)')
+      assert.equal(await closed.ready(2000), true)
+      assert.deepEqual(healthOf(closed, 'closed'), { state: 'ok', ready: true })
+      const [o] = await applyAsync(store, [tb('tb:dead:y', 10, 1)], 0)
+      assert.equal(Math.round(o!.value), 8, 'state kept counting after the restart (script reloaded)')
     } finally {
       await closed.close()
     }
   })
 
   it('connects through a Unix socket with a db number', async () => {
-    const s = new RedisStore({ target: parseRedisUrl(`unix://${server.unixSocket}?db=3`), timeoutMs: 200, failPolicy: 'open' })
+    const s = new RedisStore({ target: parseRedisUrl(`unix://${server.unixSocket}?db=3`), timeoutMs: 200 })
     try {
-      assert.equal(await s.waitReady(3000), true)
-      await s.apply([tb('tb:unix:x', 5, 1)], 0)
+      assert.equal(await s.ready(3000), true)
+      await applyAsync(s, [tb('tb:unix:x', 5, 1)], 0)
       assert.equal(readBucket((...a) => server.cli(...a), 'tb:unix:x', '-n', '3')?.tokens, 4)
       assert.equal(server.cli('-n', '0', 'exists', 'tb:unix:x'), '0')
     } finally {

@@ -4,20 +4,21 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { RedisClusterStore } from '../../src/store/redis-cluster.js'
-import { keySlot } from '../../src/store/redis-slot.js'
+import keySlot from 'cluster-key-slot'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
 import { startCluster, type RedisCluster } from './redis-servers.js'
+import { applyAsync, tbCheck } from '../helpers/store.js'
 
-const tb = (key: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({ key, burst, rate, cost, shadow })
+const tb = tbCheck
 
 describe('redis cluster store', () => {
   let cluster: RedisCluster
   let store: RedisClusterStore
   before(async () => {
     cluster = await startCluster()
-    store = new RedisClusterStore({ target: parseRedisUrl(cluster.url), timeoutMs: 1000, failPolicy: 'open' })
-    assert.equal(await store.waitReady(5000), true)
+    store = new RedisClusterStore({ target: parseRedisUrl(cluster.url), timeoutMs: 1000 })
+    assert.equal(await store.ready(5000), true)
   })
   after(async () => {
     await store?.close()
@@ -34,15 +35,15 @@ describe('redis cluster store', () => {
     const a = 'tb:refund:a'
     let b = 'tb:refund:b0'
     for (let i = 1; keySlot(b) === keySlot(a); i++) b = `tb:refund:b${i}`
-    await store.apply([tb(b, 1, 0.001)], 0) // exhaust b
+    await applyAsync(store, [tb(b, 1, 0.001)], 0) // exhaust b
     const before = store.refunds
-    const r = await store.apply([tb(a, 10, 0.001, 3), tb(b, 1, 0.001)], 0)
+    const r = await applyAsync(store, [tb(a, 10, 0.001, 3), tb(b, 1, 0.001)], 0)
     assert.equal(r[0]!.allowed, true)
     assert.equal(r[1]!.allowed, false)
     assert.equal(store.refunds, before + 1)
     await new Promise((res) => setTimeout(res, 20))
-    const [o] = await store.apply([tb(a, 10, 0.001, 1)], 0)
-    assert.ok(Math.abs(o!.tokens - 9) < 0.01, `a got its 3 tokens back: ${o!.tokens}`)
+    const [o] = await applyAsync(store, [tb(a, 10, 0.001, 1)], 0)
+    assert.ok(Math.abs(o!.value - 9) < 0.01, `a got its 3 tokens back: ${o!.value}`)
   })
 
   it('commands per request: one EVALSHA per slot touched, nothing else on the allow path', async () => {
@@ -51,7 +52,7 @@ describe('redis cluster store', () => {
     for (let i = 1; keySlot(other) === keySlot(a); i++) other = `tb:cpr:b${i}`
     let same = 'tb:cpr:c0'
     for (let i = 1; keySlot(same) !== keySlot(a); i++) same = `tb:cpr:c${i}`
-    await store.apply([tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0) // scripts cached on both nodes
+    await applyAsync(store, [tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0) // scripts cached on both nodes
     const calls = (): Map<string, number> => {
       const out = new Map<string, number>()
       for (const p of cluster.ports) {
@@ -65,27 +66,27 @@ describe('redis cluster store', () => {
       return d
     }
     let before = calls()
-    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6)], 0)
+    for (let i = 0; i < 20; i++) await applyAsync(store, [tb(a, 1e6, 1e6)], 0)
     assert.deepEqual(sent(before), { evalsha: 20 }, 'one slot: one call per request')
     before = calls()
-    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6), tb(same, 1e6, 1e6)], 0)
+    for (let i = 0; i < 20; i++) await applyAsync(store, [tb(a, 1e6, 1e6), tb(same, 1e6, 1e6)], 0)
     assert.deepEqual(sent(before), { evalsha: 20 }, 'two keys in one slot: still one call')
     before = calls()
-    for (let i = 0; i < 20; i++) await store.apply([tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0)
+    for (let i = 0; i < 20; i++) await applyAsync(store, [tb(a, 1e6, 1e6), tb(other, 1e6, 1e6)], 0)
     assert.deepEqual(sent(before), { evalsha: 40 }, 'two slots: one call each')
   })
 
   it('concurrent cross-slot requests: exactly burst granted, the other slot charged only for those', async () => {
     const hot = 'tb:xs:hot'
     const keys = ['tb:xs:u1', 'tb:xs:u2', 'tb:xs:u3', 'tb:xs:u4']
-    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => store.apply([tb(keys[i % 4]!, 1000, 0.001), tb(hot, 40, 0.001)], 0)))
+    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => applyAsync(store, [tb(keys[i % 4]!, 1000, 0.001), tb(hot, 40, 0.001)], 0)))
     const ok = res.filter((r) => r[1]?.allowed)
     assert.equal(ok.length, 40)
     await new Promise((r) => setTimeout(r, 50)) // refunds are not awaited by apply
     let charged = 0
     for (const k of keys) {
-      const [o] = await store.apply([tb(k, 1000, 0.001, 0.5)], 0)
-      charged += 1000 - 0.5 - o!.tokens
+      const [o] = await applyAsync(store, [tb(k, 1000, 0.001, 0.5)], 0)
+      charged += 1000 - 0.5 - o!.value
     }
     assert.ok(Math.abs(charged - 40) < 0.05, `user keys charged ${charged} for 40 allowed requests`)
   })

@@ -10,8 +10,8 @@ const URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const prefix = `ct-${process.pid}-${Date.now().toString(36)}`
 
 runStoreContract('redis', async () => {
-  const s = new RedisStore({ target: parseRedisUrl(URL), timeoutMs: 1000, failPolicy: 'open' })
-  if (!(await s.waitReady(3000))) throw new Error(`no Redis at ${URL}`)
+  const s = new RedisStore({ target: parseRedisUrl(URL), timeoutMs: 1000 })
+  if (!(await s.ready(3000))) throw new Error(`no Redis at ${URL}`)
   return s
 }, {
   serverClock: true,

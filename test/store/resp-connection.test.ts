@@ -2,11 +2,12 @@
 // order when many are pipelined in one write (errors included), nothing sent
 // while not ready, in-flight commands failed at once when the server dies, and
 // the take script's arguments, encoded once for the hot path, reach Redis as
-// the same strings as takeArgs() (multi-byte keys, fractions, cached numbers).
+// the same strings as listArgs() (multi-byte keys, fractions, cached numbers).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { bulk, encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/resp-connection.js'
-import { encodeTakeArgs, takeArgs } from '../../src/store/redis.js'
+import { encodeArgs, listArgs, visitTakeArgs } from '../../src/store/redis-codec.js'
+import { tbCheck } from '../helpers/store.js'
 import type { Check } from '../../src/store/store.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import { startRedis, type RedisServer } from './redis-servers.js'
@@ -75,25 +76,25 @@ describe('RespConnection', () => {
     }
   })
 
-  it('encodeTakeArgs sends Redis exactly the strings takeArgs lists', async () => {
+  it('encodeArgs sends Redis exactly the strings listArgs lists', async () => {
     const c = new RespConnection(parseRedisUrl(server.url), opts)
     c.on('error', () => undefined)
     // Echoes numkeys, KEYS and ARGV back as Redis received them.
     const echo = "local out = {tostring(#KEYS)} for _, k in ipairs(KEYS) do out[#out + 1] = k end for _, a in ipairs(ARGV) do out[#out + 1] = a end return out"
     const sets: Check[][] = [
-      [{ key: 'tb:r:alice', rate: 10, burst: 10, cost: 1, shadow: false }],
+      [tbCheck('tb:r:alice', 10, 10, 1)],
       [
-        { key: 'tb:r:é|日本|🙂', rate: 0.5, burst: 1e9, cost: 3, shadow: false },
-        { key: 'shadow:tb:s:x y', rate: 1 / 3, burst: 2.5, cost: 0, shadow: true },
+        tbCheck('tb:r:é|日本|🙂', 1e9, 0.5, 3),
+        tbCheck('shadow:tb:s:x y', 2.5, 1 / 3, 0, true),
       ],
       // Same numbers again: now served from the encoded-number cache.
-      [{ key: 'tb:r:bob', rate: 0.5, burst: 1e9, cost: 3, shadow: true }],
+      [tbCheck('tb:r:bob', 1e9, 0.5, 3, true)],
     ]
     try {
       await ready(c)
       for (const checks of sets) {
-        const { argc, args } = encodeTakeArgs(checks)
-        const expected = takeArgs(checks)
+        const { argc, args } = encodeArgs((visit) => visitTakeArgs(checks, undefined, visit))
+        const expected = listArgs((visit) => visitTakeArgs(checks, undefined, visit))
         assert.equal(argc, expected.length)
         const reply = await new Promise<Reply>((resolve, reject) => {
           assert.equal(c.send(`*${argc + 2}\r\n${bulk('EVAL')}${bulk(echo)}${args}`, [(err, r) => (err ? reject(err) : resolve(r!))]), true)

@@ -98,7 +98,7 @@ test('the composite key is the limit-key values joined with | in limit_keys orde
   assert.equal(h.remaining({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k1' } }), 0)
   const planned: string[] = []
   const engine = new Engine({ store: new MemoryStore({ maxBytes: 1 << 20 }), failPolicy: 'open', observer: { ...h.obs, descriptorMissing() {}, shadowReject() {}, storeError() {}, limitPlanned: (l) => planned.push(l.key) } })
-  engine.evaluate(h.bundle, view({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k1' } }), T0)
+  engine.evaluate(h.bundle, view({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k1' } }), T0, false, () => undefined)
   assert.deepEqual(planned, ['tb:combo:o1|k1'])
 })
 
@@ -135,7 +135,7 @@ test('an allowed request carries the headers of the most restrictive limit (lowe
     policy('b', [rule('tight', ['ip:address'], tb(2, 3)), rule('mid', ['ip:address'], tb(1, 6))]),
   ])))
   const d = h.run()
-  assert.deepEqual(d.limit, { policyId: 'b', burst: 3, remaining: 2, resetS: 1, windowS: 2 })
+  assert.deepEqual(d.limit, { policyId: 'b', limit: 3, remaining: 2, resetS: 1, windowS: 2 })
   assert.equal(d.ruleName, 'tight')
 })
 
@@ -144,7 +144,7 @@ test('a reject carries the rejecting limit with remaining 0 and a jittered Retry
   h.run()
   const d = h.run({}, 0.5)
   assert.equal(d.status, 429)
-  assert.deepEqual(d.limit, { policyId: 'p', burst: 1, remaining: 0, resetS: 2, windowS: 2 })
+  assert.deepEqual(d.limit, { policyId: 'p', limit: 1, remaining: 0, resetS: 2, windowS: 2 })
   assert.ok(d.retryAfterS! >= 2 && d.retryAfterS! <= 3, `Retry-After ${d.retryAfterS}`)
 })
 
@@ -279,7 +279,8 @@ test('rules that are not supported yet are skipped at request time and do not tr
 
 test('no bundle → 503 no_bundle_loaded; no matching policy → allow', () => {
   const h = new Harness(compile(bundle([policy('p', [rule('r', [], tb(1, 1))], {}, { pathPrefix: '/api/' })])))
-  const none = h.engine.evaluate(null, view(), T0)
+  let none: object | undefined
+  h.engine.evaluate(null, view(), T0, false, (d) => (none = d))
   assert.deepEqual({ ...none }, { allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
   assert.equal(h.run({ path: '/web' }).reason, 'no_matching_policy')
 })

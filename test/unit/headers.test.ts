@@ -22,7 +22,7 @@ const IDS = ['api', 'per user', 'quo"te', 'back\\slash', 'both \\" mixed', 'cafÃ
 
 for (const id of IDS) {
   test(`RateLimit and RateLimit-Policy parse for policy id ${JSON.stringify(id)}`, () => {
-    const h = headerMap({ policyId: id, burst: 10, remaining: 3, resetS: 2, windowS: 5 })
+    const h = headerMap({ policyId: id, limit: 10, remaining: 3, resetS: 2, windowS: 5 })
     const [name, params] = item(h.get('RateLimit')!)
     assert.equal(typeof name, 'string')
     assert.deepEqual(params, { r: 3, t: 2 })
@@ -40,10 +40,10 @@ test('sfString escapes quotes and backslashes and replaces what RFC 9651 strings
 })
 
 test('integers stay within RFC 9651 (15 digits, no exponent, no fraction) for extreme bundles', () => {
-  const h = headerMap({ policyId: 'p', burst: 1e21, remaining: 1e20, resetS: 1e18, windowS: 2.5e30 })
+  const h = headerMap({ policyId: 'p', limit: 1e21, remaining: 1e20, resetS: 1e18, windowS: 2.5e30 })
   for (const [k, v] of h) assert.doesNotThrow(() => parseItem(v), `${k}: ${v}`)
   assert.equal(h.get('RateLimit-Limit'), '999999999999999')
-  const frac = headerMap({ policyId: 'p', burst: 2.5, remaining: 1, resetS: 1, windowS: 1 })
+  const frac = headerMap({ policyId: 'p', limit: 2.5, remaining: 1, resetS: 1, windowS: 1 })
   assert.equal(frac.get('RateLimit-Limit'), '2')
 })
 

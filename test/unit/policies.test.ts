@@ -68,13 +68,13 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req()).limit?.remaining, 148)
   },
   'plan-fallback.json': (h) => {
-    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'pro' } }).limit?.burst, 100)
-    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'enterprise' } }).limit?.burst, 400)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'pro' } }).limit?.limit, 100)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'enterprise' } }).limit?.limit, 400)
     assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'free' } }).ruleName, 'plan_free')
-    assert.equal(h.run({ path: '/api/x' }).limit?.burst, 5)
+    assert.equal(h.run({ path: '/api/x' }).limit?.limit, 5)
   },
   'host-scoped.json': (h) => {
-    assert.equal(h.run({ host: 'API.Example.com:8443' }).limit?.burst, 20)
+    assert.equal(h.run({ host: 'API.Example.com:8443' }).limit?.limit, 20)
     assert.equal(h.run({ host: 'www.example.com' }).reason, 'no_matching_policy')
   },
   'login-exact.json': (h) => {

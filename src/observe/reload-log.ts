@@ -1,0 +1,23 @@
+/** Each bundle (re)load, as log lines and the reload counter; an applied bundle also updates fairvisor_config_info. */
+import type { Logger } from './logger.js'
+import type { Metrics } from './metrics.js'
+
+/** Structural, so observe/ needs nothing from bundle/. */
+export interface ReloadEvent {
+  result: string
+  file: string | undefined
+  warnings: readonly string[]
+  errors: readonly string[]
+}
+
+export function logReload(log: Logger, metrics: Metrics, r: ReloadEvent, applied: { version: number; hash: string; policies: readonly unknown[] } | null): void {
+  metrics.reloads.inc({ result: r.result })
+  for (const w of r.warnings) log.warn({ file: r.file }, w)
+  if (r.result !== 'applied' || applied === null) {
+    for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
+    return
+  }
+  metrics.configInfo.reset()
+  metrics.configInfo.set({ version: String(applied.version), hash: applied.hash }, 1)
+  log.info({ file: r.file, version: applied.version, hash: applied.hash, policies: applied.policies.length }, 'bundle applied')
+}

@@ -1,0 +1,78 @@
+/**
+ * The Redis scripts' arguments and replies, written once for both topologies:
+ * the standalone store sends them as prepared RESP text (numbers from the
+ * bulkNumber cache), the cluster store as ioredis argument lists. Layouts are
+ * those of redis-script.ts.
+ */
+import { PARAMS } from '../algorithms/algorithm.js'
+import { TAKE_REPLY_BYTES } from './redis-script.js'
+import { bulk, bulkNumber } from './resp-connection.js'
+import type { Adjustment, Check, Outcomes } from './store.js'
+
+type Visit = (arg: string | number) => void
+
+/** Kind id, then exactly PARAMS parameters (0 for those a kind does not use). */
+function visitLimit(limit: Check['limit'], visit: Visit): void {
+  visit(limit.kind.id)
+  const p = limit.params
+  for (let j = 0; j < PARAMS; j++) visit(j < p.length ? p[j]! : 0)
+}
+
+/** TAKE_LUA arguments for checks[idx…] (all checks without idx): numkeys, keys, then kind, params, cost, group per check. */
+export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] | undefined, visit: Visit): void {
+  const n = idx === undefined ? checks.length : idx.length
+  visit(n)
+  for (let k = 0; k < n; k++) visit(checks[idx === undefined ? k : idx[k]!]!.key)
+  for (let k = 0; k < n; k++) {
+    const c = checks[idx === undefined ? k : idx[k]!]!
+    visitLimit(c.limit, visit)
+    visit(c.cost)
+    visit(c.shadow ? 1 : 0)
+  }
+}
+
+/** ADJUST_LUA arguments: numkeys, keys, then kind, params, amount per key. */
+export function visitAdjustArgs(adjustments: readonly Adjustment[], visit: Visit): void {
+  visit(adjustments.length)
+  for (const a of adjustments) visit(a.key)
+  for (const a of adjustments) {
+    visitLimit(a.limit, visit)
+    visit(a.amount)
+  }
+}
+
+/** Arguments as RESP bulk strings (standalone store): `argc` of them in `args`. */
+export function encodeArgs(layout: (visit: Visit) => void): { argc: number; args: string } {
+  let argc = 0
+  let args = ''
+  layout((a) => {
+    argc++
+    args += typeof a === 'number' ? bulkNumber(a) : bulk(a)
+  })
+  return { argc, args }
+}
+
+/** Arguments as a list of strings (cluster store, ioredis). */
+export function listArgs(layout: (visit: Visit) => void): string[] {
+  const out: string[] = []
+  layout((a) => out.push(String(a)))
+  return out
+}
+
+/** True when `reply` is the take script's answer for `n` checks (anything else is not read). */
+export const takeReplyFits = (reply: unknown, n: number): boolean => Buffer.isBuffer(reply) && reply.length === n * TAKE_REPLY_BYTES
+
+/** Status of check k in a take reply: 1 allowed, 0 rejected, -1 not evaluated. */
+export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k * TAKE_REPLY_BYTES)
+
+/** Take reply → outcomes, written into `out` at the checks' own positions. */
+export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
+  const n = idx === undefined ? out.length : idx.length
+  if (!takeReplyFits(reply, n)) throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
+  for (let k = 0; k < n; k++) {
+    const o = k * TAKE_REPLY_BYTES
+    const status = reply.readInt8(o)
+    if (status < 0) continue
+    out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, value: reply.readDoubleLE(o + 1), retryAfter: reply.readDoubleLE(o + 9) }
+  }
+}

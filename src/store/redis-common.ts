@@ -1,0 +1,89 @@
+/**
+ * What the standalone and the cluster Redis stores share: options, the call
+ * deadline, reconnect pacing, error mapping and connection-state logging.
+ *
+ * Failure handling: a call that errors or misses its deadline
+ * (FAIRVISOR_REDIS_TIMEOUT_MS) fails with a StoreError and the engine applies
+ * the fail policy. While Redis is down nothing queues: a call fails at once,
+ * and the connection retries every 100–500 ms in the background; limiting
+ * resumes by itself on reconnect.
+ */
+import { StoreError } from '../errors.js'
+import type { RedisTarget } from './redis-url.js'
+import type { StoreState } from './store.js'
+
+export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
+
+export interface RedisStoreOptions {
+  target: RedisTarget
+  /** Deadline of each call in ms (FAIRVISOR_REDIS_TIMEOUT_MS, default 50). */
+  timeoutMs: number
+  log?: RedisLog
+}
+
+/**
+ * The timer armed for a Redis call: the deadline less a little headroom (a tenth,
+ * at most 5 ms), so that the request's answer — fail policy applied, response
+ * written — lands within the deadline even when this process's event loop or
+ * the machine's scheduler runs the timer a few milliseconds late.
+ */
+export function callTimerMs(deadlineMs: number): number {
+  return Math.max(1, deadlineMs - Math.min(5, Math.floor(deadlineMs / 10)))
+}
+
+/** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
+export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
+
+export function storeError(err: unknown): StoreError {
+  if (err instanceof StoreError) return err
+  const e = err as Error
+  const timeout = /timed out/i.test(e?.message ?? '')
+  return new StoreError(`redis ${timeout ? 'call timed out' : `call failed: ${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
+}
+
+/** Connecting while the client is not ready; degraded while calls fail. */
+export function redisState(status: string, lastCallFailed: boolean): StoreState {
+  return status !== 'ready' ? 'connecting' : lastCallFailed ? 'degraded' : 'ok'
+}
+
+/** Log connection transitions once each, not once per failing request. */
+export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => void): unknown }, name: string, log: RedisLog | undefined): void {
+  let up = false
+  let lastError = ''
+  client.on('ready', () => {
+    up = true
+    lastError = ''
+    log?.('info', { store: name }, 'redis store connected')
+  })
+  client.on('close', () => {
+    if (up) log?.('warn', { store: name }, 'redis store connection lost; reconnecting (fail policy applies meanwhile)')
+    up = false
+  })
+  client.on('error', (err: Error) => {
+    if (err.message === lastError) return
+    lastError = err.message
+    log?.('warn', { store: name, err: err.message }, 'redis store connection error')
+  })
+}
+
+/** QUIT politely (bounded to 500 ms), then drop the connection. */
+export async function closeClient(client: { removeAllListeners(ev: string): unknown; quit(): Promise<unknown>; disconnect(): void }): Promise<void> {
+  client.removeAllListeners('close') // a deliberate close is not an outage
+  await Promise.race([client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
+  client.disconnect()
+}
+
+/** Resolves true once `client` is ready, false after `ms`. */
+export function waitForReady(client: { status: string; on(ev: 'ready', fn: () => void): unknown; off(ev: 'ready', fn: () => void): unknown }, ms: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (v: boolean): void => {
+      clearTimeout(t)
+      client.off('ready', onReady)
+      resolve(v)
+    }
+    const onReady = (): void => done(true)
+    const t = setTimeout(() => done(false), ms)
+    client.on('ready', onReady)
+  })
+}
