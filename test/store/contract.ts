@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import type { Check, Outcomes, Store } from '../../src/store/store.js'
+import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
 
 export interface ContractOptions {
@@ -36,6 +36,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       else t += s
     }
     const apply = async (checks: Check[]): Promise<Outcomes> => await applyAsync(store, checks, now())
+    const adjustAsync = (adjustments: Adjustment[]): Promise<void> => new Promise((resolve, reject) => store.adjust(adjustments, now(), (err) => (err ? reject(err) : resolve())))
     const tb = tbCheck
     /** Tolerance on refilled tokens for real waits: the server's and our elapsed time differ by scheduling delays. */
     const slack = (rate: number): number => (opts.serverClock ? rate * 0.08 : 1e-9)
@@ -155,6 +156,24 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       await pass(1.3)
       assert.equal(await opts.keyExists(store, k, now()), false)
       assert.equal(await opts.keyExists(store, keep, now()), true)
+    })
+
+    it('adjust gives tokens back (never past burst) and charges an overrun (the bucket may go negative)', async () => {
+      const k = key('adjust')
+      await apply([tb(k, 10, 0.001, 8)]) // 2 left
+      await adjustAsync([{ key: k, limit: tb(k, 10, 0.001).limit, amount: 5 }])
+      const [a] = await apply([tb(k, 10, 0.001, 1)])
+      assert.ok(Math.abs(a!.value - 6) < 0.01, `after a refund of 5: ${a!.value}`)
+      await adjustAsync([{ key: k, limit: tb(k, 10, 0.001).limit, amount: 100 }])
+      const [b] = await apply([tb(k, 10, 0.001, 1)])
+      assert.ok(Math.abs(b!.value - 9) < 0.01, `refund capped at burst: ${b!.value}`)
+      await adjustAsync([{ key: k, limit: tb(k, 10, 0.001).limit, amount: -12 }])
+      const [c] = await apply([tb(k, 10, 0.001, 1)])
+      assert.equal(c!.allowed, false, 'an overrun of 12 leaves the bucket below zero')
+      assert.ok(Math.abs(c!.value + 3) < 0.01, `tokens after the overrun: ${c!.value}`)
+      const absent = key('adjust-absent')
+      await adjustAsync([{ key: absent, limit: tb(absent, 10, 0.001).limit, amount: 3 }])
+      assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
   })
 }

@@ -1,0 +1,82 @@
+/**
+ * The sample requests of `fairvisor test`: one JSON object per line (see
+ * test.ts for the format) → a RequestInput, with the time it is sent at.
+ */
+import type { RequestInput } from '../request/view.js'
+
+const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at'])
+const MAX_REPEAT = 100000
+
+export interface SampleRequest {
+  line: number
+  input: RequestInput
+  repeat: number
+  at: number
+  /** Path with the merged query, as shown. */
+  target: string
+}
+
+/** A sample line that cannot be run; the message completes "<file>:<line>: ". */
+export class LineError extends Error {}
+
+function str(v: unknown, field: string): string {
+  if (typeof v !== 'string') throw new LineError(`"${field}" must be a string`)
+  return v
+}
+
+/** One JSONL line → a request description; `prevAt` is the previous line's `at`. */
+export function parseSample(text: string, line: number, prevAt: number): SampleRequest {
+  let o: unknown
+  try {
+    o = JSON.parse(text)
+  } catch (err) {
+    throw new LineError(`is not valid JSON (${(err as Error).message})`)
+  }
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new LineError('must be a JSON object')
+  const r = o as Record<string, unknown>
+  for (const k of Object.keys(r)) {
+    if (!FIELDS.has(k)) throw new LineError(`unknown field "${k}" (known: ${[...FIELDS].join(', ')})`)
+  }
+  const method = r.method === undefined ? 'GET' : str(r.method, 'method')
+  const fullPath = r.path === undefined ? '/' : str(r.path, 'path')
+  if (!fullPath.startsWith('/')) throw new LineError(`"path" must start with / (got ${JSON.stringify(fullPath)})`)
+  const q = fullPath.indexOf('?')
+  const path = q === -1 ? fullPath : fullPath.slice(0, q)
+  const params = new URLSearchParams(q === -1 ? '' : fullPath.slice(q + 1))
+  if (r.query !== undefined) {
+    if (r.query === null || typeof r.query !== 'object' || Array.isArray(r.query)) throw new LineError('"query" must be an object of name → value')
+    for (const [k, v] of Object.entries(r.query as Record<string, unknown>)) {
+      for (const x of Array.isArray(v) ? v : [v]) {
+        if (!['string', 'number', 'boolean'].includes(typeof x)) throw new LineError(`query "${k}" must be a string, number, boolean or a list of them`)
+        params.append(k, String(x))
+      }
+    }
+  }
+  const rawHeaders: string[] = []
+  if (r.headers !== undefined) {
+    if (r.headers === null || typeof r.headers !== 'object' || Array.isArray(r.headers)) throw new LineError('"headers" must be an object of name → value')
+    for (const [k, v] of Object.entries(r.headers as Record<string, unknown>)) {
+      for (const x of Array.isArray(v) ? v : [v]) {
+        if (!['string', 'number', 'boolean'].includes(typeof x)) throw new LineError(`header "${k}" must be a string, number, boolean or a list of them`)
+        rawHeaders.push(k, String(x))
+      }
+    }
+  }
+  const hostHeader = rawHeaders.findIndex((h, i) => i % 2 === 0 && h.toLowerCase() === 'host')
+  const host = r.host !== undefined ? str(r.host, 'host') : hostHeader !== -1 ? rawHeaders[hostHeader + 1]! : 'localhost'
+  const ip = r.ip === undefined ? '127.0.0.1' : str(r.ip, 'ip')
+  const repeat = r.repeat === undefined ? 1 : r.repeat
+  if (typeof repeat !== 'number' || !Number.isInteger(repeat) || repeat < 1 || repeat > MAX_REPEAT) throw new LineError(`"repeat" must be an integer from 1 to ${MAX_REPEAT}`)
+  const at = r.at === undefined ? prevAt : r.at
+  if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) throw new LineError('"at" must be a number of seconds ≥ 0')
+  if (at < prevAt) throw new LineError(`"at" (${at}) is earlier than the previous request's (${prevAt}); time must not go backwards`)
+  const rawQuery = params.toString()
+  return {
+    line,
+    input: { method, path, rawQuery, host, rawHeaders, peer: ip },
+    repeat,
+    at,
+    target: rawQuery ? `${path}?${rawQuery}` : path,
+  }
+}
+

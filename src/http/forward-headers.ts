@@ -1,0 +1,100 @@
+/**
+ * Header rewriting for the reverse proxy: hop-by-hop fields dropped both
+ * ways (and those a Connection header lists), X-Forwarded-* set, response
+ * headers copied from undici's raw buffers without a parse/re-serialise.
+ */
+import type { IncomingMessage } from 'node:http'
+
+/** RFC 9110 §7.6.1 hop-by-hop fields, plus proxy-connection which some clients still send. */
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization',
+  'te', 'trailer', 'transfer-encoding', 'upgrade',
+])
+/** Replaced by the proxy itself; `expect` is answered by Node's server (100-continue). */
+const REPLACED = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect'])
+
+function connectionTokens(value: string): Set<string> | undefined {
+  let out: Set<string> | undefined
+  for (const t of value.split(',')) {
+    const v = t.trim().toLowerCase()
+    if (v && v !== 'close' && v !== 'keep-alive') (out ??= new Set()).add(v)
+  }
+  return out
+}
+
+/**
+ * Header-name lengths that can be special (hop-by-hop, replaced, or read by the
+ * proxy). Names of any other length are copied without lower-casing them, which
+ * saves a string allocation per header on the hot path.
+ */
+const SPECIAL_LENGTH: boolean[] = []
+for (const name of [...HOP_BY_HOP, ...REPLACED, 'host', 'content-length']) SPECIAL_LENGTH[name.length] = true
+
+/** Removes from a flat [name, value, …] list the names a Connection header listed. */
+function dropListed(out: string[], listed: Set<string>, from: number): void {
+  for (let i = out.length - 2; i >= from; i -= 2) if (listed.has(out[i]!.toLowerCase())) out.splice(i, 2)
+}
+
+/**
+ * Appends the request headers for the backend to `out` as a flat
+ * [name, value, …] list, in one pass over rawHeaders (req.headers is never
+ * built here). Returns whether the request has a body.
+ */
+export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: string[]): boolean {
+  const raw = req.rawHeaders
+  let connection: string | undefined
+  let host: string | undefined
+  let body = false
+  let xff: string | undefined
+  let xfp: string | undefined
+  let xfh: string | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (SPECIAL_LENGTH[name.length] === true) {
+      const lower = name.toLowerCase()
+      if (HOP_BY_HOP.has(lower)) {
+        if (lower === 'connection') connection = connection === undefined ? raw[i + 1] : `${connection},${raw[i + 1]}`
+        else if (lower === 'transfer-encoding') body = true
+        continue
+      }
+      if (REPLACED.has(lower)) {
+        if (lower === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`
+        else if (lower === 'x-forwarded-proto') xfp ??= raw[i + 1]
+        else if (lower === 'x-forwarded-host') xfh ??= raw[i + 1]
+        continue
+      }
+      if (lower === 'host') host ??= raw[i + 1]
+      else if (lower === 'content-length' && raw[i + 1] !== '0') body = true
+    }
+    out.push(name, raw[i + 1]!)
+  }
+  const listed = connection === undefined ? undefined : connectionTokens(connection)
+  if (listed) dropListed(out, listed, 0)
+  const peer = req.socket.remoteAddress ?? ''
+  // Always append the peer so the backend sees the full chain; only a trusted
+  // peer's claims about the original scheme and host are kept.
+  out.push('x-forwarded-for', xff ? `${xff}, ${peer}` : peer)
+  out.push('x-forwarded-proto', trusted && xfp ? xfp : (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http')
+  const fwdHost = trusted && xfh ? xfh : host
+  if (fwdHost) out.push('x-forwarded-host', fwdHost)
+  return body
+}
+
+/** Response headers for the client: raw buffers from undici, hop-by-hop removed. */
+export function downstreamHeaders(raw: Buffer[], extra: string[] | undefined): string[] {
+  const out: string[] = []
+  let listed: Set<string> | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1')
+    if (SPECIAL_LENGTH[name.length] === true) {
+      const lower = name.toLowerCase()
+      if (lower === 'connection') listed = connectionTokens(raw[i + 1]!.toString('latin1'))
+      if (HOP_BY_HOP.has(lower)) continue
+    }
+    out.push(name, raw[i + 1]!.toString('latin1'))
+  }
+  if (listed) dropListed(out, listed, 0)
+  if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
+  return out
+}
+
