@@ -35,7 +35,7 @@ type TakeReply = Buffer
 /** Commands added to the ioredis cluster client by defineCommand (numkeys passed first). */
 interface ScriptCommands {
   fvTakeBuffer(...args: string[]): Promise<Buffer>
-  fvAdjust(...args: string[]): Promise<number>
+  fvAdjust(...args: string[]): Promise<string>
 }
 
 /** Connection options of every cluster node. */

@@ -133,7 +133,8 @@ export const ADJUST_ARGS_PER_KEY = 4
  * slots that committed for a request another slot rejected). KEYS[i]: counter
  * key; ARGV: kind, p1, p2, amount (> 0 gives back, < 0 charges more). Each
  * kind refreshes its state to now first and never gives back past its bound;
- * an absent counter has nothing to give back.
+ * an absent counter has nothing to give back. Replies '' (the script caller
+ * takes bytes).
  */
 export const ADJUST_LUA = KINDS_LUA + `
 for i = 1, #KEYS do
@@ -142,5 +143,5 @@ for i = 1, #KEYS do
   local state, ttl = adjust[tonumber(ARGV[a + 1])](redis.call('GET', key), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))
   if state then redis.call('PSETEX', key, ttl, state) end
 end
-return 1
+return ''
 `
