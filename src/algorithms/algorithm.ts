@@ -24,7 +24,7 @@ export interface Limit {
 }
 
 /** Parameters per check in the server scripts' argument layout; unused ones are sent as 0. */
-export const PARAMS = 2
+export const PARAMS = 3
 
 /** What one step of a kind decided for one check. */
 export interface Step<S> {
@@ -37,6 +37,8 @@ export interface Step<S> {
   state: S
   /** When forgetting this state is lossless (seconds, same clock as `now`). */
   expireAt: number
+  /** On a reject: commit `state` anyway (a circuit breaker opening), whatever the group decides. */
+  commit?: boolean
 }
 
 export interface LimitKind<L extends Limit = Limit, S = unknown> {
@@ -56,7 +58,7 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
 }
 
 /** Doubles per counter in the in-process store. */
-export const CELLS = 2
+export const CELLS = 4
 
 /** Values for the RateLimit-* headers of one limit. */
 export interface HeaderValues {

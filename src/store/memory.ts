@@ -94,8 +94,11 @@ export class MemoryStore implements Store {
       const r = c.limit.kind.step(this.current(checks, staged, i, now), c.limit, c.cost, now)
       out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
       if (r.allowed) staged[i] = r
-      else if (c.shadow) shadowRejected = true
-      else enforceRejected = true
+      else {
+        if (r.commit) this.write(c, r)
+        if (c.shadow) shadowRejected = true
+        else enforceRejected = true
+      }
     }
     for (let i = 0; i < checks.length; i++) {
       const s = staged[i]

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
+import { kindCases } from './contract-kinds.js'
 
 export interface ContractOptions {
   /** The store reads its own (server) clock: waits are real. */
@@ -175,5 +176,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       await adjustAsync([{ key: absent, limit: tb(absent, 10, 0.001).limit, amount: 3 }])
       assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
+
+    describe('other limit kinds', () => kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
   })
 }

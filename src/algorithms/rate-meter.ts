@@ -1,0 +1,72 @@
+/**
+ * Rate meter (limit kind 3), the circuit breaker's counter: spend per minute,
+ * estimated as the previous minute weighted by the part of it still inside a
+ * sliding 60 s window plus the current minute (SPEC §5). When a request would
+ * bring the rate to the threshold, the meter opens: that request and every
+ * other one is rejected until `openS` seconds have passed. Opening is a state
+ * change that is committed although the request is rejected (`commit`).
+ * Opening clears the measured spend, so once the open period is over the
+ * meter measures afresh instead of re-opening on the spike it already acted
+ * on. Pure; times in seconds.
+ */
+import type { Limit, LimitKind, Step } from './algorithm.js'
+
+export interface MeterLimit extends Limit {
+  /** Spend per minute at which the meter opens. */
+  threshold: number
+  /** How long it stays open, in seconds. */
+  openS: number
+}
+
+export interface MeterState {
+  prev: number
+  cur: number
+  /** Start of the current minute (epoch seconds, a multiple of 60). */
+  minute: number
+  /** Open until this time (0: closed). */
+  openUntil: number
+}
+
+export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
+  id: 3,
+  name: 'rate_meter',
+  step(state, l, cost, now): Step<MeterState> {
+    if (state !== undefined && state.openUntil > now) {
+      return { allowed: false, value: l.threshold, retryAfter: Math.max(1, Math.ceil(state.openUntil - now - 1e-9)), state, expireAt: state.openUntil }
+    }
+    const minute = Math.floor(now / 60) * 60
+    let prev = 0
+    let cur = 0
+    if (state !== undefined && state.minute === minute) {
+      prev = state.prev
+      cur = state.cur
+    } else if (state !== undefined && state.minute === minute - 60) prev = state.cur
+    const rate = prev * (1 - (now - minute) / 60) + cur + cost
+    if (rate >= l.threshold - 1e-9) {
+      const openUntil = now + l.openS
+      const opened = { prev: 0, cur: 0, minute, openUntil }
+      return { allowed: false, value: rate, retryAfter: Math.max(1, Math.ceil(l.openS - 1e-9)), state: opened, expireAt: Math.max(openUntil, minute + 120), commit: true }
+    }
+    return { allowed: true, value: rate, retryAfter: 0, state: { prev, cur: cur + cost, minute, openUntil: 0 }, expireAt: minute + 120 }
+  },
+  /** Give back spend of the current minute (a cluster refund); older minutes are left as measured. */
+  adjust(state, _l, amount, now) {
+    if (state === undefined || state.minute !== Math.floor(now / 60) * 60) return undefined
+    const next = { ...state, cur: Math.max(0, state.cur - amount) }
+    return { allowed: true, value: next.cur, retryAfter: 0, state: next, expireAt: Math.max(next.openUntil, next.minute + 120) }
+  },
+  load: (cells, off) => ({ prev: cells[off]!, cur: cells[off + 1]!, minute: cells[off + 2]!, openUntil: cells[off + 3]! }),
+  save(s, cells, off) {
+    cells[off] = s.prev
+    cells[off + 1] = s.cur
+    cells[off + 2] = s.minute
+    cells[off + 3] = s.openUntil
+  },
+}
+
+/** `openS` of a breaker that stays open until a reload or restart: 100 years. */
+export const OPEN_UNTIL_RELOAD_S = 100 * 365 * 86_400
+
+export function meterLimit(threshold: number, openS: number): MeterLimit {
+  return { kind: METER_KIND, params: [threshold, openS], threshold, openS }
+}

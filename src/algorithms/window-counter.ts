@@ -1,0 +1,66 @@
+/**
+ * Window counter (limit kind 2): a count charged per request within a time
+ * window, rejected when the count would pass its limit. Two window shapes:
+ * aligned (`origin` ≥ 0: windows are floor((now − origin) / W) × W + origin,
+ * so UTC periods, weeks from a Sunday) for spend budgets and day counters, and
+ * from the first hit (`origin` < 0) for loop detection. Pure; times in seconds.
+ */
+import type { Limit, LimitKind, Step } from './algorithm.js'
+
+export interface CounterLimit extends Limit {
+  /** Largest count allowed within one window. */
+  limit: number
+  windowS: number
+  /** Alignment origin in epoch seconds, or −1: a window starts at the first hit. */
+  origin: number
+}
+
+export interface CounterState {
+  count: number
+  /** Start of the window the count belongs to (epoch seconds). */
+  start: number
+}
+
+/** Sunday 1970-01-04T00:00:00Z: weeks are aligned to it. */
+export const SUNDAY_ORIGIN_S = 3 * 86_400
+
+/** Whole seconds until `end`, at least 1. */
+const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil(end - now - 1e-9))
+
+/** The window `now` falls in, and the count carried into it from `state`. */
+function current(state: CounterState | undefined, l: CounterLimit, now: number): CounterState {
+  if (l.origin >= 0) {
+    const start = Math.floor((now - l.origin) / l.windowS) * l.windowS + l.origin
+    return { count: state !== undefined && state.start === start ? state.count : 0, start }
+  }
+  if (state !== undefined && now < state.start + l.windowS) return state
+  return { count: 0, start: now }
+}
+
+export const WINDOW_COUNTER_KIND: LimitKind<CounterLimit, CounterState> = {
+  id: 2,
+  name: 'window_counter',
+  step(state, l, cost, now): Step<CounterState> {
+    const w = current(state, l, now)
+    const end = w.start + l.windowS
+    const next = w.count + cost
+    if (next > l.limit + 1e-9) return { allowed: false, value: w.count, retryAfter: secondsTo(end, now), state: w, expireAt: end }
+    return { allowed: true, value: next, retryAfter: secondsTo(end, now), state: { count: next, start: w.start }, expireAt: end }
+  },
+  adjust(state, l, amount, now) {
+    const w = current(state, l, now)
+    if (w.count === 0 && amount >= 0) return undefined // nothing charged in this window
+    const count = Math.max(0, w.count - amount)
+    const end = w.start + l.windowS
+    return { allowed: true, value: count, retryAfter: secondsTo(end, now), state: { count, start: w.start }, expireAt: end }
+  },
+  load: (cells, off) => ({ count: cells[off]!, start: cells[off + 1]! }),
+  save(s, cells, off) {
+    cells[off] = s.count
+    cells[off + 1] = s.start
+  },
+}
+
+export function counterLimit(limit: number, windowS: number, origin: number): CounterLimit {
+  return { kind: WINDOW_COUNTER_KIND, params: [limit, windowS, origin], limit, windowS, origin }
+}

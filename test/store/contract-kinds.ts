@@ -1,0 +1,107 @@
+/**
+ * The store contract, per limit kind beyond the token bucket: the same table
+ * runs on every store (memory with a driven clock, Redis and Redis Cluster on
+ * the server's clock, where waits are real and windows are chosen so a
+ * boundary cannot fall inside a case).
+ */
+import assert from 'node:assert/strict'
+import { it } from 'node:test'
+import { counterLimit } from '../../src/algorithms/window-counter.js'
+import { meterLimit } from '../../src/algorithms/rate-meter.js'
+import { bucketLimit } from '../../src/algorithms/token-bucket.js'
+import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
+
+export interface KindContext {
+  store(): Store
+  serverClock: boolean
+  key(label: string): string
+  apply(checks: Check[]): Promise<Outcomes>
+  adjust(adjustments: Adjustment[]): Promise<void>
+  pass(seconds: number): Promise<void>
+}
+
+const counter = (key: string, limit: number, windowS: number, origin: number, cost = 1, shadow = false): Check => ({ key, limit: counterLimit(limit, windowS, origin), cost, shadow })
+const meter = (key: string, threshold: number, openS: number, cost = 1): Check => ({ key, limit: meterLimit(threshold, openS), cost, shadow: false })
+
+export function kindCases(c: KindContext): void {
+  it('window counter: counts up to its limit, then rejects with the seconds left in the window, charging nothing', async () => {
+    const k = c.key('wc-limit')
+    const values: number[] = []
+    for (let i = 0; i < 3; i++) values.push((await c.apply([counter(k, 3, 600, -1)]))[0]!.value)
+    assert.deepEqual(values, [1, 2, 3])
+    const [r] = await c.apply([counter(k, 3, 600, -1)])
+    assert.equal(r!.allowed, false)
+    assert.equal(r!.value, 3, 'a reject reports the count without its cost')
+    assert.ok(r!.retryAfter >= 599 && r!.retryAfter <= 600, `retry after ${r!.retryAfter}`)
+    const [half] = await c.apply([counter(k, 3.5, 600, -1, 0.5)])
+    assert.deepEqual([half!.allowed, half!.value], [true, 3.5], 'the rejected request left no increment')
+  })
+
+  it('window counter from the first hit: the count starts over when the window has passed', async () => {
+    const k = c.key('wc-first')
+    await c.apply([counter(k, 2, 1, -1, 2)])
+    assert.equal((await c.apply([counter(k, 2, 1, -1)]))[0]!.allowed, false)
+    await c.pass(1.2)
+    const [o] = await c.apply([counter(k, 2, 1, -1)])
+    assert.deepEqual([o!.allowed, o!.value], [true, 1])
+  })
+
+  it('window counter aligned to an origin: a new period starts at the boundary, not at the first hit', async () => {
+    const k = c.key('wc-aligned')
+    const [a] = await c.apply([counter(k, 100, 2, 0, 5)])
+    assert.ok(a!.retryAfter >= 1 && a!.retryAfter <= 2, `seconds to the period end: ${a!.retryAfter}`)
+    await c.pass(2.05)
+    const [b] = await c.apply([counter(k, 100, 2, 0, 1)])
+    assert.equal(b!.value, 1, 'the next period starts from zero')
+  })
+
+  it('window counter: adjust gives back (never below zero) and charges more', async () => {
+    const k = c.key('wc-adjust')
+    const l = counterLimit(10, 600, -1)
+    await c.apply([counter(k, 10, 600, -1, 6)])
+    await c.adjust([{ key: k, limit: l, amount: 4 }])
+    assert.equal((await c.apply([counter(k, 10, 600, -1, 0)]))[0]!.value, 2)
+    await c.adjust([{ key: k, limit: l, amount: 50 }])
+    assert.equal((await c.apply([counter(k, 10, 600, -1, 0)]))[0]!.value, 0)
+    await c.adjust([{ key: k, limit: l, amount: -7 }])
+    assert.equal((await c.apply([counter(k, 10, 600, -1, 0)]))[0]!.value, 7)
+  })
+
+  it('window counter: 200 parallel calls on a limit of 50 → exactly 50, and a rejecting neighbour charges nothing', async () => {
+    const k = c.key('wc-conc')
+    const results = await Promise.all(Array.from({ length: 200 }, () => c.apply([counter(k, 50, 600, -1)])))
+    assert.equal(results.filter((o) => o[0]!.allowed).length, 50)
+    const other = c.key('wc-group')
+    const tb = c.key('wc-group-tb')
+    await c.apply([{ key: tb, limit: bucketLimit(0.001, 1), cost: 1, shadow: false }])
+    const r = await c.apply([counter(other, 10, 600, -1), { key: tb, limit: bucketLimit(0.001, 1), cost: 1, shadow: false }])
+    assert.deepEqual([r[0]!.allowed, r[1]!.allowed], [true, false])
+    assert.equal((await c.apply([counter(other, 10, 600, -1, 0)]))[0]!.value, 0, 'all or nothing: the counter was not charged')
+  })
+
+  it('rate meter: opens when the spend per minute reaches the threshold, rejects while open, measures afresh after', async () => {
+    const k = c.key('meter')
+    const allowed: boolean[] = []
+    for (let i = 0; i < 5; i++) allowed.push((await c.apply([meter(k, 5, 1.5)]))[0]!.allowed)
+    assert.deepEqual(allowed, [true, true, true, true, false], 'the 5th unit of spend reaches the threshold')
+    const [open] = await c.apply([meter(k, 5, 1.5)])
+    assert.equal(open!.allowed, false, 'open')
+    assert.ok(open!.retryAfter >= 1 && open!.retryAfter <= 2, `retry after ${open!.retryAfter}`)
+    await c.pass(1.7)
+    const [closed] = await c.apply([meter(k, 5, 1.5)])
+    assert.deepEqual([closed!.allowed, closed!.value], [true, 1], 'closed again, spend measured from zero')
+  })
+
+  it('rate meter: opening is committed although its group rejects; spend of a rejected group is not', async () => {
+    const k = c.key('meter-group')
+    const tb = c.key('meter-group-tb')
+    const empty = { key: tb, limit: bucketLimit(0.001, 1), cost: 1, shadow: false }
+    await c.apply([empty])
+    for (let i = 0; i < 3; i++) await c.apply([meter(k, 2, 600), empty]) // rejected by the bucket: no spend recorded
+    assert.equal((await c.apply([meter(k, 2, 600)]))[0]!.allowed, true, 'spend of rejected requests did not count')
+    const [trip, other] = await c.apply([meter(k, 2, 600), { key: c.key('meter-other'), limit: bucketLimit(1, 5), cost: 1, shadow: false }])
+    assert.equal(trip!.allowed, false)
+    assert.equal(other, undefined, 'checks after the reject are not evaluated')
+    assert.equal((await c.apply([meter(k, 2, 600)]))[0]!.allowed, false, 'the opening was committed')
+  })
+}
