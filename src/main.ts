@@ -16,7 +16,7 @@ import { createListener, type Handler, type Listener } from './http/server.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, retryAfterBucket, type Metrics } from './observe/metrics.js'
 import { makeTrustCheck } from './request/client-ip.js'
-import { loadAsnMap } from './request/asn-map.js'
+import { NetworkData } from './request/network-data.js'
 import { bearerToken, createJwtVerifier } from './request/jwt-verify.js'
 import { rawHeader, RequestView, type RequestInput } from './request/view.js'
 import type { Settings } from './settings.js'
@@ -109,7 +109,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   metrics.buildInfo.set({ version: VERSION }, 1)
   // Before any connection opens: a bad JWT key source stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
-  const asnTypes = loadAsnMap(settings.asnMapFile)
+  const net = new NetworkData(settings)
   const store = createStore(settings, log)
   // Start with Redis connected when it is reachable; when it is not, start anyway (fail policy applies).
   if ((store instanceof RedisStore || store instanceof RedisClusterStore) && !(await store.waitReady(3000))) log.warn({ store: store.kind }, 'redis store not reachable at start-up; the fail policy applies until it is')
@@ -128,7 +128,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
    * in the same step.
    */
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint, then: (d: Decision) => void): void => {
-    engine.evaluateThen(bundles.current, new RequestView(input, trusted, asnTypes), clock(), collectDescriptors, (d) => {
+    engine.evaluateThen(bundles.current, new RequestView(input, trusted, net), clock(), collectDescriptors, (d) => {
       recordDecision(metrics, d, start)
       then(d)
     })
@@ -221,6 +221,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload.
   const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
   await watcher.ready
+  await net.watch(log)
 
   log.info(
     { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION },
@@ -233,6 +234,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
       await watcher.close()
+      await net.close()
       if (sweeper) clearInterval(sweeper)
       await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs)])
       await Promise.allSettled([proxy?.close(), store.close()])

@@ -10,15 +10,22 @@
  *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5}
  * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`);
  * `at` is seconds after the start and must not go backwards. Blank lines and lines
- * starting with `#` are skipped. Exit 0 when every request ran (whatever the
- * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line.
+ * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
+ * list are read from the same FAIRVISOR_* variables as the gateway's, and
+ * the value of every limit key is shown, so an operator sees what was looked
+ * up (e.g. ip:country=DE, ua:bot_category=ai_crawler). Exit 0 when every request ran (whatever the
+ * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
+ * or a bad data-file setting.
  */
 import type { Decision, EngineObserver, PlannedLimit } from '../engine/evaluate.js'
 import { Engine } from '../engine/evaluate.js'
 import { loadBundleFile } from '../bundle/load.js'
 import { parseTimestamp } from '../bundle/validate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
+import { NetworkData } from '../request/network-data.js'
 import { RequestView, type RequestInput } from '../request/view.js'
+import { SettingError } from '../errors.js'
+import { networkFiles } from '../settings.js'
 import { MemoryStore } from '../store/memory.js'
 import type { Check, Outcomes, Store } from '../store/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
@@ -151,6 +158,8 @@ export interface RequestReport {
   limits: LimitReport[]
   skipped: { policy: string; rule: string; missing_key: string }[]
   shadow_rejects: { policy: string; rule: string; key: string }[]
+  /** Value of each limit key the evaluated rules read (descriptor → value). */
+  descriptors: Record<string, string>
   decision: 'allow' | 'reject' | 'error'
   status: number
   reason: string
@@ -162,6 +171,8 @@ export interface RequestReport {
 function table(r: RequestReport): string {
   const head = `#${r.n} line ${r.line} t+${r.at.toFixed(3)}s ${r.method} ${r.path} host=${r.host} ip=${r.ip}`
   const lines = [head, `    policies: ${r.matched_policies.length ? r.matched_policies.join(', ') : '(none)'}`]
+  const ds = Object.entries(r.descriptors)
+  if (ds.length) lines.push(`    descriptors: ${ds.map(([k, v]) => `${k}=${v}`).join(' ')}`)
   for (const l of r.limits) {
     const left = l.tokens_left === undefined ? '' : l.outcome === 'allowed' && !l.charged ? ', not charged (another limit rejected)' : `, ${Math.floor(l.tokens_left)} left`
     lines.push(`    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}`)
@@ -236,6 +247,15 @@ export async function run(args: string[]): Promise<number> {
     return 1
   }
 
+  let net: NetworkData
+  try {
+    net = new NetworkData(networkFiles())
+  } catch (err) {
+    if (!(err instanceof SettingError)) throw err
+    process.stderr.write(`fairvisor test: invalid setting ${err.message}\n`)
+    return 2
+  }
+
   let planned: PlannedLimit[] = []
   let skipped: RequestReport['skipped'] = []
   let shadowRejects: RequestReport['shadow_rejects'] = []
@@ -260,7 +280,7 @@ export async function run(args: string[]): Promise<number> {
       skipped = []
       shadowRejects = []
       store.last = []
-      const d = await engine.evaluate(loaded.bundle, new RequestView(s.input, undefined), start + s.at * 1000)
+      const d = await engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true)
       const outcomes = planned.length ? store.last : []
       n++
       if (d.allowed) allowed++
@@ -285,6 +305,7 @@ export async function run(args: string[]): Promise<number> {
             tokens_left: o?.tokens,
           }
         }),
+        descriptors: Object.fromEntries([...(d.descriptors ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
         skipped,
         shadow_rejects: shadowRejects,
         decision: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error',
