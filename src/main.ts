@@ -16,9 +16,9 @@ import { engineObserver, recordDecision } from './observe/engine-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
 import { logReload } from './observe/reload-log.js'
-import { loadAsnMap } from './request/asn-map.js'
 import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
+import { NetworkData } from './request/network-data.js'
 import type { Settings } from './settings.js'
 import { MemoryStore } from './store/memory.js'
 import { RedisStore } from './store/redis.js'
@@ -28,7 +28,6 @@ import type { Store } from './store/store.js'
 import { VERSION } from './version.js'
 
 export const clock = (): number => Date.now()
-
 export interface Gateway {
   address: AddressInfo
   adminAddress: AddressInfo | undefined
@@ -51,9 +50,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const log = createLogger(settings.logLevel)
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
-  // Before any connection opens: a bad JWT key source or ASN map stops start-up (exit 2).
+  // Before any connection opens: a bad JWT key source or data file stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
-  const asnTypes = loadAsnMap(settings.asnMapFile)
+  const net = new NetworkData(settings)
   const store = createStore(settings, log)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
   if (!(await store.ready(3000))) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
@@ -65,7 +64,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
 
   const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
-  const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, asnTypes, clock, decided: (d, start) => recordDecision(metrics, d, start) })
+  const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: (d, start) => recordDecision(metrics, d, start) })
   const proxy = settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
@@ -73,13 +72,14 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin })
   const listener = createListener({ settings, log, ...main })
   const address = await listener.listen(settings.port, settings.host)
-  const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined
+  const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
   const adminAddress = await adminListener?.listen(settings.adminPort!, settings.host)
   const onHup = (): void => void bundles.reload()
   process.on('SIGHUP', onHup)
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload.
   const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
   await watcher.ready
+  await net.watch(log)
   log.info(
     { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION },
     `fairvisor listening on ${address.address}:${address.port}`,
@@ -90,7 +90,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
     (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
-      await watcher.close()
+      await Promise.all([watcher.close(), net.close()])
       await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs)])
       await Promise.allSettled([proxy?.close(), store.close()])
       log.info('shutdown complete')

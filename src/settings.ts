@@ -55,7 +55,16 @@ export interface Settings {
   jwksFile: string | undefined
   jwksUrl: string | undefined
   asnMapFile: string | undefined
+  /** MaxMind-format country (or city) database for ip:country when X-Country-Code is absent. */
+  geoipCountryFile: string | undefined
+  /** MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent. */
+  geoipAsnFile: string | undefined
+  /** Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent. */
+  torExitListFile: string | undefined
 }
+
+/** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
+export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
 
 type Env = Record<string, string | undefined>
 
@@ -150,6 +159,16 @@ function storeUrl(env: Env): string {
   throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2 or unix:///path/to/redis.sock`)
 }
 
+/** Also read alone by `fairvisor test`, which needs no listener or backend settings. */
+export function networkFiles(env: Env = process.env): NetworkFiles {
+  return {
+    asnMapFile: optional(env, 'FAIRVISOR_ASN_MAP_FILE'),
+    geoipCountryFile: optional(env, 'FAIRVISOR_GEOIP_COUNTRY_FILE'),
+    geoipAsnFile: optional(env, 'FAIRVISOR_GEOIP_ASN_FILE'),
+    torExitListFile: optional(env, 'FAIRVISOR_TOR_EXIT_LIST_FILE'),
+  }
+}
+
 export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
@@ -182,7 +201,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
     jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
-    asnMapFile: optional(env, 'FAIRVISOR_ASN_MAP_FILE'),
+    ...networkFiles(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError('FAIRVISOR_HEADERS_TIMEOUT_MS', `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`)

@@ -44,8 +44,17 @@ function isDirectory(path: string): boolean {
 
 export function watchBundle(source: BundleSource, opts: WatchOptions = {}): BundleWatcher {
   if (source.path === undefined) return { ready: Promise.resolve(), close: async () => {} }
+  return watchPath(source.path, () => source.reloadIfChanged(), opts)
+}
+
+/**
+ * The same watch for any file the gateway reloads when it is replaced (the
+ * GeoIP databases, the Tor exit list, the ASN map): `reload` runs once the
+ * events on `path` have settled, and decides itself whether the new bytes are good.
+ */
+export function watchPath(path: string, reload: () => void, opts: WatchOptions = {}): BundleWatcher {
   const debounceMs = opts.debounceMs ?? 100
-  const target = resolve(source.path)
+  const target = resolve(path)
   // FAIRVISOR_CONFIG_FILE may name a directory holding the bundle (a ConfigMap mount point).
   const dirMode = isDirectory(target)
   const dir = dirMode ? target : dirname(target)
@@ -62,7 +71,7 @@ export function watchBundle(source: BundleSource, opts: WatchOptions = {}): Bund
   let closed = false
   const fire = (): void => {
     timer = undefined
-    if (!closed) source.reloadIfChanged()
+    if (!closed) reload()
   }
   const schedule = (): void => {
     if (timer) clearTimeout(timer)

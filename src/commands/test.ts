@@ -10,104 +10,27 @@
  *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5}
  * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`);
  * `at` is seconds after the start and must not go backwards. Blank lines and lines
- * starting with `#` are skipped. Exit 0 when every request ran (whatever the
- * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line.
+ * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
+ * list are read from the same FAIRVISOR_* variables as the gateway's, and
+ * the value of every limit key is shown, so an operator sees what was looked
+ * up (e.g. ip:country=DE, ua:bot_category=ai_crawler). Exit 0 when every request ran (whatever the
+ * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
+ * or a bad data-file setting.
  */
 import type { Decision, EngineObserver, PlannedLimit } from '../engine/evaluate.js'
+import { RecordingStore, responseHeaders, table, type RequestReport } from './test-report.js'
 import { Engine } from '../engine/evaluate.js'
 import { loadBundleFile } from '../bundle/load.js'
 import { parseTimestamp } from '../bundle/validate.js'
-import { rateLimitHeaders } from '../engine/headers.js'
+import { NetworkData } from '../request/network-data.js'
 import { RequestView } from '../request/view.js'
+import { SettingError } from '../errors.js'
+import { networkFiles } from '../settings.js'
 import { MemoryStore } from '../store/memory.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
-/** The headers the gateway would send for this decision (SPEC §7, reason exposed). */
-export function responseHeaders(d: Decision): [string, string][] {
-  const flat = d.limit ? rateLimitHeaders(d.limit) : []
-  if (!d.allowed) {
-    if (d.retryAfterS !== undefined) flat.push('Retry-After', String(d.retryAfterS))
-    flat.push('X-Fairvisor-Reason', d.reason)
-  }
-  const out: [string, string][] = []
-  for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, flat[i + 1]!])
-  return out
-}
-
-/** Store decorator: the outcome of each check, in check order, for the report. */
-class RecordingStore implements Store {
-  readonly kind = 'memory'
-  last: Outcomes = []
-  constructor(private readonly inner: MemoryStore) {}
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
-    this.inner.apply(checks, now, (err, out) => {
-      this.last = out ?? []
-      done(err, out)
-    })
-  }
-  adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
-    this.inner.adjust(adjustments, now, done)
-  }
-  state(): StoreState {
-    return this.inner.state()
-  }
-  ready(): Promise<boolean> {
-    return this.inner.ready()
-  }
-  close() {
-    return this.inner.close()
-  }
-}
-
-export interface LimitReport extends Omit<PlannedLimit, 'policyId' | 'ruleName'> {
-  policy: string
-  rule: string
-  /** allowed / rejected / not_evaluated (an earlier limit of its group rejected). */
-  outcome: 'allowed' | 'rejected' | 'not_evaluated'
-  /** Committed: it passed and no limit of its group (enforce or shadow) rejected (no half-spend). */
-  charged: boolean
-  /** Tokens left after the check (as if committed when `charged` is false). */
-  tokens_left?: number
-}
-
-export interface RequestReport {
-  n: number
-  line: number
-  at: number
-  method: string
-  path: string
-  host: string
-  ip: string
-  matched_policies: readonly string[]
-  limits: LimitReport[]
-  skipped: { policy: string; rule: string; missing_key: string }[]
-  shadow_rejects: { policy: string; rule: string; key: string }[]
-  decision: 'allow' | 'reject' | 'error'
-  status: number
-  reason: string
-  policy?: string
-  rule?: string
-  headers: Record<string, string>
-}
-
-function table(r: RequestReport): string {
-  const head = `#${r.n} line ${r.line} t+${r.at.toFixed(3)}s ${r.method} ${r.path} host=${r.host} ip=${r.ip}`
-  const lines = [head, `    policies: ${r.matched_policies.length ? r.matched_policies.join(', ') : '(none)'}`]
-  for (const l of r.limits) {
-    const left = l.tokens_left === undefined ? '' : l.outcome === 'allowed' && !l.charged ? ', not charged (another limit rejected)' : `, ${Math.floor(l.tokens_left)} left`
-    lines.push(`    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}`)
-  }
-  for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
-  for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
-  lines.push(`    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}`)
-  const h = Object.entries(r.headers)
-  if (h.length) lines.push(`    headers: ${h.map(([k, v]) => `${k}: ${v}`).join(' | ')}`)
-  return lines.join('\n')
-}
-
 export async function run(args: string[]): Promise<number> {
   let bundlePath: string, requestsPath: string, format: string, start: number
   try {
@@ -129,6 +52,15 @@ export async function run(args: string[]): Promise<number> {
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
     process.stderr.write(`fairvisor test: ${err.message}\n${USAGE}\n`)
+    return 2
+  }
+
+  let net: NetworkData
+  try {
+    net = new NetworkData(networkFiles())
+  } catch (err) {
+    if (!(err instanceof SettingError)) throw err
+    process.stderr.write(`fairvisor test: invalid setting ${err.message}\n`)
     return 2
   }
 
@@ -194,7 +126,7 @@ export async function run(args: string[]): Promise<number> {
       skipped = []
       shadowRejects = []
       store.last = []
-      const d = await new Promise<Decision>((resolve) => engine.evaluate(loaded.bundle, new RequestView(s.input, undefined), start + s.at * 1000, false, resolve))
+      const d = await new Promise<Decision>((resolve) => engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true, resolve))
       const outcomes = planned.length ? store.last : []
       n++
       if (d.allowed) allowed++
@@ -219,6 +151,7 @@ export async function run(args: string[]): Promise<number> {
             tokens_left: o?.value,
           }
         }),
+        descriptors: Object.fromEntries([...(d.descriptors ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
         skipped,
         shadow_rejects: shadowRejects,
         decision: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error',

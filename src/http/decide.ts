@@ -7,6 +7,7 @@ import type { BlockList } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision, Engine } from '../engine/evaluate.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
+import type { NetworkData } from '../request/network-data.js'
 import { rawHeader, RequestView, type RequestInput } from '../request/view.js'
 
 /**
@@ -22,7 +23,8 @@ export interface DeciderOptions {
   jwt: JwtVerifier | undefined
   /** Trusted proxies whose X-Forwarded-For is walked (undefined: none). */
   trusted: BlockList | undefined
-  asnTypes: ReadonlyMap<string, string> | undefined
+  /** ASN map, GeoIP databases, Tor exit list. */
+  net: NetworkData
   /** Epoch ms. */
   clock(): number
   /** Every decision, with the hrtime it started at (metrics). */
@@ -31,7 +33,7 @@ export interface DeciderOptions {
 
 export function createDecider(o: DeciderOptions): Decide {
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint, then: (d: Decision) => void): void => {
-    o.engine.evaluate(o.bundle(), new RequestView(input, o.trusted, o.asnTypes), o.clock(), collectDescriptors, (d) => {
+    o.engine.evaluate(o.bundle(), new RequestView(input, o.trusted, o.net), o.clock(), collectDescriptors, (d) => {
       o.decided(d, start)
       then(d)
     })

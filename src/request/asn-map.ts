@@ -1,10 +1,10 @@
 /**
  * The operator's ASN → network-type map for `ip:type` (SPEC §3), in nginx
  * `map` syntax: lines `<asn> <type>;`, optionally inside `map … { … }`, with
- * `#` comments. ASNs may be written `13335` or `AS13335`. Read once at
- * start-up; a bad line stops start-up naming the file and the line.
+ * `#` comments. ASNs may be written `13335` or `AS13335`. Read by
+ * network-data.ts: a bad line stops start-up naming the file and the line,
+ * and on a reload keeps the last good map.
  */
-import { readFileSync } from 'node:fs'
 import { SettingError } from '../errors.js'
 
 export const IP_TYPES: ReadonlySet<string> = new Set(['business', 'education_research', 'government_admin', 'hosting', 'isp', 'unrouted', 'unknown'])
@@ -27,15 +27,4 @@ export function parseAsnMap(text: string, file: string): Map<string, string> {
     out.set(m[1]!, type)
   })
   return out
-}
-
-export function loadAsnMap(file: string | undefined): Map<string, string> | undefined {
-  if (file === undefined) return undefined
-  let text: string
-  try {
-    text = readFileSync(file, 'utf8')
-  } catch (err) {
-    throw new SettingError('FAIRVISOR_ASN_MAP_FILE', `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
-  }
-  return parseAsnMap(text, file)
 }

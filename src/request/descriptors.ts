@@ -2,7 +2,7 @@
  * Descriptor keys (SPEC §3) compiled once per bundle into extractor functions.
  * A missing or empty value is `undefined` ("missing").
  */
-import { IP_TYPES, normaliseAsn } from './asn-map.js'
+import { IP_TYPES } from './asn-map.js'
 import { headerKey, type RequestView } from './view.js'
 
 export type Extractor = (view: RequestView) => string | undefined
@@ -37,23 +37,26 @@ export function compileDescriptor(key: string): DescriptorCompile {
     case 'ip':
       switch (name) {
         case 'address': return { ok: true, extract: (v) => nonEmpty(v.ip) }
-        case 'country': return { ok: true, extract: (v) => nonEmpty(v.header('x-country-code')?.trim().toUpperCase()) }
-        case 'asn': return { ok: true, extract: (v) => nonEmpty(v.header('x-asn')?.trim()) }
+        case 'country': return { ok: true, extract: (v) => v.country }
+        case 'asn': return { ok: true, extract: (v) => v.asn }
         case 'type': return {
           ok: true,
-          // X-ASN-Type from the edge, else the operator's ASN map (FAIRVISOR_ASN_MAP_FILE) by X-ASN, else unknown.
+          // X-ASN-Type from the edge, else the ASN (X-ASN or the GeoIP ASN database) in the operator's map, else unknown.
           extract: (v) => {
             const t = v.header('x-asn-type')?.trim().toLowerCase()
             if (t && IP_TYPES.has(t)) return t
-            const asn = v.asnTypes === undefined ? undefined : v.header('x-asn')
-            return (asn !== undefined && v.asnTypes!.get(normaliseAsn(asn))) || 'unknown'
+            const asn = v.asn
+            return (asn !== undefined && v.net.asnType(asn)) || 'unknown'
           },
         }
-        case 'tor': return { ok: true, extract: (v) => torFlag(v.header('x-tor-exit')) }
+        // X-Tor-Exit from the edge wins; without it, the operator's exit list; without that, "false".
+        case 'tor': return { ok: true, extract: (v) => { const h = v.header('x-tor-exit'); return h !== undefined ? torFlag(h) : v.net.torExit(v.ip) ? 'true' : 'false' } }
         default: return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
       }
     case 'ua':
-      if (name === 'bot' || name === 'bot_category') return { ok: false, unsupported: true, message: `descriptor "${key}" is not supported yet; the rule is skipped` }
+      if (name === 'bot') return { ok: true, extract: (v) => (v.botCategory === '' ? 'false' : 'true') }
+      // Absent (missing) for a non-bot, so a rule keyed on it applies to bots only.
+      if (name === 'bot_category') return { ok: true, extract: (v) => v.botCategory || undefined }
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
     default:
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip: or ua: keys` }

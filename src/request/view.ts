@@ -4,8 +4,10 @@
  * (a bundle keyed on one header never parses the query or the JWT).
  */
 import type { BlockList } from 'node:net'
+import { botCategory, type BotCategory } from './bots.js'
 import { clientIp } from './client-ip.js'
 import { claimString, decodeBearer, type Claims } from './jwt.js'
+import { NetworkData } from './network-data.js'
 
 /** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes. */
 export interface RequestInput {
@@ -102,13 +104,16 @@ export class RequestView {
   private _claims: Claims | null | undefined
   private _query: URLSearchParams | undefined
   private _headers: Map<string, string> | undefined
+  private _country: string | null | undefined
+  private _asn: string | null | undefined
+  private _bot: BotCategory | '' | undefined
 
-  /** ASN → network type from FAIRVISOR_ASN_MAP_FILE, when configured (read by `ip:type`). */
-  readonly asnTypes: ReadonlyMap<string, string> | undefined
+  /** The operator's ASN map, GeoIP databases and Tor exit list (read by the `ip:` descriptors). */
+  readonly net: NetworkData
 
-  constructor(input: RequestInput, trusted: BlockList | undefined, asnTypes?: ReadonlyMap<string, string>) {
+  constructor(input: RequestInput, trusted: BlockList | undefined, net: NetworkData = NetworkData.none) {
     this.input = input
-    this.asnTypes = asnTypes
+    this.net = net
     this.method = input.method
     this.path = normalisePath(input.path)
     this.trusted = trusted
@@ -167,5 +172,25 @@ export class RequestView {
   claim(name: string): string | undefined {
     const c = this.claims
     return c === undefined ? undefined : claimString(c[name])
+  }
+
+  /** X-Country-Code from the edge, else the GeoIP country database by client address (upper case). */
+  get country(): string | undefined {
+    if (this._country === undefined) {
+      const h = this.header('x-country-code')?.trim()
+      this._country = (h ? h.toUpperCase() : this.net.country(this.ip)) || null
+    }
+    return this._country ?? undefined
+  }
+
+  /** X-ASN from the edge, else the GeoIP ASN database by client address. */
+  get asn(): string | undefined {
+    if (this._asn === undefined) this._asn = this.header('x-asn')?.trim() || this.net.asn(this.ip) || null
+    return this._asn ?? undefined
+  }
+
+  /** Bot category of the User-Agent; '' when it is not a bot (or there is none). */
+  get botCategory(): BotCategory | '' {
+    return (this._bot ??= botCategory(this.header('user-agent')))
   }
 }

@@ -125,7 +125,7 @@ test('duplicate policy ids: the last one wins, with a warning', () => {
   assert.equal(r.bundle.policies.length, 2)
 })
 
-test('cost_based, token_bucket_llm and ua:bot rules load with "not supported yet" and are marked unsupported', () => {
+test('cost_based and token_bucket_llm rules load with "not supported yet" and are marked unsupported; ua:bot rules are supported', () => {
   const file = join(BUNDLES, 'unsupported.json')
   const r = loadBundleFile(file, NOW)
   assert.ok(r.ok)
@@ -133,16 +133,15 @@ test('cost_based, token_bucket_llm and ua:bot rules load with "not supported yet
   assert.deepEqual(r.warnings, [
     `${file}: /policies/0/spec/rules/0/algorithm: policy "api", rule "budget": algorithm cost_based is not supported yet; the rule is skipped.`,
     `${file}: /policies/0/spec/rules/1/algorithm: policy "api", rule "llm": algorithm token_bucket_llm is not supported yet; the rule is skipped.`,
-    `${file}: /policies/0/spec/rules/2/limit_keys/0: policy "api", rule "bots": descriptor "ua:bot" is not supported yet; the rule is skipped.`,
   ])
-  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', false], ['llm', false], ['bots', false], ['per_ip', true]])
+  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', false], ['llm', false], ['bots', true], ['per_ip', true]])
 })
 
-test('a kill switch on ua:bot loads with a warning that it never fires', () => {
-  const doc = { bundle_version: 1, policies: [], kill_switches: [{ scope_key: 'ua:bot', scope_value: 'true' }] }
+test('kill switches on ua:bot and ua:bot_category load without warnings', () => {
+  const doc = { bundle_version: 1, policies: [], kill_switches: [{ scope_key: 'ua:bot', scope_value: 'true' }, { scope_key: 'ua:bot_category', scope_value: 'ai_crawler' }] }
   const r = loadBundleBytesOf(doc)
   assert.ok(r.ok)
-  assert.deepEqual(r.warnings, ['mem.json: /kill_switches/0/scope_key: scope_key "ua:bot" is not supported yet; this kill switch never fires.'])
+  assert.deepEqual(r.warnings, [])
 })
 
 test('a rule whose fixed_cost is above burst loads with a warning', () => {

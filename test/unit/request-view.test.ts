@@ -120,8 +120,9 @@ test('descriptors: ip:address, ip:country, ip:tor, ip:type and unknown keys', ()
   assert.equal(get('ip:type'), 'hosting')
   assert.equal(compileDescriptor('ip:city').ok, false)
   assert.equal(compileDescriptor('cookie:x').ok, false)
-  const bot = compileDescriptor('ua:bot')
-  assert.ok(!bot.ok && bot.unsupported)
+  assert.equal(compileDescriptor('ua:bot').ok, true)
+  assert.equal(compileDescriptor('ua:bot_category').ok, true)
+  assert.equal(compileDescriptor('ua:browser').ok, false)
 })
 
 test('the BlockList of trusted proxies is what clientIp consults', () => {

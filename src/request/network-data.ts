@@ -1,0 +1,129 @@
+/**
+ * The operator's data files behind the `ip:` descriptors, held in one object
+ * so RequestView and the wiring take a single argument: the ASN → type map
+ * (FAIRVISOR_ASN_MAP_FILE), the GeoIP country and ASN databases
+ * (FAIRVISOR_GEOIP_COUNTRY_FILE, FAIRVISOR_GEOIP_ASN_FILE) and the Tor exit
+ * list (FAIRVISOR_TOR_EXIT_LIST_FILE).
+ *
+ * Every file is optional. At start-up a missing, unreadable or malformed one
+ * throws a SettingError naming its variable (the CLI exits 2). Afterwards
+ * each file is watched like the bundle (bundle/watch.ts: parent directory,
+ * debounced, any way of replacing it) and re-read when it changes; the new
+ * contents are parsed aside and swapped in whole, and a bad file is logged
+ * at error while the last good contents stay in use.
+ */
+import { readFileSync } from 'node:fs'
+import { watchPath, type BundleWatcher } from '../bundle/watch.js'
+import { SettingError } from '../errors.js'
+import type { NetworkFiles } from '../settings.js'
+import { normaliseAsn, parseAsnMap } from './asn-map.js'
+import { GeoDatabase } from './geoip.js'
+import { isTorExit, parseTorExits } from './tor-exits.js'
+
+/** The two pino methods used here, so tests can pass a recorder. */
+export interface DataLog {
+  info(fields: object, msg: string): void
+  error(fields: object, msg: string): void
+}
+
+/** One watched file and the last good value parsed from it. */
+class DataFile<T> {
+  value: T
+  private bytes: Buffer
+
+  constructor(readonly setting: string, readonly file: string, private readonly parse: (bytes: Buffer, file: string) => T) {
+    let bytes: Buffer
+    try {
+      bytes = readFileSync(file)
+    } catch (err) {
+      throw new SettingError(setting, `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
+    }
+    try {
+      this.value = parse(bytes, file)
+    } catch (err) {
+      if (err instanceof SettingError) throw err
+      throw new SettingError(setting, `${file}: ${(err as Error).message}`)
+    }
+    this.bytes = bytes
+  }
+
+  /** Re-read after a change; identical bytes (a touch, a second event) are not parsed again. */
+  reload(log: DataLog): void {
+    let bytes: Buffer
+    try {
+      bytes = readFileSync(this.file)
+    } catch (err) {
+      // Between the unlink and the rename of a replacement: the next event reads the new file.
+      log.error({ setting: this.setting, file: this.file, err: { message: (err as Error).message } }, 'data file unreadable; the last good one stays')
+      return
+    }
+    if (bytes.equals(this.bytes)) return
+    try {
+      this.value = this.parse(bytes, this.file)
+      this.bytes = bytes
+      log.info({ setting: this.setting, file: this.file, bytes: bytes.length }, 'data file reloaded')
+    } catch (err) {
+      log.error({ setting: this.setting, file: this.file, err: { message: (err as Error).message } }, 'data file rejected; the last good one stays')
+    }
+  }
+}
+
+const asnMap = (bytes: Buffer, file: string): Map<string, string> => parseAsnMap(bytes.toString('utf8'), file)
+const geo = (bytes: Buffer): GeoDatabase => new GeoDatabase(bytes)
+const tor = (bytes: Buffer, file: string): Set<string> => parseTorExits(bytes.toString('utf8'), file)
+
+export class NetworkData {
+  private readonly asnTypes: DataFile<Map<string, string>> | undefined
+  private readonly countryDb: DataFile<GeoDatabase> | undefined
+  private readonly asnDb: DataFile<GeoDatabase> | undefined
+  private readonly torExits: DataFile<Set<string>> | undefined
+  private watchers: BundleWatcher[] = []
+
+  /** Reads every configured file now; throws a SettingError naming the first bad one. */
+  constructor(files: NetworkFiles) {
+    const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) => (file === undefined ? undefined : new DataFile(setting, file, parse))
+    this.asnTypes = open('FAIRVISOR_ASN_MAP_FILE', files.asnMapFile, asnMap)
+    this.countryDb = open('FAIRVISOR_GEOIP_COUNTRY_FILE', files.geoipCountryFile, geo)
+    this.asnDb = open('FAIRVISOR_GEOIP_ASN_FILE', files.geoipAsnFile, geo)
+    this.torExits = open('FAIRVISOR_TOR_EXIT_LIST_FILE', files.torExitListFile, tor)
+  }
+
+  /** No files at all: every lookup answers undefined (the ip: descriptors then rely on headers alone). */
+  static readonly none = new NetworkData({ asnMapFile: undefined, geoipCountryFile: undefined, geoipAsnFile: undefined, torExitListFile: undefined })
+
+  /** Network type of an ASN (`13335` or `AS13335`) from the ASN map. */
+  asnType(asn: string): string | undefined {
+    return this.asnTypes?.value.get(normaliseAsn(asn))
+  }
+
+  country(ip: string): string | undefined {
+    return this.countryDb?.value.country(ip)
+  }
+
+  asn(ip: string): string | undefined {
+    return this.asnDb?.value.asn(ip)
+  }
+
+  /** undefined when no exit list is configured. */
+  torExit(ip: string): boolean | undefined {
+    return this.torExits === undefined ? undefined : isTorExit(this.torExits.value, ip)
+  }
+
+  /** Starts watching every configured file; resolves once changes are being seen. */
+  async watch(log: DataLog, debounceMs?: number): Promise<void> {
+    for (const f of [this.asnTypes, this.countryDb, this.asnDb, this.torExits]) {
+      if (f === undefined) continue
+      this.watchers.push(watchPath(f.file, () => f.reload(log), {
+        debounceMs,
+        onError: (err) => log.error({ setting: f.setting, file: f.file, err: { message: err.message } }, 'data file watcher failed; the loaded data stays'),
+      }))
+    }
+    await Promise.all(this.watchers.map((w) => w.ready))
+  }
+
+  async close(): Promise<void> {
+    const ws = this.watchers
+    this.watchers = []
+    await Promise.all(ws.map((w) => w.close()))
+  }
+}
