@@ -71,7 +71,15 @@ export interface HeaderValues {
 }
 
 /** Reasons a limit can reject with (X-Fairvisor-Reason). */
-export type RejectReason = 'token_bucket_exceeded'
+export type RejectReason = 'token_bucket_exceeded' | 'budget_exceeded' | 'loop_detected' | 'circuit_breaker_open'
+
+/** What an allowed limit asks of the response: a warning header, a delay (ms, 0: none). */
+export interface Advice {
+  warning: 'budget_warn' | 'budget_throttle' | 'loop_detected'
+  delayMs: number
+  /** A loop was detected (counted in fairvisor_loop_detected_total). */
+  loop?: boolean
+}
 
 /** A bundle algorithm (SPEC §5), compiled once per rule at load. */
 export interface Algorithm<C extends Limit = Limit> {
@@ -82,6 +90,13 @@ export interface Algorithm<C extends Limit = Limit> {
   readonly rejectReason: RejectReason
   /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
   normalise(raw: Record<string, unknown>): C
-  /** Header values for an allowed (`rejected` false) or rejecting outcome of this limit. */
-  headers(limit: C, value: number, retryAfter: number, rejected: boolean): HeaderValues
+  /**
+   * Header values for an allowed (`rejected` false) or rejecting outcome of
+   * this limit; undefined when the limit adds none (guards on allow).
+   */
+  headers(limit: C, value: number, retryAfter: number, rejected: boolean): HeaderValues | undefined
+  /** Warn/throttle stages of an allowed outcome. */
+  advise?(limit: C, value: number): Advice | undefined
+  /** One line for `fairvisor test`: what the outcome's figure means. */
+  describe?(limit: C, value: number): string
 }

@@ -5,7 +5,9 @@
  * defaults applied to the config that actually runs).
  */
 import type { Algorithm, Limit } from '../algorithms/algorithm.js'
+import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
+import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor, type Extractor } from '../request/descriptors.js'
 import { headerKey, type RequestView } from '../request/view.js'
 import { normaliseSelectorHost } from './hosts.js'
@@ -42,6 +44,12 @@ export interface CompiledPolicy {
   pathPrefix: string | undefined
   rules: readonly CompiledRule[]
   fallback: CompiledRule | undefined
+  /** loop_detection when enabled: its counter is keyed by the request's fingerprint. */
+  loop: CompiledRule | undefined
+  /** circuit_breaker when enabled: its counter is keyed by the policy id (and the bundle version when it resets only on reload). */
+  breaker: CompiledRule | undefined
+  /** Limit keys of every rule, sorted: the descriptors of the loop fingerprint. */
+  descriptorKeys: readonly { name: string; extract: Extractor }[]
 }
 
 export interface CompiledKillSwitch {
@@ -74,14 +82,19 @@ export function parseCost(raw: string | undefined): number | undefined {
   return n > 0 && Number.isFinite(n) ? n : undefined
 }
 
-function costFunction(source: string, fixed: number, dflt: number): (view: RequestView) => number {
+/**
+ * A cost a client chooses (header or query) is raised to `min` (the rule's
+ * `min_cost`, default 1): otherwise `0.000001` per request would pass a
+ * million requests through a bucket of one token.
+ */
+function costFunction(source: string, fixed: number, dflt: number, min: number): (view: RequestView) => number {
   if (source.startsWith('header:')) {
     const h = headerKey(source.slice(7))
-    return (v) => parseCost(v.header(h)) ?? dflt
+    return (v) => Math.max(min, parseCost(v.header(h)) ?? dflt)
   }
   if (source.startsWith('query:')) {
     const q = source.slice(6)
-    return (v) => parseCost(v.query(q)) ?? dflt
+    return (v) => Math.max(min, parseCost(v.query(q)) ?? dflt)
   }
   return () => fixed
 }
@@ -92,9 +105,9 @@ function extractorOf(key: string): Extractor {
   return d.ok ? d.extract : () => undefined
 }
 
-function compileRule(raw: RawRule, name: string): CompiledRule {
+function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRule {
   const c = raw.algorithm_config
-  const algorithm = ALGORITHMS.get(raw.algorithm)
+  const algorithm = guard ?? ALGORITHMS.get(raw.algorithm)
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
   const prefix = algorithm?.keyPrefix ?? ''
@@ -107,10 +120,23 @@ function compileRule(raw: RawRule, name: string): CompiledRule {
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit: algorithm?.normalise(c),
-    cost: costFunction(String(c.cost_source ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1)),
+    // token_bucket names it cost_source, cost_based cost_key.
+    cost: costFunction(String(c.cost_source ?? c.cost_key ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
   }
+}
+
+/**
+ * A policy guard (loop detection, circuit breaker) as a rule of its own
+ * algorithm: no limit keys (the engine builds its key), counted once per
+ * request. The rule name is the policy id, so counter keys read
+ * `loop:<policy>:<fingerprint>` and `cbr:<policy>:` (+ `v<version>`).
+ */
+function compileGuard(algorithm: Algorithm, config: object, policyId: string, version?: number): CompiledRule {
+  const rule = compileRule({ name: policyId, algorithm: 'token_bucket', algorithm_config: config as Record<string, unknown> }, policyId, algorithm)
+  const untilReload = (rule.limit as { untilReload?: boolean }).untilReload === true
+  return untilReload && version !== undefined ? { ...rule, counterPrefix: `${rule.counterPrefix}v${version}:`, shadowCounterPrefix: `${rule.shadowCounterPrefix}v${version}:` } : rule
 }
 
 function activeUntil(o: RawOverride | undefined): number | undefined {
@@ -146,6 +172,9 @@ export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], me
       pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
       rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
       fallback: p.spec.fallback_limit ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`) : undefined,
+      loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION, p.spec.loop_detection, p.id) : undefined,
+      breaker: p.spec.circuit_breaker?.enabled ? compileGuard(CIRCUIT_BREAKER, p.spec.circuit_breaker, p.id, doc.bundle_version) : undefined,
+      descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))].sort().map((name) => ({ name, extract: extractorOf(name) })),
     }
   })
   return {

@@ -22,8 +22,8 @@ export interface RawPolicy {
     mode?: 'enforce' | 'shadow'
     rules: RawRule[]
     fallback_limit?: RawRule
-    loop_detection?: { enabled?: boolean }
-    circuit_breaker?: { enabled?: boolean }
+    loop_detection?: { enabled?: boolean; window_seconds?: number; threshold_identical_requests?: number; action?: string }
+    circuit_breaker?: { enabled?: boolean; spend_rate_threshold_per_minute?: number; auto_reset_after_minutes?: number }
   }
 }
 

@@ -194,12 +194,16 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
       out.push({ pointer: `${base}/algorithm_config/fixed_cost`, message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
     }
   } else if (rule.algorithm === 'cost_based') {
-    const stages = c.staged_actions as { threshold: number; action: string }[]
-    for (let i = 1; i < stages.length; i++) {
-      if (!(stages[i]!.threshold > stages[i - 1]!.threshold)) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold`, message: `staged_actions thresholds must be strictly ascending (${stages[i]!.threshold} follows ${stages[i - 1]!.threshold})` })
-    }
-    if (!stages.some((s) => s.action === 'reject' && s.threshold === 100)) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain a reject action at threshold 100' })
-    out.push({ pointer: `${base}/algorithm`, message: 'algorithm cost_based is not supported yet; the rule is skipped', warning: true })
+    // Stages are sorted by threshold at load, so file order does not matter; thresholds must differ.
+    const stages = c.staged_actions as { threshold_percent: number; action: string }[]
+    const seen = new Map<number, number>()
+    stages.forEach((s, i) => {
+      const first = seen.get(s.threshold_percent)
+      if (first !== undefined) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold_percent`, message: `staged_actions thresholds must be distinct (${s.threshold_percent} is also stage ${first})` })
+      else seen.set(s.threshold_percent, i)
+    })
+    const rejects = stages.filter((s) => s.action === 'reject')
+    if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
   } else if (rule.algorithm === 'token_bucket_llm') {
     if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
     out.push({ pointer: `${base}/algorithm`, message: 'algorithm token_bucket_llm is not supported yet; the rule is skipped', warning: true })
@@ -214,8 +218,10 @@ function checkPolicy(p: RawPolicy, index: number, out: BundleIssue[]): void {
   }
   p.spec.rules.forEach((r, i) => checkRule(r, `${base}/rules/${i}`, out))
   if (p.spec.fallback_limit) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
-  if (p.spec.loop_detection?.enabled) out.push({ pointer: `${base}/loop_detection`, message: 'loop_detection is not supported yet; it is validated and not enforced', warning: true })
-  if (p.spec.circuit_breaker?.enabled) out.push({ pointer: `${base}/circuit_breaker`, message: 'circuit_breaker is not supported yet; it is validated and not enforced', warning: true })
+  const cb = p.spec.circuit_breaker
+  if (cb?.enabled && typeof cb.spend_rate_threshold_per_minute !== 'number') out.push({ pointer: `${base}/circuit_breaker`, message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
+  const loop = p.spec.loop_detection
+  if (loop?.enabled && (typeof loop.window_seconds !== 'number' || typeof loop.threshold_identical_requests !== 'number')) out.push({ pointer: `${base}/loop_detection`, message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
 }
 
 /**

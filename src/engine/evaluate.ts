@@ -7,9 +7,11 @@
  */
 import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
-import type { RejectReason } from '../algorithms/algorithm.js'
+import type { Advice, RejectReason } from '../algorithms/algorithm.js'
 import type { Check, FailPolicy, Outcomes, Store } from '../store/store.js'
-import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
+import { loopFingerprint } from './fingerprint.js'
+import { retryAfterWithJitter } from './jitter.js'
+import { identityOf, killSwitchRetryAfter } from './kill-switch.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
@@ -28,6 +30,10 @@ export interface Decision {
   limit?: LimitView
   /** Jittered Retry-After (rejects only). */
   retryAfterS?: number
+  /** X-Fairvisor-Warning of an allowed request (budget stage, loop). */
+  warning?: Advice['warning']
+  /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle). */
+  delayMs?: number
   matchedPolicies: readonly string[]
   /** Descriptor key → value of the limits evaluated (debug sessions). */
   descriptors?: Map<string, string>
@@ -60,6 +66,12 @@ export interface EngineObserver {
   limitPlanned?(l: PlannedLimit): void
   /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics). */
   limitCharged?(policyId: string, cost: number, value: number): void
+  /** A loop was detected (count ≥ threshold) on `policyId`, whatever its action. */
+  loopDetected?(policyId: string, action: string): void
+  /** Every breaker outcome: open (rejecting) or closed, per policy (gauge; a log line on each change). */
+  breakerState?(policyId: string, open: boolean): void
+  /** Each limit's outcome, in check order (`fairvisor test`). */
+  outcome?(index: number, allowed: boolean, value: number, detail: string | undefined): void
 }
 
 interface Planned {
@@ -90,8 +102,8 @@ export class Engine {
    */
   evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors: boolean, then: (d: Decision) => void): void {
     if (bundle === null) return then(NO_BUNDLE)
-    const killed = this.killSwitch(bundle, view, nowMs)
-    if (killed) return then(killed)
+    const killed = killSwitchRetryAfter(bundle, view, nowMs)
+    if (killed !== undefined) return then({ allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS: killed, matchedPolicies: [] })
     const matched = bundle.index.match(view.method, view.path, view.host)
     if (matched.length === 0) return then(NO_MATCH)
     const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
@@ -100,6 +112,9 @@ export class Engine {
     const descriptors = collectDescriptors ? new Map<string, string>() : undefined
     for (const policy of matched) {
       const shadow = policy.shadow || globalShadow
+      // SPEC §4 step 4: loop detection, then the circuit breaker, then the rules.
+      if (policy.loop) this.push(policy, policy.loop, shadow, loopFingerprint(policy, view), 1, checks, planned)
+      if (policy.breaker) this.push(policy, policy.breaker, shadow, 'spend', policy.rules[0]?.cost(view) ?? 1, checks, planned)
       let selected = 0
       for (const rule of policy.rules) {
         if (!matches(rule, view)) continue
@@ -111,20 +126,6 @@ export class Engine {
     const ids = matched.map((p) => p.id)
     if (checks.length === 0) return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors })
     this.opts.store.apply(checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : this.finish(o!, checks, planned, view, ids, descriptors)))
-  }
-
-  private killSwitch(bundle: CompiledBundle, view: RequestView, nowMs: number): Decision | undefined {
-    if (bundle.killSwitches.length === 0) return undefined
-    if (bundle.killSwitchOverrideUntil !== undefined && nowMs < bundle.killSwitchOverrideUntil) return undefined
-    for (const ks of bundle.killSwitches) {
-      if (ks.expiresAtMs !== undefined && nowMs >= ks.expiresAtMs) continue
-      if (ks.route !== undefined && ks.route !== view.path) continue
-      if (ks.extract(view) !== ks.value) continue
-      // No policy or rule owns a kill switch: both jitter seed parts are empty (README).
-      const retryAfterS = retryAfterWithJitter(3600, '', '', 'kill_switch', identityOf(view))
-      return { allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS, matchedPolicies: [] }
-    }
-    return undefined
   }
 
   private plan(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, view: RequestView, checks: Check[], planned: Planned[], descriptors: Map<string, string> | undefined): void {
@@ -139,34 +140,47 @@ export class Engine {
       descriptors?.set(rule.keyNames[i]!, v)
       composite = i === 0 ? v : `${composite}|${v}`
     }
-    checks.push({ key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, limit: rule.limit!, cost: rule.cost(view), shadow })
-    if (this.opts.observer.limitPlanned) {
-      const ch = checks[checks.length - 1]!
-      this.opts.observer.limitPlanned({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithmName, key: ch.key, composite, cost: ch.cost, shadow })
-    }
+    this.push(policy, rule, shadow, composite, rule.cost(view), checks, planned)
+  }
+
+  private push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, checks: Check[], planned: Planned[]): void {
+    const key = (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
+    checks.push({ key, limit: rule.limit!, cost, shadow })
+    this.opts.observer.limitPlanned?.({ policyId: policy.id, ruleName: rule.name, algorithm: rule.algorithm!.name, key, composite, cost, shadow })
     planned.push({ policy, rule, shadow, composite })
   }
 
   private finish(outcomes: Outcomes, checks: Check[], planned: Planned[], view: RequestView, ids: string[], descriptors: Map<string, string> | undefined): Decision {
+    const obs = this.opts.observer
     let best: LimitView | undefined
     let bestPlan: Planned | undefined
+    let advice: Advice | undefined
     let anyEnforce = false
     let rejectedAt = -1
     for (let i = 0; i < planned.length; i++) {
       const o = outcomes[i]
       if (o === undefined) continue
       const p = planned[i]!
+      const algorithm = p.rule.algorithm!
+      obs.outcome?.(i, o.allowed, o.value, algorithm.describe?.(p.rule.limit!, o.value))
+      if (p.rule === p.policy.breaker && !p.shadow) obs.breakerState?.(p.policy.id, !o.allowed)
       if (!o.allowed) {
+        if (p.rule === p.policy.loop) obs.loopDetected?.(p.policy.id, 'reject')
         // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
-        if (p.shadow) this.opts.observer.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: p.rule.algorithm!.rejectReason, key: checks[i]!.key })
+        if (p.shadow) obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: algorithm.rejectReason, key: checks[i]!.key })
         else if (rejectedAt === -1) rejectedAt = i
         continue
       }
       if (p.shadow || rejectedAt !== -1) continue
       anyEnforce = true
-      const h = p.rule.algorithm!.headers(p.rule.limit!, o.value, o.retryAfter, false)
-      if (best === undefined || h.remaining < best.remaining) {
-        best = { policyId: p.policy.id, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
+      const a = algorithm.advise?.(p.rule.limit!, o.value)
+      if (a !== undefined) {
+        if (a.loop) obs.loopDetected?.(p.policy.id, a.delayMs > 0 ? 'throttle' : 'warn')
+        if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
+      }
+      const h = algorithm.headers(p.rule.limit!, o.value, o.retryAfter, false)
+      if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
+        best = { policyId: p.policy.id, ...h }
         bestPlan = p
       }
     }
@@ -175,6 +189,7 @@ export class Engine {
       const o = outcomes[rejectedAt]!
       const algorithm = p.rule.algorithm!
       const reason = algorithm.rejectReason
+      const h = algorithm.headers(p.rule.limit!, o.value, o.retryAfter, true)
       return {
         allowed: false,
         status: 429,
@@ -182,13 +197,12 @@ export class Engine {
         mode: 'enforce',
         policyId: p.policy.id,
         ruleName: p.rule.name,
-        limit: { policyId: p.policy.id, ...algorithm.headers(p.rule.limit!, o.value, o.retryAfter, true) },
+        limit: h && { policyId: p.policy.id, ...h },
         retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
         matchedPolicies: ids,
         descriptors,
       }
     }
-    const obs = this.opts.observer
     if (obs.limitCharged) {
       // Only now is it known that nothing rejected, i.e. that the charges were committed.
       for (let i = 0; i < planned.length; i++) {
@@ -204,6 +218,8 @@ export class Engine {
       policyId: bestPlan?.policy.id,
       ruleName: bestPlan?.rule.name,
       limit: best,
+      warning: advice?.warning,
+      delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,
       matchedPolicies: ids,
       descriptors,
     }
@@ -221,9 +237,4 @@ function matches(rule: CompiledRule, view: RequestView): boolean {
     if (m.extract(view) !== m.expected) return false
   }
   return true
-}
-
-function identityOf(view: RequestView): string {
-  const subject = view.claim('sub') ?? view.claim('user_id') ?? view.claim('uid') ?? ''
-  return jitterIdentity(subject, view.ip, view.path)
 }

@@ -16,7 +16,7 @@ import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { debugHeaders } from './debug-session.js'
-import { allowHeaders, sendJson, sendRejection } from './respond.js'
+import { afterDelay, allowHeaders, sendJson, sendRejection } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface DecisionApiOptions {
@@ -67,8 +67,11 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     const headers = allowHeaders(d) ?? []
     if (extra) headers.push(...extra)
     headers.push('content-length', '0', 'cache-control', 'no-store')
-    res.writeHead(200, headers)
-    res.end()
+    // A throttled request is held by holding the answer: the calling proxy waits for it.
+    afterDelay(d, res, () => {
+      res.writeHead(200, headers)
+      res.end()
+    })
   }
   return (req, res) => {
     if (req.method !== 'POST') return sendJson(res, 405, { error: 'method_not_allowed' }, ['allow', 'POST'])

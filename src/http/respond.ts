@@ -10,7 +10,25 @@ import { rawHeader, type RequestInput } from '../request/view.js'
 
 /** Headers added to an allowed response (undefined when there are none). */
 export function allowHeaders(d: Decision): string[] | undefined {
-  return d.limit === undefined ? undefined : rateLimitHeaders(d.limit)
+  if (d.warning === undefined) return d.limit === undefined ? undefined : rateLimitHeaders(d.limit)
+  const out = d.limit === undefined ? [] : rateLimitHeaders(d.limit)
+  out.push('X-Fairvisor-Warning', d.warning)
+  return out
+}
+
+/**
+ * Runs `go` after the decision's throttle delay (at once without one). The
+ * delay is a timer: nothing blocks and no store call is held. A client that
+ * goes away meanwhile is not forwarded.
+ */
+export function afterDelay(d: Decision, res: ServerResponse, go: () => void): void {
+  if (d.delayMs === undefined) return go()
+  const cancel = (): void => clearTimeout(timer)
+  const timer = setTimeout(() => {
+    res.off('close', cancel)
+    if (!res.destroyed) go()
+  }, d.delayMs)
+  res.once('close', cancel)
 }
 
 /**

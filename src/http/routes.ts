@@ -12,7 +12,7 @@ import type { Decide } from './decide.js'
 import { debugHeaders, type DebugSessions } from './debug-session.js'
 import { decisionHandler } from './decision-api.js'
 import type { Proxy } from './proxy.js'
-import { allowHeaders, endRaw, inputFromRequest, sendJson, sendRejection } from './respond.js'
+import { afterDelay, allowHeaders, endRaw, inputFromRequest, sendJson, sendRejection } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface RoutesOptions {
@@ -41,12 +41,12 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin }: Rout
     return { routes, fallback: notFound, upgrade: undefined }
   }
   const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision): void => {
-    if (d.allowed) proxy.forward(req, res, allowHeaders(d))
+    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d)))
     else sendRejection(res, d, exposeReason)
   }
   const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint): void => {
     const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason)
-    if (d.allowed) proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra])
+    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra]))
     else sendRejection(res, d, exposeReason, extra)
   }
   const fallback: Handler = (req, res) => {

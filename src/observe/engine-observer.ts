@@ -11,7 +11,18 @@ import { retryAfterBucket, type Metrics } from './metrics.js'
 export function engineObserver(log: Logger, metrics: Metrics, storeKind: string, failPolicy: string, clock: () => number): EngineObserver {
   let lastStoreErrorLog = 0
   let suppressed = 0
+  /** Last breaker state seen per policy: a line is logged on each change, not per request. */
+  const breakers = new Map<string, boolean>()
   return {
+    loopDetected(policy, action) {
+      metrics.loopDetected.inc({ policy, action })
+    },
+    breakerState(policy, open) {
+      if (breakers.get(policy) === open) return
+      if (open || breakers.has(policy)) log.warn({ event: open ? 'circuit_open' : 'circuit_closed', policy }, open ? 'circuit breaker open: spend rate reached its threshold' : 'circuit breaker closed')
+      breakers.set(policy, open)
+      metrics.circuitState.set({ target: policy }, open ? 1 : 0)
+    },
     descriptorMissing(key, policy, rule) {
       metrics.descriptorMissing.inc({ key })
       log.warn({ key, policy, rule }, 'limit key missing; rule skipped')

@@ -55,7 +55,7 @@ export function createMetrics() {
     tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the bucket of the last enforce limit charged, per policy.', labelNames: ['policy'], registers: r }),
     tokenEstimationAccuracy: new Gauge({ name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM token estimate accuracy (actual / estimated).', registers: r }),
     tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved but not used.', registers: r }),
-    loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection.', registers: r }),
+    loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).', labelNames: ['policy', 'action'], registers: r }),
     circuitState: new Gauge({ name: 'fairvisor_circuit_state', help: 'Circuit breaker state per target (0 closed, 1 open).', labelNames: ['target'], registers: r }),
     // The next four are computed when scraped, from the current bundle and the
     // clock, so an override or kill switch shows as off the moment it expires.

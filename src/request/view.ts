@@ -119,6 +119,11 @@ export class RequestView {
     this.trusted = trusted
   }
 
+  /** The query string as received, without `?` ('' when none). */
+  get rawQuery(): string {
+    return this.input.rawQuery
+  }
+
   get host(): string {
     return (this._host ??= normaliseHost(this.input.host))
   }

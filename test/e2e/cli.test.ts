@@ -92,7 +92,7 @@ describe('fairvisor validate', () => {
   test('warnings alone pass (exit 0) and are printed', () => {
     const r = cli(['validate', `${FIX}/warnings-only.json`])
     assert.equal(r.code, 0, r.stderr)
-    assert.match(r.stdout, /warning: .*cost_based is not supported yet/)
+    assert.match(r.stdout, /warning: .*fixed_cost \(3\) is above burst \(2\)/)
     assert.match(r.stdout, /^ok \(1 warning\)$/m)
   })
 

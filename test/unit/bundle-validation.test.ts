@@ -35,8 +35,8 @@ const CASES: Record<string, Expect> = {
   bundle_version_string: { rejects: ['/bundle_version: bundle_version must be a number, not "7".'] },
   bundle_version_zero: { rejects: ['/bundle_version: bundle_version must be greater than 0, not 0.'] },
   circuit_breaker_negative_reset: { drops: ['/policies/0/spec/circuit_breaker/auto_reset_after_minutes: policy "api": auto_reset_after_minutes must be at least 0, not -1.'] },
-  cost_based_no_reject_at_100: { drops: ['/policies/0/spec/rules/0/algorithm_config/staged_actions: policy "api", rule "budget": staged_actions must contain a reject action at threshold 100.'] },
-  cost_based_thresholds_not_ascending: { drops: ['/policies/0/spec/rules/0/algorithm_config/staged_actions/1/threshold: policy "api", rule "budget": staged_actions thresholds must be strictly ascending (50 follows 80).'] },
+  cost_based_no_reject_at_100: { drops: ['/policies/0/spec/rules/0/algorithm_config/staged_actions: policy "api", rule "budget": staged_actions must contain exactly one reject action, at threshold_percent 100.'] },
+  cost_based_thresholds_duplicate: { drops: ['/policies/0/spec/rules/0/algorithm_config/staged_actions/1/threshold_percent: policy "api", rule "budget": staged_actions thresholds must be distinct (80 is also stage 0).'] },
   cost_based_throttle_without_delay: { drops: ['/policies/0/spec/rules/0/algorithm_config/staged_actions/0/delay_ms: policy "api", rule "budget": delay_ms is required but missing.'] },
   global_shadow_no_reason: { rejects: ['/global_shadow/reason: reason is required but missing.'] },
   global_shadow_past_expiry: { rejects: ['/global_shadow/expires_at: global_shadow is enabled but its expires_at 2020-01-01T00:00:00Z is in the past; an enabled global_shadow needs a future expires_at.'] },
@@ -125,16 +125,15 @@ test('duplicate policy ids: the last one wins, with a warning', () => {
   assert.equal(r.bundle.policies.length, 2)
 })
 
-test('cost_based and token_bucket_llm rules load with "not supported yet" and are marked unsupported; ua:bot rules are supported', () => {
+test('token_bucket_llm rules load with "not supported yet" and are marked unsupported; cost_based and ua:bot rules are supported', () => {
   const file = join(BUNDLES, 'unsupported.json')
   const r = loadBundleFile(file, NOW)
   assert.ok(r.ok)
   assert.deepEqual(r.dropped, [])
   assert.deepEqual(r.warnings, [
-    `${file}: /policies/0/spec/rules/0/algorithm: policy "api", rule "budget": algorithm cost_based is not supported yet; the rule is skipped.`,
     `${file}: /policies/0/spec/rules/1/algorithm: policy "api", rule "llm": algorithm token_bucket_llm is not supported yet; the rule is skipped.`,
   ])
-  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', false], ['llm', false], ['bots', true], ['per_ip', true]])
+  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', true], ['llm', false], ['bots', true], ['per_ip', true]])
 })
 
 test('kill switches on ua:bot and ua:bot_category load without warnings', () => {

@@ -266,7 +266,7 @@ test('kill switch: an active kill_switch_override ignores kill switches until it
 
 test('rules that are not supported yet are skipped at request time and do not trigger the fallback', () => {
   const doc = bundle([policy('p', [
-    { name: 'budget', algorithm: 'cost_based', algorithm_config: { budget: 1, period: '1h', staged_actions: [{ threshold: 100, action: 'reject' }] } },
+    { name: 'llm', algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 1 } },
     rule('per_ip', ['ip:address'], tb(1, 3)),
   ], { fallback_limit: { algorithm: 'token_bucket', algorithm_config: tb(1, 1) } })])
   const h = new Harness(compile(doc))

@@ -1,0 +1,62 @@
+/**
+ * cost_based (SPEC §5): a spend budget per UTC-aligned period (5m, 1h, 1d, or
+ * 7d from Sunday 00:00 UTC), on the window-counter kind. The store adds the
+ * request's cost atomically and rejects (rolling the increment back) when the
+ * usage would pass the budget; otherwise the highest warn/throttle stage whose
+ * threshold_percent the usage has reached applies.
+ */
+import type { Advice, Algorithm, HeaderValues } from './algorithm.js'
+import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
+
+export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
+
+/** A throttle delay is capped here whatever the bundle says. */
+export const MAX_DELAY_MS = 30_000
+
+export interface Stage {
+  thresholdPercent: number
+  action: 'warn' | 'throttle' | 'reject'
+  delayMs: number
+}
+
+export interface BudgetConfig extends CounterLimit {
+  budget: number
+  periodS: number
+  /** warn/throttle stages, highest threshold first. */
+  stages: readonly Stage[]
+}
+
+/** The stage that applies at `usage` (this request included), if any. */
+export function stageAt(c: BudgetConfig, usage: number): Stage | undefined {
+  const percent = (usage / c.budget) * 100
+  for (const s of c.stages) if (percent + 1e-9 >= s.thresholdPercent) return s
+  return undefined
+}
+
+export const COST_BUDGET: Algorithm<BudgetConfig> = {
+  name: 'cost_based',
+  keyPrefix: 'cb:',
+  rejectReason: 'budget_exceeded',
+  normalise(c) {
+    const budget = Number(c.budget)
+    const periodS = PERIOD_S[String(c.period)] ?? 3600
+    const raw = (c.staged_actions ?? []) as { threshold_percent: number; action: Stage['action']; delay_ms?: number }[]
+    const stages = raw
+      .filter((s) => s.action !== 'reject')
+      .map((s) => ({ thresholdPercent: s.threshold_percent, action: s.action, delayMs: Math.min(MAX_DELAY_MS, s.delay_ms ?? 0) }))
+      .sort((a, b) => b.thresholdPercent - a.thresholdPercent)
+    return { ...counterLimit(budget, periodS, periodS === 604_800 ? SUNDAY_ORIGIN_S : 0), budget, periodS, stages }
+  },
+  headers(c, usage, secondsToEnd, rejected): HeaderValues {
+    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + 1e-9)), resetS: secondsToEnd, windowS: c.periodS }
+  },
+  advise(c, usage): Advice | undefined {
+    const s = stageAt(c, usage)
+    if (s === undefined) return undefined
+    return s.action === 'throttle' ? { warning: 'budget_throttle', delayMs: s.delayMs } : { warning: 'budget_warn', delayMs: 0 }
+  },
+  describe(c, usage) {
+    const s = stageAt(c, usage)
+    return `usage ${+usage.toFixed(6)}/${c.budget} (${+((usage / c.budget) * 100).toFixed(2)} %)${s ? `, stage ${s.action} at ${s.thresholdPercent} %` : ''}`
+  },
+}

@@ -1,0 +1,24 @@
+/** Kill switches (SPEC §4 step 2) and the Retry-After jitter identity of a request. */
+import type { CompiledBundle } from '../bundle/compile.js'
+import type { RequestView } from '../request/view.js'
+import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
+
+/** The jitter identity: JWT subject (sub, user_id or uid), client address and path (SPEC §7). */
+export function identityOf(view: RequestView): string {
+  const subject = view.claim('sub') ?? view.claim('user_id') ?? view.claim('uid') ?? ''
+  return jitterIdentity(subject, view.ip, view.path)
+}
+
+/** Retry-After of the first kill switch that fires for this request, else undefined. */
+export function killSwitchRetryAfter(bundle: CompiledBundle, view: RequestView, nowMs: number): number | undefined {
+  if (bundle.killSwitches.length === 0) return undefined
+  if (bundle.killSwitchOverrideUntil !== undefined && nowMs < bundle.killSwitchOverrideUntil) return undefined
+  for (const ks of bundle.killSwitches) {
+    if (ks.expiresAtMs !== undefined && nowMs >= ks.expiresAtMs) continue
+    if (ks.route !== undefined && ks.route !== view.path) continue
+    if (ks.extract(view) !== ks.value) continue
+    // No policy or rule owns a kill switch: both jitter seed parts are empty (README).
+    return retryAfterWithJitter(3600, '', '', 'kill_switch', identityOf(view))
+  }
+  return undefined
+}
