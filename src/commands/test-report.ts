@@ -14,7 +14,7 @@ export function responseHeaders(d: Decision): [string, string][] {
   if (!d.allowed) {
     if (d.retryAfterS !== undefined) flat.push('Retry-After', String(d.retryAfterS))
     flat.push('X-Fairvisor-Reason', d.reason)
-  }
+  } else if (d.warning !== undefined) flat.push('X-Fairvisor-Warning', d.warning)
   const out: [string, string][] = []
   for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, flat[i + 1]!])
   return out
@@ -54,6 +54,8 @@ export interface LimitReport extends Omit<PlannedLimit, 'policyId' | 'ruleName'>
   charged: boolean
   /** Tokens left after the check (as if committed when `charged` is false). */
   tokens_left?: number
+  /** What the limit's figure means: budget usage and stage, identical-request count, spend rate. */
+  detail?: string
 }
 
 export interface RequestReport {
@@ -76,6 +78,8 @@ export interface RequestReport {
   policy?: string
   rule?: string
   headers: Record<string, string>
+  /** A throttled request would be held this long before it is forwarded. */
+  delay_ms?: number
 }
 
 export function table(r: RequestReport): string {
@@ -84,12 +88,12 @@ export function table(r: RequestReport): string {
   const ds = Object.entries(r.descriptors)
   if (ds.length) lines.push(`    descriptors: ${ds.map(([k, v]) => `${k}=${v}`).join(' ')}`)
   for (const l of r.limits) {
-    const left = l.tokens_left === undefined ? '' : l.outcome === 'allowed' && !l.charged ? ', not charged (another limit rejected)' : `, ${Math.floor(l.tokens_left)} left`
-    lines.push(`    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}`)
+    const left = l.outcome === 'allowed' && !l.charged ? ', not charged (another limit rejected)' : l.tokens_left === undefined ? '' : `, ${Math.floor(l.tokens_left)} left`
+    lines.push(`    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}${l.detail ? `; ${l.detail}` : ''}`)
   }
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
-  lines.push(`    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}`)
+  lines.push(`    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms` : ''}`)
   const h = Object.entries(r.headers)
   if (h.length) lines.push(`    headers: ${h.map(([k, v]) => `${k}: ${v}`).join(' | ')}`)
   return lines.join('\n')

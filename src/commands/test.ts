@@ -105,7 +105,9 @@ export async function run(args: string[]): Promise<number> {
   let planned: PlannedLimit[] = []
   let skipped: RequestReport['skipped'] = []
   let shadowRejects: RequestReport['shadow_rejects'] = []
+  let details: (string | undefined)[] = []
   const observer: EngineObserver = {
+    outcome: (i, _allowed, _value, detail) => (details[i] = detail),
     descriptorMissing: (key, policy, rule) => skipped.push({ policy, rule, missing_key: key }),
     shadowReject: (r) => shadowRejects.push({ policy: r.policyId, rule: r.ruleName, key: r.key }),
     storeError: (err) => process.stderr.write(`fairvisor test: store error: ${err.message}\n`),
@@ -125,11 +127,13 @@ export async function run(args: string[]): Promise<number> {
       planned = []
       skipped = []
       shadowRejects = []
+      details = []
       store.last = []
       const d = await new Promise<Decision>((resolve) => engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true, resolve))
       const outcomes = planned.length ? store.last : []
       n++
       if (d.allowed) allowed++
+      const hold = d.delayMs ? { delay_ms: d.delayMs } : {}
       const report: RequestReport = {
         n,
         line: s.line,
@@ -148,7 +152,8 @@ export async function run(args: string[]): Promise<number> {
             ...l,
             outcome: o === undefined ? 'not_evaluated' : o.allowed ? 'allowed' : 'rejected',
             charged: o?.allowed === true && !groupRejected,
-            tokens_left: o?.value,
+            tokens_left: l.algorithm === 'token_bucket' ? o?.value : undefined,
+            detail: details[i],
           }
         }),
         descriptors: Object.fromEntries([...(d.descriptors ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
@@ -160,6 +165,7 @@ export async function run(args: string[]): Promise<number> {
         policy: d.policyId,
         rule: d.ruleName,
         headers: Object.fromEntries(responseHeaders(d)),
+        ...hold,
       }
       out.push(format === 'json' ? JSON.stringify(report) : table(report))
       if (out.length >= 256) flush()

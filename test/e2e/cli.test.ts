@@ -242,7 +242,7 @@ describe('fairvisor test', () => {
 })
 
 describe('fairvisor init', () => {
-  for (const template of ['api', 'llm', 'webhook']) {
+  for (const template of ['api', 'llm', 'webhook', 'budget', 'agent']) {
     test(`template ${template} passes validate and runs under test`, () => {
       const file = join(tmp, `${template}.json`)
       const r = cli(['init', '--template', template, '--out', file])

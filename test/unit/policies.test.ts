@@ -102,6 +102,27 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req('o2', 'k1')).allowed, true)
     assert.equal(h.run({ path: '/v1/x', jwt: { org_id: 'o1' } }).limit, undefined, 'missing key part: rule skipped')
   },
+  'spend-budget.json': (h) => {
+    const req = (cost: string): Req => ({ headers: { 'x-tenant-id': 't1', 'x-request-cost': cost } })
+    assert.equal(h.run(req('790')).warning, undefined)
+    assert.equal(h.run(req('10')).warning, 'budget_warn')
+    assert.deepEqual([h.run(req('150')).warning, h.run(req('0.0001')).delayMs], ['budget_throttle', 500], 'a tiny cost is charged as 1')
+    assert.equal(h.run(req('50')).reason, 'budget_exceeded')
+    assert.equal(h.run(req('49')).limit?.remaining, 0, '951 + 49 = 1000: the rejected 50 was not charged')
+  },
+  'loop-detection.json': (h) => {
+    const req: Req = { path: '/v1/tools/search', query: 'q=same', headers: { 'x-api-key': 'k' } }
+    assert.equal(allowedInARow(h, req), 4)
+    assert.equal(h.run(req).reason, 'loop_detected')
+    assert.equal(h.run({ ...req, query: 'q=other' }).allowed, true)
+  },
+  'circuit-breaker.json': (h) => {
+    const req = (tenant: string): Req => ({ path: '/v1/generate/x', headers: { 'x-tenant-id': tenant, 'x-request-cost': '100' } })
+    assert.deepEqual(['a', 'b', 'c', 'd'].map((t) => h.run(req(t)).allowed), [true, true, true, true])
+    assert.equal(h.run(req('e')).reason, 'circuit_breaker_open', 'the 5th 100 brings the spend to 500 per minute')
+    assert.equal(h.run(req('f'), 299).reason, 'circuit_breaker_open')
+    assert.equal(h.run(req('f'), 301).allowed, true)
+  },
 }
 
 for (const name of FILES) {
