@@ -12,7 +12,7 @@ import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
-import { engineObserver, recordDecision } from './observe/engine-observer.js'
+import { decisionRecorder, engineObserver, evictionLog } from './observe/engine-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
 import { logReload } from './observe/reload-log.js'
@@ -40,7 +40,7 @@ export interface Gateway {
 }
 
 function createStore(settings: Readonly<Settings>, log: Logger): Store {
-  if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes, clock })
+  if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
   const target = parseRedisUrl(settings.store)
   const opts = { target, timeoutMs: settings.redisTimeoutMs, log: (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => log[level](fields, msg) }
   return target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
@@ -58,13 +58,13 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   if (!(await store.ready(3000))) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
   const bundles = new BundleSource(settings.configFile, clock)
   bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
-  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock })
+  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
 
   const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
-  const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: (d, start) => recordDecision(metrics, d, start) })
+  const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
   const proxy = settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined

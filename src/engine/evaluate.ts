@@ -30,6 +30,9 @@ export interface Decision {
   limit?: LimitView
   /** Jittered Retry-After (rejects only). */
   retryAfterS?: number
+  /** Counter key and cost of the limit the headers come from (debug log). */
+  key?: string
+  cost?: number
   /** X-Fairvisor-Warning of an allowed request (budget stage, loop). */
   warning?: Advice['warning']
   /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle). */
@@ -154,6 +157,7 @@ export class Engine {
     const obs = this.opts.observer
     let best: LimitView | undefined
     let bestPlan: Planned | undefined
+    let bestAt = -1
     let advice: Advice | undefined
     let anyEnforce = false
     let rejectedAt = -1
@@ -182,6 +186,7 @@ export class Engine {
       if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
         best = { policyId: p.policy.id, ...h }
         bestPlan = p
+        bestAt = i
       }
     }
     if (rejectedAt !== -1) {
@@ -198,6 +203,8 @@ export class Engine {
         policyId: p.policy.id,
         ruleName: p.rule.name,
         limit: h && { policyId: p.policy.id, ...h },
+        key: checks[rejectedAt]!.key,
+        cost: checks[rejectedAt]!.cost,
         retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
         matchedPolicies: ids,
         descriptors,
@@ -218,6 +225,8 @@ export class Engine {
       policyId: bestPlan?.policy.id,
       ruleName: bestPlan?.rule.name,
       limit: best,
+      key: bestAt === -1 ? undefined : checks[bestAt]!.key,
+      cost: bestAt === -1 ? undefined : checks[bestAt]!.cost,
       warning: advice?.warning,
       delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,
       matchedPolicies: ids,

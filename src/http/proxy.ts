@@ -110,11 +110,13 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     // req.socket detached, by undici, which destroys the request body on an
     // upstream error; that alone does not mean the client has gone.)
     if (res.destroyed || client.destroyed) return
-    log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status }, timeout ? 'backend timed out' : 'backend unreachable')
     if (res.headersSent) {
+      // The client already has the backend's status and part of the body: say that, not "502".
+      log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status: res.statusCode }, timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body')
       res.destroy(err) // mid-body: the only honest signal is a truncated response
       return
     }
+    log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status }, timeout ? 'backend timed out' : 'backend unreachable')
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
   }
 

@@ -5,12 +5,14 @@
  * decision's counters.
  */
 import type { Decision, EngineObserver } from '../engine/evaluate.js'
+import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
 import { retryAfterBucket, type Metrics } from './metrics.js'
 
 export function engineObserver(log: Logger, metrics: Metrics, storeKind: string, failPolicy: string, clock: () => number): EngineObserver {
-  let lastStoreErrorLog = 0
-  let suppressed = 0
+  const storeErrors = new LogThrottle(clock)
+  /** Per limit-key name (a bounded set: the bundle's). */
+  const missing = new Map<string, LogThrottle>()
   /** Last breaker state seen per policy: a line is logged on each change, not per request. */
   const breakers = new Map<string, boolean>()
   return {
@@ -25,7 +27,11 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
     },
     descriptorMissing(key, policy, rule) {
       metrics.descriptorMissing.inc({ key })
-      log.warn({ key, policy, rule }, 'limit key missing; rule skipped')
+      // A flood of garbage tokens must not become a flood of lines: one per second per key, with the count.
+      let t = missing.get(key)
+      if (t === undefined) missing.set(key, (t = new LogThrottle(clock)))
+      const n = t.hit()
+      if (n > 0) log.warn({ key, policy, rule, requests: n }, 'limit key missing; rule skipped (fail-open; counted in fairvisor_descriptor_missing_total)')
     },
     shadowReject(r) {
       metrics.shadowRejects.inc({ policy: r.policyId })
@@ -34,17 +40,27 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
     storeError(err) {
       metrics.storeErrors.inc({ store: storeKind })
       // During an outage every request fails the same way: one line per second, with the count, not one per request.
-      const now = clock()
-      suppressed++
-      if (now - lastStoreErrorLog < 1000) return
-      log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: suppressed, failPolicy }, 'store call failed')
-      lastStoreErrorLog = now
-      suppressed = 0
+      const n = storeErrors.hit()
+      if (n > 0) log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: n, failPolicy }, 'store call failed')
     },
     limitCharged(policy, cost, value) {
       metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
       metrics.hot.tokensRemaining.set(policy, () => ({ policy }), value)
     },
+  }
+}
+
+/**
+ * What each decision records: metrics, and with FAIRVISOR_LOG_LEVEL=debug one
+ * line (policy, rule, counter key, cost, outcome, duration). The level is
+ * fixed at start, so at info the hot path pays one boolean test.
+ */
+export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, startNs: bigint) => void {
+  if (!log.isLevelEnabled('debug')) return (d, startNs) => recordDecision(metrics, d, startNs)
+  return (d, startNs) => {
+    recordDecision(metrics, d, startNs)
+    const durationUs = Number((process.hrtime.bigint() - startNs) / 1000n)
+    log.debug({ event: 'decision', outcome: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error', reason: d.reason, policy: d.policyId, rule: d.ruleName, key: d.key, cost: d.cost, mode: d.mode, durationUs }, 'decision')
   }
 }
 
@@ -59,5 +75,14 @@ export function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): 
   if (d.retryAfterS !== undefined) {
     const bucket = retryAfterBucket(d.retryAfterS)
     metrics.hot.retryAfterBucket.inc(bucket, () => ({ bucket }))
+  }
+}
+
+/** The in-process store's evictions, logged at most every 10 s with their count. */
+export function evictionLog(log: Logger, clock: () => number): () => void {
+  const t = new LogThrottle(clock, 10_000)
+  return () => {
+    const n = t.hit()
+    if (n > 0) log.warn({ evictions: n }, 'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE')
   }
 }

@@ -21,6 +21,13 @@ export function retryAfterBucket(seconds: number): string {
  * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
  * structural so observe/ needs nothing from bundle/.
  */
+/** What the scrape-time store gauges read (the in-process store; others have no bound). */
+export interface StoreFill {
+  evictions: number
+  bytesUsed: number
+  maxBytes: number
+}
+
 export interface LiveState {
   bundle(): {
     policies: readonly { shadow: boolean }[]
@@ -29,6 +36,8 @@ export interface LiveState {
     killSwitchOverrideUntil: number | undefined
   } | null
   nowMs(): number
+  /** The in-process store's fill, undefined for shared stores. */
+  storeFill?(): StoreFill | undefined
 }
 
 export function createMetrics() {
@@ -100,6 +109,21 @@ export function createMetrics() {
     shadowRejects: new Counter({ name: 'fairvisor_shadow_would_reject_total', help: 'Would-be rejects of shadow policies.', labelNames: ['policy'], registers: r }),
     reloads: new Counter({ name: 'fairvisor_config_reload_total', help: 'Bundle loads by result.', labelNames: ['result'], registers: r }),
     storeErrors: new Counter({ name: 'fairvisor_store_errors_total', help: 'Store calls that failed or missed their deadline.', labelNames: ['store'], registers: r }),
+    // A flood of new keys evicts the least recently used counters: visible here, not silent.
+    storeEvictions: new Counter({
+      name: 'fairvisor_store_evictions_total', help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).', registers: r,
+      collect() {
+        const f = live?.storeFill?.()
+        if (f) this.reset(), this.inc(f.evictions)
+      },
+    }),
+    storeFill: new Gauge({
+      name: 'fairvisor_store_fill_ratio', help: 'Bytes charged against FAIRVISOR_SHARED_DICT_SIZE by the in-process store, as a fraction of it.', registers: r,
+      collect() {
+        const f = live?.storeFill?.()
+        this.set(f ? f.bytesUsed / f.maxBytes : 0)
+      },
+    }),
   }
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)

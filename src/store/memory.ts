@@ -22,11 +22,14 @@ export interface MemoryStoreOptions {
   initialSlots?: number
   /** Clock (epoch ms) for the idle sweep, which then runs every second; no sweep timer without it. */
   clock?: () => number
+  /** Called on each eviction (a flood of new keys is pushing counters out; observe/ logs it, throttled). */
+  onEvict?: () => void
 }
 
 export class MemoryStore implements Store {
   readonly kind = 'memory'
-  private readonly maxBytes: number
+  readonly maxBytes: number
+  private readonly onEvict: (() => void) | undefined
   private readonly index = new Map<string, number>()
   private keys: (string | undefined)[] = []
   /** CELLS doubles per slot: the kind's packed state. */
@@ -45,6 +48,7 @@ export class MemoryStore implements Store {
 
   constructor(opts: MemoryStoreOptions) {
     this.maxBytes = opts.maxBytes
+    this.onEvict = opts.onEvict
     const n = opts.initialSlots ?? 1024
     this.cells = new Float64Array(n * CELLS)
     this.expireAt = new Float64Array(n)
@@ -63,6 +67,10 @@ export class MemoryStore implements Store {
 
   get bytesUsed(): number {
     return this.bytes
+  }
+
+  fill(): { evictions: number; bytesUsed: number; maxBytes: number } {
+    return { evictions: this.evictions, bytesUsed: this.bytes, maxBytes: this.maxBytes }
   }
 
   state(): StoreState {
@@ -140,6 +148,7 @@ export class MemoryStore implements Store {
       while (this.bytes + cost > this.maxBytes && this.tail !== NIL) {
         this.remove(this.tail)
         this.evictions++
+        this.onEvict?.()
       }
       slot = this.allocate()
       this.keys[slot] = key

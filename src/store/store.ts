@@ -57,6 +57,8 @@ export interface Store {
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
   state(): StoreState
+  /** A bounded in-process store's fill and evictions (metrics); absent for shared stores. */
+  fill?(): { evictions: number; bytesUsed: number; maxBytes: number }
   /** Resolves true once the store can serve, false after `timeoutMs`. */
   ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>
