@@ -66,6 +66,7 @@ describe('protection is visible', () => {
       const evicted = await metric(gw, 'fairvisor_store_evictions_total')
       assert.ok(evicted > 1000, `evictions counted: ${evicted}`)
       assert.ok((await metric(gw, 'fairvisor_store_fill_ratio')) > 0.9)
+      await gw.waitForLog((l) => String(l.msg).startsWith('in-process store full'))
       const warns = gw.logs.filter((l) => String(l.msg).startsWith('in-process store full'))
       assert.equal(warns.length, 1, 'one throttled line for the whole flood')
       assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200, 'the documented risk: the victim\'s bucket was evicted')
@@ -81,6 +82,7 @@ describe('protection is visible', () => {
     try {
       for (let i = 0; i < 300; i++) assert.equal(await status(gw, '/x', { authorization: `Bearer garbage.${i}.token` }), 200)
       assert.equal(await metric(gw, 'fairvisor_descriptor_missing_total'), 300)
+      await gw.waitForLog((l) => String(l.msg).startsWith('limit key missing'))
       const lines = gw.logs.filter((l) => String(l.msg).startsWith('limit key missing'))
       assert.ok(lines.length >= 1 && lines.length <= 10, `${lines.length} lines for 300 skips`)
       assert.equal(lines[0]!.requests, 1, 'the first skip is logged at once')
@@ -115,6 +117,8 @@ describe('protection is visible', () => {
     const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_LOG_LEVEL: 'debug', FAIRVISOR_CONFIG_FILE: bundle([tb('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 2 })]) })
     try {
       for (let i = 0; i < 3; i++) await status(gw, '/x', { 'x-user': 'dbg' })
+      // Logs are written asynchronously: wait for the third line rather than race it.
+      await gw.waitForLog((l) => l.event === 'decision' && l.outcome === 'reject')
       const lines = gw.logs.filter((l) => l.event === 'decision')
       assert.deepEqual(lines.map((l) => [l.outcome, l.policy, l.rule, l.key, l.cost]), [
         ['allow', 'api', 'per_user', 'tb:per_user:dbg', 1],
