@@ -1,7 +1,4 @@
-/**
- * Wiring: settings → observe → store → bundle source → engine → listeners.
- * The only module that names concrete implementations and reads the clock.
- */
+/** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations and reads the clock. */
 import type { AddressInfo } from 'node:net'
 import { BundleSource } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
@@ -20,6 +17,7 @@ import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import { NetworkData } from './request/network-data.js'
 import type { Settings } from './settings.js'
+import { LeasingStore } from './store/leasing.js'
 import { MemoryStore } from './store/memory.js'
 import { RedisStore } from './store/redis.js'
 import { RedisClusterStore } from './store/redis-cluster.js'
@@ -34,7 +32,6 @@ export interface Gateway {
   bundles: BundleSource
   metrics: Metrics
   log: Logger
-  /** Evaluate one request description (shared by the proxy and the decision API). */
   decide: Decide
   shutdown(): Promise<void>
 }
@@ -43,7 +40,8 @@ function createStore(settings: Readonly<Settings>, log: Logger): Store {
   if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
   const target = parseRedisUrl(settings.store)
   const opts = { target, timeoutMs: settings.redisTimeoutMs, log: (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => log[level](fields, msg) }
-  return target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
+  const shared = target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
+  return new LeasingStore(shared, clock) // leases (opt-in per rule) only make sense on a shared store
 }
 
 export async function startGateway(settings: Readonly<Settings>): Promise<Gateway> {

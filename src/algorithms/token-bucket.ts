@@ -101,10 +101,17 @@ export function bucketLimit(rate: number, burst: number): BucketLimit {
   return { kind: TOKEN_BUCKET_KIND, params: [rate, burst], rate, burst }
 }
 
+/** Local token leases on a shared store (store/leasing.ts): slice size and lifetime. */
+export interface LeaseConfig {
+  tokens: number
+  ttlMs: number
+}
+
 /** A token-bucket rule's limit, plus its RateLimit-Policy window. */
 export interface TokenBucketConfig extends BucketLimit {
   /** burst / rate rounded up. */
   windowS: number
+  lease?: LeaseConfig
 }
 
 export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
@@ -114,8 +121,9 @@ export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
   normalise(c) {
     const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
     const burst = Number(c.burst ?? rate)
+    const lease = c.lease as { tokens: number; ttl_ms: number } | undefined
     // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
-    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)) }
+    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
   },
   headers(l, tokens, retryAfter, rejected): HeaderValues {
     if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }
