@@ -1,0 +1,122 @@
+/**
+ * Token leases end to end: two gateway processes on one Redis, 64 clients on
+ * one hot key of a leased bucket (slice 20): the backend sees no more than
+ * the exact limit plus the stated bound (slice × instances per lease period;
+ * with slices taken before they are spent the measured over-grant is 0), and
+ * far fewer Redis calls than requests. SIGTERM gives the unspent slice back;
+ * SIGKILL loses at most one slice, which the bucket refills like any spend.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { after, before, describe, it } from 'node:test'
+import { Pool, request } from 'undici'
+import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { readBucket, startRedis, type RedisServer } from '../store/redis-servers.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'fv-lease-'))
+let n = 0
+function bundle(config: object): string {
+  const file = join(dir, `b${++n}.json`)
+  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: `hot${n}`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }] } }] }))
+  return file
+}
+
+function evalshaCalls(redis: RedisServer): number {
+  const m = /cmdstat_evalsha:calls=(\d+)/.exec(redis.cli('info', 'commandstats'))
+  return m ? Number(m[1]) : 0
+}
+
+describe('token leases', () => {
+  let redis: RedisServer
+  let backend: Backend
+  before(async () => {
+    redis = await startRedis()
+    backend = await startBackend()
+  })
+  after(async () => {
+    await backend.close()
+    await redis.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const env = (file: string) => ({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: redis.url, FAIRVISOR_REDIS_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' })
+
+  async function hammer(config: { burst: number; tokens_per_second: number; lease?: object }): Promise<{ granted: number; ceiling: number; total: number; calls: number }> {
+    const file = bundle(config)
+    const gws: GatewayProcess[] = [await startGateway(env(file)), await startGateway(env(file))]
+    const pools = gws.map((g) => new Pool(g.url, { connections: 32 }))
+    const before = evalshaCalls(redis)
+    const seen = backend.count
+    let total = 0
+    const t0 = performance.now()
+    const deadline = t0 + 2000
+    try {
+      await Promise.all(Array.from({ length: 64 }, async (_, i) => {
+        while (performance.now() < deadline) {
+          const r = await pools[i % 2]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
+          await r.body.dump()
+          total++
+        }
+      }))
+    } finally {
+      await Promise.all(pools.map((p) => p.close()))
+      await Promise.all(gws.map((g) => g.stop()))
+    }
+    const elapsed = (performance.now() - t0) / 1000
+    return { granted: backend.count - seen, ceiling: config.burst + config.tokens_per_second * elapsed, total, calls: evalshaCalls(redis) - before }
+  }
+
+  it('64 clients, 2 instances, one hot key under its limit: ≤ 0.1 Redis calls per request', async () => {
+    const r = await hammer({ burst: 100_000, tokens_per_second: 100_000, lease: { tokens: 20, ttl_ms: 200 } })
+    console.log(`leases under the limit: granted ${r.granted} of ${r.total}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`)
+    assert.ok(r.total > 500, 'the load was real')
+    assert.equal(r.granted, r.total)
+    assert.ok(r.calls / r.total <= 0.1, `calls per request: ${r.calls / r.total}`)
+  })
+
+  it('64 clients, 2 instances, one hot key over its limit: the over-grant stays within slice × instances per lease period', async () => {
+    const slice = 20
+    const r = await hammer({ burst: 100, tokens_per_second: 100, lease: { tokens: slice, ttl_ms: 200 } })
+    const bound = r.ceiling + slice * 2 * Math.ceil(2000 / 200)
+    console.log(`leases over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, bound ${bound.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`)
+    assert.ok(r.total > 1000, 'the load was real')
+    assert.ok(r.granted <= bound, 'over-grant within slice × instances per lease period')
+    assert.ok(r.granted <= r.ceiling + 1e-6, 'slices are taken before they are spent: no over-grant at all')
+    assert.ok(r.granted >= r.ceiling - slice * 2 - 3, `at most one slice per instance stranded: ${r.granted}`)
+  })
+
+  it('leases off: exact, one call per request', async () => {
+    const r = await hammer({ burst: 20, tokens_per_second: 10 })
+    console.log(`exact: granted ${r.granted} of ${r.total}, ceiling ${r.ceiling.toFixed(1)}, redis calls ${r.calls}`)
+    assert.ok(r.granted <= r.ceiling && r.granted >= r.ceiling - 3)
+    assert.ok(r.calls >= r.total - 64, 'one call per request')
+  })
+
+  it('SIGTERM gives the unspent slice back; SIGKILL loses at most one slice', async () => {
+    const file = bundle({ burst: 1000, tokens_per_second: 0.001, lease: { tokens: 50, ttl_ms: 60_000 } })
+    const key = `tb:hot${n}:u1`
+    const tokens = (): number => readBucket((...a) => redis.cli(...a), key)?.tokens ?? NaN
+    const gw = await startGateway(env(file))
+    const r1 = await request(`${gw.url}/x`, { headers: { 'x-user': 'u1' } })
+    await r1.body.dump()
+    assert.equal(r1.statusCode, 200)
+    assert.ok(Math.abs(tokens() - 950) < 0.5, `a slice of 50 taken: ${tokens()}`)
+    await gw.stop('SIGTERM')
+    assert.ok(Math.abs(tokens() - 999) < 0.5, `the 49 unspent tokens came back: ${tokens()}`)
+    const killed = await startGateway(env(file))
+    const r2 = await request(`${killed.url}/x`, { headers: { 'x-user': 'u1' } })
+    await r2.body.dump()
+    await killed.stop('SIGKILL')
+    assert.ok(Math.abs(tokens() - 949) < 0.5, `a killed instance cannot give its slice back: ${tokens()}`)
+    const other = await startGateway(env(file))
+    try {
+      const r3 = await request(`${other.url}/x`, { headers: { 'x-user': 'u1' } })
+      await r3.body.dump()
+      assert.equal(r3.statusCode, 200, 'the others go on from what is left')
+    } finally {
+      await other.stop()
+    }
+  })
+})
