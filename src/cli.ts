@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 /**
- * fairvisor [serve] | validate | test | init. `serve` (the default) reads its
- * settings from the environment; a bad setting prints one line and exits 2.
+ * fairvisor [serve] | validate | test | init | sign | version | help. `serve`
+ * (the default) reads its settings from the environment; a bad setting prints
+ * one line and exits 2. Anything unknown on the command line exits 2 too, and
+ * never falls through to serving: a typo must not start a gateway.
  */
 import { SettingError } from './errors.js'
 import { loadSettings } from './settings.js'
@@ -39,24 +41,28 @@ const commands: Record<string, () => Promise<Command>> = {
   validate: async () => ((await import(`./commands/${'validate'}.js`)) as { run: Command }).run,
   test: async () => ((await import(`./commands/${'test'}.js`)) as { run: Command }).run,
   init: async () => ((await import(`./commands/${'init'}.js`)) as { run: Command }).run,
+  sign: async () => ((await import(`./commands/${'sign'}.js`)) as { run: Command }).run,
 }
+
+const NAMES = 'serve, validate, test, init, sign, version or help'
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
-  if (first === '--version' || first === '-v') {
+  if (first === '--version' || first === '-v' || first === 'version') {
+    if (rest.length) return usageError(`version takes no arguments (got ${rest[0]!})`)
     process.stdout.write(`${VERSION}\n`)
     return 0
   }
   if (first === '--help' || first === '-h' || first === 'help') {
-    process.stdout.write('usage: fairvisor [serve] | validate <file|-> [--format text|json] | test <bundle> --requests <file.jsonl> [--format table|json] | init [--template api|llm|webhook]\n')
+    const { helpText } = (await import(`./commands/${'help'}.js`)) as typeof import('./commands/help.js')
+    process.stdout.write(helpText())
     return 0
   }
-  const name = first === undefined || first.startsWith('-') ? 'serve' : first
+  if (first !== undefined && first.startsWith('-')) return usageError(`unknown option ${first}`)
+  const name = first ?? 'serve'
+  if (name === 'serve' && rest.length) return usageError(`serve takes no arguments (got ${rest[0]!}); it is configured by FAIRVISOR_* environment variables`)
   const load = commands[name]
-  if (!load) {
-    process.stderr.write(`fairvisor: unknown command "${name}"; use serve, validate, test or init\n`)
-    return 2
-  }
+  if (!load) return usageError(`unknown command "${name}"; use ${NAMES}`)
   let command: Command
   try {
     command = await load()
@@ -64,7 +70,12 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`fairvisor: the ${name} command is not available in this build\n`)
     return 2
   }
-  return command(name === first ? rest : argv)
+  return command(rest)
+}
+
+function usageError(message: string): number {
+  process.stderr.write(`fairvisor: ${message}\nrun fairvisor --help for the commands, their flags and the settings\n`)
+  return 2
 }
 
 main(process.argv.slice(2)).then(

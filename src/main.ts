@@ -54,7 +54,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const store = createStore(settings, log)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
   if (!(await store.ready(3000))) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
-  const bundles = new BundleSource(settings.configFile, clock)
+  const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
   bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')

@@ -61,6 +61,8 @@ export interface Settings {
   geoipAsnFile: string | undefined
   /** Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent. */
   torExitListFile: string | undefined
+  /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
+  bundleSigningKey: string | undefined
 }
 
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
@@ -169,6 +171,15 @@ export function networkFiles(env: Env = process.env): NetworkFiles {
   }
 }
 
+/** Shortest bundle signing key: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
+export const MIN_KEY_LENGTH = 32
+
+function signingKey(env: Env): string | undefined {
+  const raw = optional(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY')
+  if (raw !== undefined && raw.length < MIN_KEY_LENGTH) throw new SettingError('FAIRVISOR_BUNDLE_SIGNING_KEY', `is ${raw.length} characters long; use a random string of at least ${MIN_KEY_LENGTH} characters`)
+  return raw
+}
+
 export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
@@ -202,6 +213,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
+    bundleSigningKey: signingKey(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError('FAIRVISOR_HEADERS_TIMEOUT_MS', `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`)

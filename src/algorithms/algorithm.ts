@@ -81,7 +81,7 @@ export interface Advice {
   loop?: boolean
 }
 
-/** A bundle algorithm (SPEC §5), compiled once per rule at load. */
+/** A bundle algorithm (docs/behaviour.md §5), compiled once per rule at load. */
 export interface Algorithm<C extends Limit = Limit> {
   readonly name: string
   /** Counter keys are `<prefix><rule name>:<composite key>` (`shadow:` in front for shadow policies). */

@@ -1,5 +1,5 @@
 /**
- * circuit_breaker (SPEC §5): a policy's spend per minute (the cost of its
+ * circuit_breaker (docs/behaviour.md §5): a policy's spend per minute (the cost of its
  * first rule) on the rate-meter kind; at the threshold the breaker opens and
  * rejects `circuit_breaker_open` until `auto_reset_after_minutes` have passed
  * (0: until the bundle is reloaded or the gateway restarts; the counter key

@@ -1,5 +1,5 @@
 /**
- * cost_based (SPEC §5): a spend budget per UTC-aligned period (5m, 1h, 1d, or
+ * cost_based (docs/behaviour.md §5): a spend budget per UTC-aligned period (5m, 1h, 1d, or
  * 7d from Sunday 00:00 UTC), on the window-counter kind. The store adds the
  * request's cost atomically and rejects (rolling the increment back) when the
  * usage would pass the budget; otherwise the highest warn/throttle stage whose

@@ -1,5 +1,5 @@
 /**
- * loop_detection (SPEC §5): identical requests (same method, normalised path,
+ * loop_detection (docs/behaviour.md §5): identical requests (same method, normalised path,
  * sorted query and descriptor values: the fingerprint, built by the engine)
  * counted in a window that starts at the first one, on the window-counter
  * kind. At `count ≥ threshold`: reject (`loop_detected`), or throttle by

@@ -1,7 +1,7 @@
 /**
  * Rate meter (limit kind 3), the circuit breaker's counter: spend per minute,
  * estimated as the previous minute weighted by the part of it still inside a
- * sliding 60 s window plus the current minute (SPEC §5). When a request would
+ * sliding 60 s window plus the current minute (docs/behaviour.md §5). When a request would
  * bring the rate to the threshold, the meter opens: that request and every
  * other one is rejected until `openS` seconds have passed. Opening is a state
  * change that is committed although the request is rejected (`commit`).

@@ -1,5 +1,5 @@
 /**
- * Token bucket, SPEC §5: lazy continuous refill, no timers. Pure maths on
+ * Token bucket, docs/behaviour.md §5: lazy continuous refill, no timers. Pure maths on
  * (state, config, cost, now); the stores call it (or its Lua twin) atomically.
  * Times are in seconds (float). Also the `token_bucket` algorithm and limit
  * kind on the seam of algorithm.ts.

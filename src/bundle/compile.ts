@@ -156,7 +156,7 @@ function compileKillSwitch(k: RawKillSwitch): CompiledKillSwitch {
 
 /**
  * `policies` must already be the valid ones, duplicates resolved (last wins).
- * They are sorted by id here: evaluation order is policy-id order (SPEC §4).
+ * They are sorted by id here: evaluation order is policy-id order (docs/behaviour.md §4).
  */
 export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], meta: { hash: string; loadedAt: number; source: string }): CompiledBundle {
   const sorted = [...policies].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))

@@ -1,4 +1,4 @@
-/** Selector host normalisation (SPEC §2): trim, lowercase, drop :port and a trailing dot. */
+/** Selector host normalisation (docs/behaviour.md §2): trim, lowercase, drop :port and a trailing dot. */
 
 export function normaliseSelectorHost(raw: string): string {
   let h = raw.trim().toLowerCase()

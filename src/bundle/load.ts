@@ -1,15 +1,21 @@
 /**
  * Load a bundle from a file (or a directory holding one) without throwing:
- * read → parse → validate → drop bad policies → compile. The result says
- * exactly what was dropped and why, so a reload can log it and keep the old
- * bundle on failure.
+ * read → (check the signature) → parse → validate → drop bad policies →
+ * compile. The result says exactly what was dropped and why, so a reload can
+ * log it and keep the old bundle on failure.
  */
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { compileBundle, type CompiledBundle } from './compile.js'
 import type { RawBundle, RawPolicy } from './types.js'
+import { verifySigned } from './signature.js'
 import { formatIssue, validateBundle, type BundleIssue } from './validate.js'
+
+export interface LoadOptions {
+  /** When set, only bundles in the signed form (see signature.ts) under this key load. */
+  signingKey?: string
+}
 
 export interface BundleSummary {
   version: number
@@ -46,25 +52,38 @@ function fail(file: string, message: string, pointer = ''): LoadResult {
   return { ok: false, errors: [formatIssue(file, issue)], issues: [issue], file }
 }
 
-/** Parse and compile bytes already read (the CLI's `validate -` reads stdin). `now` is epoch ms. */
-export function loadBundleBytes(bytes: Buffer, file: string, now: number): LoadResult {
+/**
+ * Parse and compile bytes already read (the CLI's `validate -` reads stdin). `now` is epoch ms.
+ * The bundle's hash is always that of the exact bytes given, signature line included.
+ */
+export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: LoadOptions = {}): LoadResult {
+  let json = bytes
+  if (opts.signingKey !== undefined) {
+    const v = verifySigned(bytes, opts.signingKey)
+    if (!v.ok) return fail(file, v.message)
+    json = v.body
+  }
   let doc: unknown
   try {
     // A UTF-8 byte-order mark (editors on Windows add one) is not part of the JSON text.
-    doc = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''))
+    doc = JSON.parse(json.toString('utf8').replace(/^\uFEFF/, ''))
   } catch (err) {
     return fail(file, `the file is not valid JSON (${(err as Error).message.replace(/\s+/g, ' ').trim()})`)
   }
   const issues = validateBundle(doc, now)
   const fatal = issues.filter((i) => i.policyIndex === undefined && !i.warning)
-  if (fatal.length) return { ok: false, errors: fatal.map((i) => formatIssue(file, i)), issues: fatal, file }
+  if (fatal.length) {
+    // Report every error, the policies' too, so one round of fixes is enough.
+    const errors = issues.filter((i) => !i.warning)
+    return { ok: false, errors: errors.map((i) => formatIssue(file, i)), issues: errors, file }
+  }
 
   const raw = doc as RawBundle
   const dropIndexes = new Set(issues.filter((i) => !i.warning && i.policyIndex !== undefined).map((i) => i.policyIndex))
   const dropped = issues.filter((i) => !i.warning).map((i) => formatIssue(file, i))
   const warnings = issues.filter((i) => i.warning).map((i) => formatIssue(file, i))
 
-  // Duplicate ids: the last one wins (SPEC §2).
+  // Duplicate ids: the last one wins (docs/behaviour.md §2).
   const byId = new Map<string, { policy: RawPolicy; index: number }>()
   raw.policies.forEach((policy, index) => {
     if (dropIndexes.has(index)) return
@@ -96,14 +115,15 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number): LoadR
   return { ok: true, bundle, summary: { version: raw.bundle_version, policies: policies.length, rules, algorithms }, warnings, dropped, file }
 }
 
-export function loadBundleFile(path: string, now: number): LoadResult {
+export function loadBundleFile(path: string, now: number, opts: LoadOptions = {}): LoadResult {
   let file = path
   let bytes: Buffer
   try {
     file = resolveBundleFile(path)
     bytes = readFileSync(file)
   } catch (err) {
-    return fail(file, `cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
+    const code = (err as NodeJS.ErrnoException).code
+    return fail(file, code === 'ENOENT' ? 'the file does not exist (ENOENT)' : `cannot be read (${code ?? (err as Error).message})`)
   }
-  return loadBundleBytes(bytes, file, now)
+  return loadBundleBytes(bytes, file, now, opts)
 }

@@ -1,6 +1,6 @@
 /**
  * Route index for selectors, built once per bundle. Exact paths are a Map
- * lookup; prefixes are matched by segments (SPEC §2): a normalised prefix
+ * lookup; prefixes are matched by segments (docs/behaviour.md §2): a normalised prefix
  * `/a/b/` matches a path that starts with it and goes on past it, so the
  * candidate prefixes of `/a/b/c` are `/`, `/a/` and `/a/b/`, each one Map
  * lookup. Method and host filters run only on the candidates.

@@ -2,10 +2,16 @@
  * The current bundle: one immutable snapshot that requests read once each.
  * A new bundle is built aside and swapped in whole; a bad or stale one
  * changes nothing (the last good bundle stays) and the reason is reported.
+ *
+ * A reload never lowers protection silently: once a bundle is loaded, a new
+ * one in which any policy fails validation is refused whole (`invalid`), and
+ * its version is not consumed, so the fixed file can carry the same version.
+ * Only at start-up, when there is nothing to keep, do the valid policies of
+ * such a bundle load without the bad ones; each dropped policy is an error.
  */
 import { readFileSync } from 'node:fs'
 import type { CompiledBundle } from './compile.js'
-import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadResult } from './load.js'
+import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadOptions, type LoadResult } from './load.js'
 
 export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic'
 
@@ -13,9 +19,12 @@ export interface ReloadReport {
   result: ReloadResult
   file: string
   version?: number
+  /** Log at error. An `applied` report has errors only at start-up: the policies it loaded without. */
   errors: string[]
   warnings: string[]
 }
+
+export type BundleSourceOptions = LoadOptions
 
 export class BundleSource {
   private bundle: CompiledBundle | null = null
@@ -26,6 +35,7 @@ export class BundleSource {
   constructor(
     readonly path: string | undefined,
     private readonly clock: () => number,
+    private readonly opts: BundleSourceOptions = {},
   ) {}
 
   get current(): CompiledBundle | null {
@@ -61,12 +71,12 @@ export class BundleSource {
       file = resolveBundleFile(path)
       bytes = readFileSync(file)
     } catch {
-      return onlyIfChanged ? undefined : this.emit(this.apply(loadBundleFile(path, this.clock())))
+      return onlyIfChanged ? undefined : this.emit(this.apply(loadBundleFile(path, this.clock(), this.opts)))
     }
     const hash = bundleHash(bytes)
     if (onlyIfChanged && hash === this.lastTried) return undefined
     this.lastTried = hash
-    return this.emit(this.apply(loadBundleBytes(bytes, file, this.clock())))
+    return this.emit(this.apply(loadBundleBytes(bytes, file, this.clock(), this.opts)))
   }
 
   private emit(report: ReloadReport): ReloadReport {
@@ -76,18 +86,27 @@ export class BundleSource {
 
   private apply(r: LoadResult): ReloadReport {
     if (!r.ok) return { result: 'invalid', file: r.file, errors: r.errors, warnings: [] }
-    const warnings = [...r.dropped, ...r.warnings]
     const cur = this.bundle
+    if (cur !== null && r.dropped.length > 0) {
+      const n = r.dropped.length
+      return {
+        result: 'invalid',
+        file: r.file,
+        version: r.bundle.version,
+        errors: [...r.dropped, `${r.file}: bundle_version ${r.bundle.version} refused whole: ${n} error${n === 1 ? '' : 's'} in its policies; the loaded bundle_version ${cur.version} stays`],
+        warnings: r.warnings,
+      }
+    }
     if (cur !== null && !(r.bundle.version > cur.version)) {
       return {
         result: 'not_monotonic',
         file: r.file,
         version: r.bundle.version,
         errors: [`${r.file}: /bundle_version: version_not_monotonic: ${r.bundle.version} is not greater than the loaded ${cur.version}`],
-        warnings,
+        warnings: r.warnings,
       }
     }
     this.bundle = r.bundle
-    return { result: 'applied', file: r.file, version: r.bundle.version, errors: [], warnings }
+    return { result: 'applied', file: r.file, version: r.bundle.version, errors: r.dropped, warnings: r.warnings }
   }
 }

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { compileDescriptor } from '../request/descriptors.js'
 import { hostProblem } from './hosts.js'
-import type { RawBundle, RawPolicy, RawRule } from './types.js'
+import type { RawBundle, RawKillSwitch, RawPolicy, RawRule } from './types.js'
 
 export interface BundleIssue {
   pointer: string
@@ -168,8 +168,9 @@ function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void 
 }
 
 /** Kill switch scope keys are descriptors: one that can never yield a value would silently never fire. */
-function checkKillSwitches(doc: RawBundle, out: BundleIssue[]): void {
-  for (const [i, k] of (doc.kill_switches ?? []).entries()) {
+function checkKillSwitches(killSwitches: readonly RawKillSwitch[], clean: (pointer: string) => boolean, out: BundleIssue[]): void {
+  for (const [i, k] of killSwitches.entries()) {
+    if (!clean(`/kill_switches/${i}`) || !isObject(k) || typeof k.scope_key !== 'string') continue
     const d = compileDescriptor(k.scope_key)
     if (d.ok) continue
     if (d.unsupported) out.push({ pointer: `/kill_switches/${i}/scope_key`, message: `scope_key "${k.scope_key}" is not supported yet; this kill switch never fires`, warning: true })
@@ -210,39 +211,69 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
   }
 }
 
-function checkPolicy(p: RawPolicy, index: number, out: BundleIssue[]): void {
+/** True when a rule can only apply to a request that carries a (valid) JWT: it limits or matches on a jwt: claim. */
+function needsJwt(r: RawRule): boolean {
+  return [...(r.limit_keys ?? []), ...Object.keys(r.match ?? {})].some((k) => k.startsWith('jwt:'))
+}
+
+/**
+ * Semantic checks of one policy. `clean(pointer)`: the schema found nothing wrong at, above
+ * or below that pointer, so its shape is known; parts that are not clean were already reported.
+ */
+function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string) => boolean, out: BundleIssue[]): void {
   const base = `/policies/${index}/spec`
-  for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
-    const problem = hostProblem(h)
-    if (problem) out.push({ pointer: `${base}/selector/hosts/${i}`, message: problem })
+  if (clean(`${base}/selector`)) {
+    for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
+      const problem = hostProblem(h)
+      if (problem) out.push({ pointer: `${base}/selector/hosts/${i}`, message: problem })
+    }
   }
-  p.spec.rules.forEach((r, i) => checkRule(r, `${base}/rules/${i}`, out))
-  if (p.spec.fallback_limit) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
+  const rules = Array.isArray(p.spec.rules) ? p.spec.rules : []
+  rules.forEach((r, i) => {
+    if (clean(`${base}/rules/${i}`)) checkRule(r, `${base}/rules/${i}`, out)
+  })
+  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
+  // A token that is missing, garbage or fails verification yields no claims: every such rule is skipped.
+  if (rules.length > 0 && clean(`${base}/rules`) && rules.every(needsJwt)) {
+    // The fallback_limit applies when no rule could be applied (README), so it covers such requests.
+    if (p.spec.fallback_limit === undefined) {
+      out.push({ pointer: `${base}/rules`, message: 'every rule needs a jwt: claim and the policy has no fallback_limit, so a request whose token is missing, garbage or fails verification is not limited by this policy', warning: true })
+    }
+  }
   const cb = p.spec.circuit_breaker
-  if (cb?.enabled && typeof cb.spend_rate_threshold_per_minute !== 'number') out.push({ pointer: `${base}/circuit_breaker`, message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
+  if (clean(`${base}/circuit_breaker`) && cb?.enabled && typeof cb.spend_rate_threshold_per_minute !== 'number') out.push({ pointer: `${base}/circuit_breaker`, message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
   const loop = p.spec.loop_detection
-  if (loop?.enabled && (typeof loop.window_seconds !== 'number' || typeof loop.threshold_identical_requests !== 'number')) out.push({ pointer: `${base}/loop_detection`, message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
+  if (clean(`${base}/loop_detection`) && loop?.enabled && (typeof loop.window_seconds !== 'number' || typeof loop.threshold_identical_requests !== 'number')) out.push({ pointer: `${base}/loop_detection`, message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v)
 }
 
 /**
  * All issues of a parsed bundle document. `now` (epoch ms) decides expiry.
- * Policies with a schema issue skip the semantic stage (their shape is unknown).
+ * Every error is reported in one pass: the semantic checks run on each part
+ * the schema accepted, even when another part (or the top level) failed.
  */
 export function validateBundle(doc: unknown, now: number): BundleIssue[] {
   const issues = schemaIssues(doc)
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) return issues.length ? issues : [{ pointer: '', message: 'the bundle must be a JSON object' }]
-  const bundle = doc as RawBundle
+  if (!isObject(doc)) return issues.length ? issues : [{ pointer: '', message: 'the bundle must be a JSON object' }]
+  const bundle = doc as unknown as RawBundle
   const attributed = issues.map((i) => attribute(bundle, i))
-  if (attributed.some((i) => i.policyIndex === undefined)) return attributed
+  const clean = (pointer: string): boolean =>
+    !issues.some((i) => i.pointer === pointer || i.pointer.startsWith(`${pointer}/`) || pointer.startsWith(`${i.pointer}/`))
   const semantic: BundleIssue[] = []
-  checkTimestamps(bundle, now, semantic)
-  checkKillSwitches(bundle, semantic)
-  const broken = new Set(attributed.map((i) => i.policyIndex))
-  bundle.policies.forEach((p, i) => {
-    if (!broken.has(i)) checkPolicy(p, i, semantic)
-  })
+  const killSwitches = Array.isArray(bundle.kill_switches) ? bundle.kill_switches : []
+  checkTimestamps({ ...bundle, kill_switches: killSwitches.map((k) => (isObject(k) ? k : ({} as RawKillSwitch))) }, now, semantic)
+  checkKillSwitches(killSwitches, clean, semantic)
+  if (Array.isArray(bundle.policies)) {
+    bundle.policies.forEach((p, i) => {
+      const broken = issues.some((x) => x.pointer === `/policies/${i}` || x.pointer === `/policies/${i}/spec`)
+      if (!broken && isObject(p) && isObject(p.spec)) checkPolicy(p, i, clean, semantic)
+    })
+  }
   const all = [...attributed, ...semantic.map((i) => attribute(bundle, i))]
-  // A dropped policy's "not supported yet" warnings would only be noise next to its error.
+  // A dropped policy's warnings would only be noise next to its error.
   const dropped = new Set(all.filter((i) => !i.warning && i.policyIndex !== undefined).map((i) => i.policyIndex))
   return all.filter((i) => !(i.warning && dropped.has(i.policyIndex)))
 }

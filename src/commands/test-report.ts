@@ -8,7 +8,7 @@ import { rateLimitHeaders } from '../engine/headers.js'
 import type { MemoryStore } from '../store/memory.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 
-/** The headers the gateway would send for this decision (SPEC §7, reason exposed). */
+/** The headers the gateway would send for this decision (docs/behaviour.md §7, reason exposed). */
 export function responseHeaders(d: Decision): [string, string][] {
   const flat = d.limit ? rateLimitHeaders(d.limit) : []
   if (!d.allowed) {

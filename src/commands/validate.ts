@@ -1,19 +1,22 @@
 /**
- * `fairvisor validate <file|->... [--format text|json]`: load a bundle exactly as
- * the gateway would and say what it would do with it. Several files are
- * checked one after the other (json: one object per line, in order); the exit
- * code is the worst of them.
+ * `fairvisor validate <file|->... [--format text|json] [--key-file K]`: load a
+ * bundle exactly as the gateway would and say what it would do with it. Several
+ * files are checked one after the other (json: one object per line, in order);
+ * the exit code is the worst of them. With --key-file the files must be in the
+ * signed form under that key, as for a gateway run with
+ * FAIRVISOR_BUNDLE_SIGNING_KEY.
  *
  * Exit 0: it loads whole (warnings such as "not supported yet" are printed
- * and do not fail). Exit 1: it is rejected, or one of its policies would be
- * dropped — the gateway would still load the rest, but an operator checking a
- * change before shipping it wants to see that mistake, not ship it. Exit 2:
- * bad command line.
+ * and do not fail). Exit 1: it is rejected, or one of its policies fails —
+ * a reload refuses such a bundle whole, and at start-up the gateway loads it
+ * without those policies; either way an operator wants to see it before
+ * shipping. Exit 2: bad command line.
  */
 import { loadBundleBytes, loadBundleFile, type LoadResult } from '../bundle/load.js'
+import { readKeyFile } from '../bundle/signature.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 
-const USAGE = 'usage: fairvisor validate <file|->... [--format text|json]'
+export const USAGE = 'usage: fairvisor validate <file|->... [--format text|json] [--key-file <file>]'
 
 function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
   return r.bundle.policies.map((p) => {
@@ -26,8 +29,10 @@ function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
 export async function run(args: string[]): Promise<number> {
   let paths: string[]
   let format: string
+  let keyFile: string | undefined
   try {
-    const a = parseArgs(args, ['format'])
+    const a = parseArgs(args, ['format', 'key-file'])
+    keyFile = a.options.get('key-file')
     format = a.options.get('format') ?? 'text'
     if (format !== 'text' && format !== 'json') throw new UsageError(`--format must be text or json, not "${format}"`)
     if (a.positional.length === 0) throw new UsageError('give a bundle file, or - for standard input')
@@ -38,16 +43,23 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`fairvisor validate: ${err.message}\n${USAGE}\n`)
     return 2
   }
+  let signingKey: string | undefined
+  try {
+    signingKey = keyFile === undefined ? undefined : readKeyFile(keyFile)
+  } catch (err) {
+    process.stderr.write(`fairvisor validate: ${(err as Error).message}\n`)
+    return 1
+  }
   let code = 0
-  for (const path of paths) code = Math.max(code, await validateOne(path, format))
+  for (const path of paths) code = Math.max(code, await validateOne(path, format, signingKey))
   return code
 }
 
-async function validateOne(path: string, format: string): Promise<number> {
+async function validateOne(path: string, format: string, signingKey: string | undefined): Promise<number> {
   const now = Date.now()
   let r: LoadResult
-  if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now)
-  else r = loadBundleFile(path, now)
+  if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now, { signingKey })
+  else r = loadBundleFile(path, now, { signingKey })
 
   const ok = r.ok && r.dropped.length === 0
   if (format === 'json') {
@@ -68,12 +80,13 @@ async function validateOne(path: string, format: string): Promise<number> {
   const lines = [
     `${r.file}: bundle_version ${s.version}, ${s.policies} polic${s.policies === 1 ? 'y' : 'ies'}, ${s.rules} rule${s.rules === 1 ? '' : 's'}${algos ? ` (${algos})` : ''}`,
     ...policyLines(r),
+    ...(signingKey === undefined ? [] : ['  signature: valid under the given key']),
     ...r.warnings.map((w) => `warning: ${w}`),
   ]
   process.stdout.write(`${lines.join('\n')}\n`)
   if (r.dropped.length) {
     for (const d of r.dropped) process.stderr.write(`error: ${d}\n`)
-    process.stderr.write(`${r.file}: ${r.dropped.length} error${r.dropped.length === 1 ? '' : 's'}: the gateway would load the bundle without the policies named above\n`)
+    process.stderr.write(`${r.file}: ${r.dropped.length} error${r.dropped.length === 1 ? '' : 's'} in policies: as a reload the gateway refuses this bundle whole and keeps the loaded one; at start-up (nothing loaded yet) it loads the bundle without the policies named above\n`)
     return 1
   }
   process.stdout.write(`ok${r.warnings.length ? ` (${r.warnings.length} warning${r.warnings.length === 1 ? '' : 's'})` : ''}\n`)

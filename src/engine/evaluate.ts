@@ -1,10 +1,7 @@
 /**
- * Evaluation of one request (SPEC §4): kill switches, route match, per policy
- * the rules whose match holds (or the fallback), skip-on-missing-key, then
- * every limit of the request applied in one atomic store call. The first
- * enforce reject wins; nothing of the request is spent on a reject; shadow
- * policies count on their own keys and only log.
- */
+ * Evaluation of one request (docs/behaviour.md §4): kill switches, route match, per policy its guards and
+ * the rules whose match holds (or the fallback), then every limit in one atomic store call. The first
+ * enforce reject wins and nothing of the request is spent; shadow policies count on their own keys. */
 import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import type { Advice, RejectReason } from '../algorithms/algorithm.js'
@@ -115,35 +112,37 @@ export class Engine {
     const descriptors = collectDescriptors ? new Map<string, string>() : undefined
     for (const policy of matched) {
       const shadow = policy.shadow || globalShadow
-      // SPEC §4 step 4: loop detection, then the circuit breaker, then the rules.
+      // docs/behaviour.md §4 step 4: loop detection, then the circuit breaker, then the rules.
       if (policy.loop) this.push(policy, policy.loop, shadow, loopFingerprint(policy, view), 1, checks, planned)
       if (policy.breaker) this.push(policy, policy.breaker, shadow, 'spend', policy.rules[0]?.cost(view) ?? 1, checks, planned)
-      let selected = 0
+      // The fallback applies when no rule could be applied: none selected, or every selected one
+      // skipped for a missing key (a garbage token must not pass unlimited; README).
+      let applied = 0
       for (const rule of policy.rules) {
-        if (!matches(rule, view)) continue
-        selected++
-        this.plan(policy, rule, shadow, view, checks, planned, descriptors)
+        if (matches(rule, view) && this.plan(policy, rule, shadow, view, checks, planned, descriptors)) applied++
       }
-      if (selected === 0 && policy.fallback && matches(policy.fallback, view)) this.plan(policy, policy.fallback, shadow, view, checks, planned, descriptors)
+      if (applied === 0 && policy.fallback && matches(policy.fallback, view)) this.plan(policy, policy.fallback, shadow, view, checks, planned, descriptors)
     }
     const ids = matched.map((p) => p.id)
     if (checks.length === 0) return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors })
     this.opts.store.apply(checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : this.finish(o!, checks, planned, view, ids, descriptors)))
   }
 
-  private plan(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, view: RequestView, checks: Check[], planned: Planned[], descriptors: Map<string, string> | undefined): void {
-    if (!rule.supported) return
+  /** Plans the rule's check; false when it cannot apply (not supported, or a limit key is missing). */
+  private plan(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, view: RequestView, checks: Check[], planned: Planned[], descriptors: Map<string, string> | undefined): boolean {
+    if (!rule.supported) return false
     let composite = ''
     for (let i = 0; i < rule.keys.length; i++) {
       const v = rule.keys[i]!(view)
       if (v === undefined) {
         this.opts.observer.descriptorMissing(rule.keyNames[i]!, policy.id, rule.name)
-        return
+        return false
       }
       descriptors?.set(rule.keyNames[i]!, v)
       composite = i === 0 ? v : `${composite}|${v}`
     }
     this.push(policy, rule, shadow, composite, rule.cost(view), checks, planned)
+    return true
   }
 
   private push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, checks: Check[], planned: Planned[]): void {

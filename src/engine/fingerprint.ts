@@ -1,5 +1,5 @@
 /**
- * The loop-detection fingerprint (SPEC §5): method, normalised path, query
+ * The loop-detection fingerprint (docs/behaviour.md §5): method, normalised path, query
  * parameters sorted, and the values of the policy's limit keys sorted by key,
  * hashed so the counter key stays short whatever the request carries.
  */

@@ -1,5 +1,5 @@
 /**
- * SPEC §7 response headers as flat [name, value, …] lists, ready for
+ * docs/behaviour.md §7 response headers as flat [name, value, …] lists, ready for
  * res.writeHead. Every value is a valid RFC 9651 structured field.
  */
 import type { HeaderValues } from '../algorithms/algorithm.js'

@@ -1,5 +1,5 @@
 /**
- * Deterministic Retry-After jitter (SPEC §7): one client always gets the same
+ * Deterministic Retry-After jitter (docs/behaviour.md §7): one client always gets the same
  * value, different clients spread out, so a crowd rejected together does not
  * come back together.
  *

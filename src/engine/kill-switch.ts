@@ -1,9 +1,9 @@
-/** Kill switches (SPEC §4 step 2) and the Retry-After jitter identity of a request. */
+/** Kill switches (docs/behaviour.md §4 step 2) and the Retry-After jitter identity of a request. */
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
 
-/** The jitter identity: JWT subject (sub, user_id or uid), client address and path (SPEC §7). */
+/** The jitter identity: JWT subject (sub, user_id or uid), client address and path (docs/behaviour.md §7). */
 export function identityOf(view: RequestView): string {
   const subject = view.claim('sub') ?? view.claim('user_id') ?? view.claim('uid') ?? ''
   return jitterIdentity(subject, view.ip, view.path)

@@ -1,4 +1,4 @@
-/** The admin routes: /livez, /readyz and /metrics (SPEC §1), on the main listener or on FAIRVISOR_ADMIN_PORT's. */
+/** The admin routes: /livez, /readyz and /metrics (docs/behaviour.md §1), on the main listener or on FAIRVISOR_ADMIN_PORT's. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Metrics } from '../observe/metrics.js'
 import type { FailPolicy, Store } from '../store/store.js'

@@ -1,5 +1,5 @@
 /**
- * Debug sessions (SPEC §8): an operator who knows FAIRVISOR_DEBUG_SESSION_SECRET
+ * Debug sessions (docs/behaviour.md §8): an operator who knows FAIRVISOR_DEBUG_SESSION_SECRET
  * gets a signed, short-lived cookie; requests carrying it are answered with
  * the decision's inner workings as X-Fairvisor-Debug-* headers. The cookie is
  * stateless (expiry + HMAC), so every gateway process holding the same secret

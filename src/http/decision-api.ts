@@ -1,5 +1,5 @@
 /**
- * Decision service (SPEC §1): `POST /v1/decision` decides the request that an
+ * Decision service (docs/behaviour.md §1): `POST /v1/decision` decides the request that an
  * existing proxy (nginx auth_request, Envoy, Traefik ForwardAuth, Kong)
  * describes in X-Original-* headers, and answers 200 (empty body, RateLimit
  * headers), 429 or 503. The proxy forwards the client's own headers

@@ -1,4 +1,4 @@
-/** /livez and /readyz (SPEC §1). Readiness is a loaded bundle plus a usable store. */
+/** /livez and /readyz (docs/behaviour.md §1). Readiness is a loaded bundle plus a usable store. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FailPolicy, StoreState } from '../store/store.js'
 import { sendJson } from './respond.js'

@@ -1,6 +1,6 @@
 /**
  * Decision → HTTP: the headers an allowed request carries to the client, and
- * the 429/503 answer of a rejected one (SPEC §7).
+ * the 429/503 answer of a rejected one (docs/behaviour.md §7).
  */
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'

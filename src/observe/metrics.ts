@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (SPEC §10) on a private prom-client registry. Every name
+ * Prometheus metrics (docs/behaviour.md §10) on a private prom-client registry. Every name
  * exists from start-up. Label values are bounded: actions, reasons, policy
  * ids and descriptor key names come from the bundle or from fixed lists,
  * never from traffic (no paths, no limit-key values).

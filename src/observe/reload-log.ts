@@ -13,10 +13,9 @@ export interface ReloadEvent {
 export function logReload(log: Logger, metrics: Metrics, r: ReloadEvent, applied: { version: number; hash: string; policies: readonly unknown[] } | null): void {
   metrics.reloads.inc({ result: r.result })
   for (const w of r.warnings) log.warn({ file: r.file }, w)
-  if (r.result !== 'applied' || applied === null) {
-    for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
-    return
-  }
+  // Errors of an applied bundle are the policies dropped at start-up: logged at error too.
+  for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
+  if (r.result !== 'applied' || applied === null) return
   metrics.configInfo.reset()
   metrics.configInfo.set({ version: String(applied.version), hash: applied.hash }, 1)
   log.info({ file: r.file, version: applied.version, hash: applied.hash, policies: applied.policies.length }, 'bundle applied')

@@ -1,5 +1,5 @@
 /**
- * The operator's ASN → network-type map for `ip:type` (SPEC §3), in nginx
+ * The operator's ASN → network-type map for `ip:type` (docs/behaviour.md §3), in nginx
  * `map` syntax: lines `<asn> <type>;`, optionally inside `map … { … }`, with
  * `#` comments. ASNs may be written `13335` or `AS13335`. Read by
  * network-data.ts: a bad line stops start-up naming the file and the line,

@@ -1,5 +1,5 @@
 /**
- * `ua:bot` and `ua:bot_category` (SPEC §3) from the User-Agent.
+ * `ua:bot` and `ua:bot_category` (docs/behaviour.md §3) from the User-Agent.
  *
  * Whether a User-Agent is a bot at all is the `isbot` package's call: its
  * pattern list is maintained upstream and follows new crawlers and HTTP

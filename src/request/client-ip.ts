@@ -1,5 +1,5 @@
 /**
- * Client address (SPEC §3 `ip:address`): the socket peer, or, when the peer
+ * Client address (docs/behaviour.md §3 `ip:address`): the socket peer, or, when the peer
  * is a trusted proxy, the right-most X-Forwarded-For hop that is not itself
  * trusted. Walking stops at the first entry that is not an IP address and the
  * last trusted hop seen is used: a garbage header can never make the

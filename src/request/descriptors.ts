@@ -1,5 +1,5 @@
 /**
- * Descriptor keys (SPEC §3) compiled once per bundle into extractor functions.
+ * Descriptor keys (docs/behaviour.md §3) compiled once per bundle into extractor functions.
  * A missing or empty value is `undefined` ("missing").
  */
 import { IP_TYPES } from './asn-map.js'

@@ -1,5 +1,5 @@
 /**
- * JWT verification (SPEC §9) with jose: when an HMAC secret or a JWKS (file
+ * JWT verification with jose: when an HMAC secret or a JWKS (file
  * or URL) is configured, only tokens whose signature, `exp` and `nbf` check
  * out yield `jwt:` values; any other token means no claims. Results are
  * cached per token string (bounded, honouring `exp`) so a client repeating

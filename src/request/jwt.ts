@@ -1,5 +1,5 @@
 /**
- * JWT claims from `Authorization: Bearer a.b.c`. Decoding only (SPEC §3):
+ * JWT claims from `Authorization: Bearer a.b.c`. Decoding only (docs/behaviour.md §3):
  * a malformed token yields no claims, never an error.
  */
 export type Claims = Record<string, unknown>

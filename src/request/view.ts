@@ -29,7 +29,7 @@ export interface RequestInput {
   verifiedClaims?: Claims | null
 }
 
-/** Header names are compared case-insensitively with `-` and `_` equivalent (SPEC §3). */
+/** Header names are compared case-insensitively with `-` and `_` equivalent (docs/behaviour.md §3). */
 export function headerKey(name: string): string {
   return name.toLowerCase().replace(/_/g, '-')
 }

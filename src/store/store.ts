@@ -1,7 +1,7 @@
 /**
  * The store seam. Every limit of one request goes to the store in one call;
  * within a group (enforce, shadow) either every check passes and is committed
- * or nothing of that group is committed (SPEC §4 step 6, no half-spend).
+ * or nothing of that group is committed (docs/behaviour.md §4 step 6, no half-spend).
  * Being over a limit is a result; only a broken backend passes an error.
  * Each check names its limit kind (algorithms/algorithm.ts), on which every
  * store dispatches.

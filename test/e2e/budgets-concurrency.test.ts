@@ -1,5 +1,5 @@
 /**
- * No over-spend of a budget under concurrency (SPEC §5 cost_based): 64
+ * No over-spend of a budget under concurrency (docs/behaviour.md §5 cost_based): 64
  * keep-alive clients on one budget key, with costs from a header that vary
  * per request, (a) split across two gateway processes on one Redis (a
  * redis-server this file owns), (b) on one gateway with the in-process store.

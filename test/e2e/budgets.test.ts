@@ -1,5 +1,5 @@
 /**
- * Spend budgets, loop detection and the circuit breaker (SPEC §5, §6, §7) on
+ * Spend budgets, loop detection and the circuit breaker (docs/behaviour.md §5, §6, §7) on
  * the real gateway process in front of a real backend, once with the
  * in-process store and once with the Redis at 127.0.0.1:6379 (shared with
  * other runs: policy ids and rule names carry a per-run suffix).

@@ -1,5 +1,5 @@
 /**
- * Debug sessions (SPEC §8) through the real gateway, in decision_service and
+ * Debug sessions (docs/behaviour.md §8) through the real gateway, in decision_service and
  * reverse_proxy mode: the signed cookie, its refusal paths, and the
  * X-Fairvisor-Debug-* headers only for requests that hold it.
  */
@@ -56,7 +56,7 @@ describe('debug sessions in decision_service mode', () => {
   })
   after(() => gw?.stop())
 
-  test('the right secret gets 204 and a signed cookie with the SPEC attributes', async () => {
+  test('the right secret gets 204 and a signed cookie with the documented attributes', async () => {
     const before = Math.floor(Date.now() / 1000)
     const r = await fetch(`${gw.url}/v1/debug/session`, { method: 'POST', headers: { 'x-fairvisor-debug-secret': SECRET } })
     assert.equal(r.status, 204)
@@ -136,7 +136,7 @@ describe('debug sessions in decision_service mode', () => {
       const r = await decide({ 'x-user': `forged-${cookie.length}`, cookie })
       assert.deepEqual(debugHeaderNames(r), [], cookie)
     }
-    // A cookie the test signs itself with the right secret is valid: the format is what SPEC §8 says.
+    // A cookie the test signs itself with the right secret is valid: the format is what docs/behaviour.md §8 says.
     const ok = await decide({ 'x-user': 'self-signed', cookie: `fv_dbg=${soon}.${sign(soon)}` })
     assert.equal(ok.headers.get('x-fairvisor-debug-decision'), 'allow')
   })

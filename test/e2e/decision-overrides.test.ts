@@ -1,5 +1,5 @@
 /**
- * Kill switches, global_shadow and kill_switch_override (SPEC §2, §4 step 2)
+ * Kill switches, global_shadow and kill_switch_override (docs/behaviour.md §2, §4 step 2)
  * through the real gateway in decision_service mode, including the overrides
  * switching themselves off at their expires_at without a reload.
  */
@@ -28,7 +28,7 @@ function jwt(claims: object): string {
   return `${b64({ alg: 'none', typ: 'JWT' })}.${b64(claims)}.c2ln`
 }
 
-/** SPEC §7, written out here independently of src/engine/jitter.ts. */
+/** docs/behaviour.md §7, written out here independently of src/engine/jitter.ts. */
 function expectedRetryAfter(base: number, policyId: string, ruleName: string, reason: string, sub: string, ip: string, path: string): number {
   const identity = createHash('sha1').update(`fairvisor-retry-jitter|${sub}|${ip}|${path}`).digest('hex').slice(0, 8)
   const seed = Buffer.from(`retry_jitter:v1|${policyId}|${ruleName}|${reason}||${identity}`)
@@ -60,7 +60,7 @@ describe('kill switches and overrides', () => {
   const gateways: GatewayProcess[] = []
   after(() => Promise.all(gateways.map((g) => g.stop())))
 
-  test('a kill switch on header:x-kill rejects with the SPEC §7 Retry-After (base 3600) per subject, never shadowed', async () => {
+  test('a kill switch on header:x-kill rejects with the docs/behaviour.md §7 Retry-After (base 3600) per subject, never shadowed', async () => {
     const gw = await startGateway({
       FAIRVISOR_MODE: 'decision_service',
       FAIRVISOR_CONFIG_FILE: writeBundle({

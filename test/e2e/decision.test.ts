@@ -1,5 +1,5 @@
 /**
- * Decision service (SPEC §1) through the real gateway process in
+ * Decision service (docs/behaviour.md §1) through the real gateway process in
  * decision_service mode: POST /v1/decision describes a request in
  * X-Original-* headers, as nginx auth_request or a ForwardAuth proxy sends it.
  */

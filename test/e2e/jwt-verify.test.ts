@@ -1,5 +1,5 @@
 /**
- * JWT verification (SPEC §9) through the real gateway process: with an HMAC
+ * JWT verification through the real gateway process: with an HMAC
  * secret, a local JWKS file or a JWKS URL configured, only verified tokens
  * yield jwt: values; a forged, expired or unsigned token leaves the claim
  * missing (the rule is skipped, fail-open) and never causes a 5xx.

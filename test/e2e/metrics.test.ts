@@ -1,5 +1,5 @@
 /**
- * /metrics (SPEC §10) on the real gateway: every name present before
+ * /metrics (docs/behaviour.md §10) on the real gateway: every name present before
  * traffic, counters that add up after traffic, bounded label values, and the
  * scrape accepted by `promtool check metrics`.
  */
@@ -69,7 +69,7 @@ describe('metrics', () => {
   })
   after(() => gw?.stop())
 
-  test('every SPEC §10 name has HELP and TYPE before any traffic', async () => {
+  test('every docs/behaviour.md §10 name has HELP and TYPE before any traffic', async () => {
     const text = await scrape()
     for (const name of ALWAYS) {
       assert.match(text, new RegExp(`^# HELP ${name} \\S`, 'm'), name)

@@ -1,5 +1,5 @@
 /**
- * No over-grant under concurrency (SPEC §5): 64 keep-alive clients hammer one
+ * No over-grant under concurrency (docs/behaviour.md §5): 64 keep-alive clients hammer one
  * key of a `burst: 10, tokens_per_second: 10` bucket for 3 s through the real
  * gateway; the backend must see at most 10 + 10 × elapsed requests, and no
  * fewer than that minus 2 (the bucket is not under-granting either).

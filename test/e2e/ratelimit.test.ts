@@ -61,7 +61,7 @@ function sfInteger(name: string, value: string): number {
   return v as number
 }
 
-/** RFC 9651 strict parse of every rate-limit header present (SPEC §7). */
+/** RFC 9651 strict parse of every rate-limit header present (docs/behaviour.md §7). */
 function assertStructured(h: Record<string, string>): void {
   for (const name of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after']) {
     if (h[name] !== undefined) assert.ok(sfInteger(name, h[name]!) >= 0, `${name} negative`)
@@ -90,7 +90,7 @@ async function withGateway<T>(env: Record<string, string | undefined>, backend: 
   }
 }
 
-/** The 429 of SPEC §7: headers, Retry-After with jitter on top of the reset, short JSON body. */
+/** The 429 of docs/behaviour.md §7: headers, Retry-After with jitter on top of the reset, short JSON body. */
 function assertTokenBucket429(r: Reply, policyId: string, burst: number): void {
   assert.equal(r.status, 429)
   assert.equal(r.headers['x-fairvisor-reason'], 'token_bucket_exceeded')

@@ -1,5 +1,5 @@
 /**
- * Redis faults under load, with a redis-server this file owns (SPEC §9):
+ * Redis faults under load, with a redis-server this file owns:
  * - killed in `open` mode: no request fails, none waits longer than the
  *   deadline (FAIRVISOR_REDIS_TIMEOUT_MS=50) plus 10 ms of gateway time;
  * - hung (SIGSTOP) in `open` mode: every call hits the deadline, requests are

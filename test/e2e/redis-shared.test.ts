@@ -1,5 +1,5 @@
 /**
- * Limits stay exact across gateway instances (SPEC §9): two gateway processes
+ * Limits stay exact across gateway instances: two gateway processes
  * share one Redis (then one 3-master Redis Cluster); 64 keep-alive clients,
  * split across them, hammer one key of a `burst 10, tokens_per_second 10`
  * bucket for 3 s. The backend must see at most 10 + 10 × elapsed requests and

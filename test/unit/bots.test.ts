@@ -1,4 +1,4 @@
-/** ua:bot and ua:bot_category over real User-Agent strings (SPEC §3). */
+/** ua:bot and ua:bot_category over real User-Agent strings (docs/behaviour.md §3). */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { botCategory, classifyUserAgent, UA_CACHE_MAX_LENGTH } from '../../src/request/bots.js'

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { test } from 'node:test'
+import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { bundleHash, loadBundleBytes, loadBundleFile } from '../../src/bundle/load.js'
 
@@ -161,3 +161,53 @@ test('a UTF-8 byte-order mark before the JSON is accepted and kept in the hash',
 function loadBundleBytesOf(doc: unknown): ReturnType<typeof loadBundleBytes> {
   return loadBundleBytes(Buffer.from(JSON.stringify(doc)), 'mem.json', NOW)
 }
+
+test('every error is reported in one pass: top level, schema and semantic errors of every policy', () => {
+  const doc = {
+    bundle_version: 0,
+    policies: [
+      { id: 'x', spec: { rules: 'nope' } },
+      { id: 'h', spec: { selector: { pathPrefix: '/', hosts: ['a/b'] }, rules: [{ name: 'r', algorithm: 'token_bucket', algorithm_config: { rps: 5, burst: 1 } }, { name: 'q', algorithm: 'token_bucket', algorithm_config: { burst: 1 } }] } },
+    ],
+    kill_switches: [{ scope_key: 'ip:city', scope_value: 'x' }],
+  }
+  const r = loadBundleBytesOf(doc)
+  assert.ok(!r.ok)
+  assert.deepEqual(r.errors.sort(), [
+    'mem.json: /bundle_version: bundle_version must be greater than 0, not 0.',
+    'mem.json: /kill_switches/0/scope_key: scope_key "ip:city" is unknown; ip: takes address, country, asn, type or tor.',
+    'mem.json: /policies/0/spec/rules: policy "x": rules must be an array, not "nope".',
+    'mem.json: /policies/0/spec/selector: policy "x": selector is required but missing.',
+    'mem.json: /policies/1/spec/rules/0/algorithm_config/burst: policy "h", rule "r": burst (1) must be at least tokens_per_second (5).',
+    'mem.json: /policies/1/spec/rules/1/algorithm_config: policy "h", rule "q": algorithm_config must set tokens_per_second (or its alias rps).',
+    'mem.json: /policies/1/spec/selector/hosts/0: policy "h": host "a/b" must not contain /, ?, # or @.',
+  ])
+})
+
+describe('a policy whose rules all need a jwt: claim', () => {
+  const jwtRule = (extra: object = {}): object => ({ name: 'per_user', limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 }, ...extra })
+  const fallback = { limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 } }
+  const warnings = (spec: object): string[] => {
+    const r = loadBundleBytesOf({ bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, ...spec } }] })
+    assert.ok(r.ok)
+    return r.warnings
+  }
+
+  test('and no fallback_limit: a warning that a garbage or unverifiable token skips every rule', () => {
+    assert.deepEqual(warnings({ rules: [jwtRule(), jwtRule({ name: 'by_plan', match: { 'jwt:plan': 'pro' } })] }), [
+      'mem.json: /policies/0/spec/rules: policy "p": every rule needs a jwt: claim and the policy has no fallback_limit, so a request whose token is missing, garbage or fails verification is not limited by this policy.',
+    ])
+  })
+
+  test('with a fallback_limit that a tokenless request reaches (every rule matches on a claim): no warning', () => {
+    assert.deepEqual(warnings({ rules: [jwtRule({ match: { 'jwt:plan': 'pro' } })], fallback_limit: fallback }), [])
+  })
+
+  test('with a fallback_limit: no warning (it applies when no rule could be applied)', () => {
+    assert.deepEqual(warnings({ rules: [jwtRule()], fallback_limit: fallback }), [])
+  })
+
+  test('a rule that needs no claim protects the policy: no warning', () => {
+    assert.deepEqual(warnings({ rules: [jwtRule(), { name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 } }] }), [])
+  })
+})

@@ -1,5 +1,5 @@
 /**
- * Engine.evaluate (SPEC §4) with a real MemoryStore and bundles compiled by
+ * Engine.evaluate (docs/behaviour.md §4) with a real MemoryStore and bundles compiled by
  * loadBundleBytes; time is passed in, so every expectation is exact.
  */
 import assert from 'node:assert/strict'
@@ -287,4 +287,11 @@ test('no bundle → 503 no_bundle_loaded; no matching policy → allow', () => {
 test('RateLimit-Policy window is burst / rate rounded up, without float noise', () => {
   const h = new Harness(compile(bundle([policy('p', [rule('r', ['ip:address'], tb(0.3, 3))])])))
   assert.equal(h.run().limit?.windowS, 10)
+})
+
+test('the fallback applies when every selected rule was skipped for a missing key (a garbage token is not a free pass)', () => {
+  const h = new Harness(compile(bundle([policy('p', [rule('per_user', ['jwt:sub'], tb(1, 100))], { fallback_limit: { algorithm: 'token_bucket', limit_keys: ['ip:address'], algorithm_config: tb(0.001, 2) } })])))
+  const tokenless = { headers: { authorization: 'Bearer garbage' } }
+  assert.deepEqual([h.remaining(tokenless), h.remaining(tokenless), h.remaining(tokenless)], [1, 0, 'rejected'])
+  assert.equal(h.run({ jwt: { sub: 'alice' } }).limit?.limit, 100, 'a request with a usable key gets its rule, not the fallback')
 })

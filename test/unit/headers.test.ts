@@ -1,4 +1,4 @@
-/** SPEC §7: every rate-limit header value parses with a strict RFC 9651 parser. */
+/** docs/behaviour.md §7: every rate-limit header value parses with a strict RFC 9651 parser. */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseItem } from 'structured-headers'

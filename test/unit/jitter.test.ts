@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { jitterIdentity, retryAfterWithJitter } from '../../src/engine/jitter.js'
 
-test('Retry-After jitter reproduces the SPEC §7 worked values', () => {
+test('Retry-After jitter reproduces the docs/behaviour.md §7 worked values', () => {
   const got = ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'].map((ip) =>
     retryAfterWithJitter(10, 'p', 'r', 'token_bucket_exceeded', jitterIdentity('', ip, '/x')),
   )

@@ -46,7 +46,7 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
   'per-user-jwt.json': (h) => {
     assert.equal(allowedInARow(h, { path: '/api/x', jwt: { sub: 'alice' } }), 20)
     assert.equal(h.run({ path: '/api/x', jwt: { sub: 'bob' } }).allowed, true)
-    assert.equal(h.run({ path: '/api/x' }).limit, undefined, 'no token: rule skipped')
+    assert.equal(h.run({ path: '/api/x' }).limit?.limit, 100, 'no token: per_user skipped, per_ip applies')
   },
   'per-api-key.json': (h) => {
     assert.equal(allowedInARow(h, { headers: { 'X-API-Key': 'k1' } }), 10)
@@ -100,7 +100,7 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(allowedInARow(h, req('o1', 'k1')), 15)
     assert.equal(h.run(req('o1', 'k2')).allowed, true)
     assert.equal(h.run(req('o2', 'k1')).allowed, true)
-    assert.equal(h.run({ path: '/v1/x', jwt: { org_id: 'o1' } }).limit, undefined, 'missing key part: rule skipped')
+    assert.equal(h.run({ path: '/v1/x', jwt: { org_id: 'o1' } }).limit?.limit, 100, 'missing key part: per_org_key skipped, per_ip applies')
   },
   'spend-budget.json': (h) => {
     const req = (cost: string): Req => ({ headers: { 'x-tenant-id': 't1', 'x-request-cost': cost } })

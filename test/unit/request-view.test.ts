@@ -1,4 +1,4 @@
-/** The request as the engine sees it (SPEC §3): client address, headers, query, JWT claims. */
+/** The request as the engine sees it (docs/behaviour.md §3): client address, headers, query, JWT claims. */
 import assert from 'node:assert/strict'
 import { BlockList } from 'node:net'
 import { test } from 'node:test'

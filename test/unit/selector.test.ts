@@ -1,4 +1,4 @@
-/** Selector semantics (SPEC §2) through the compiled route index. */
+/** Selector semantics (docs/behaviour.md §2) through the compiled route index. */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { bundle, compile, policy, rule, tb, view } from './engine-harness.js'

@@ -1,5 +1,5 @@
 /**
- * SPEC §5 token bucket as tables: (state, elapsed, cost) → (allowed, tokens, retry_after).
+ * docs/behaviour.md §5 token bucket as tables: (state, elapsed, cost) → (allowed, tokens, retry_after).
  * Times are epoch seconds like the engine passes (Date.now()/1000), so the
  * floating-point behaviour of real timestamps is exercised too.
  */

@@ -1,0 +1,73 @@
+/**
+ * `fairvisor --help`: every command with its flags, and every setting. The
+ * settings list is checked against src/settings.ts by test/e2e/cli-usage.test.ts,
+ * so a new variable cannot be left out of it.
+ */
+const COMMANDS = `usage: fairvisor <command> [flags]
+
+commands:
+  serve                      run the gateway (the default when no command is given); takes no
+                             flags: it is configured by the environment (see settings below)
+  validate <file|->...       load bundles exactly as the gateway would; print every error with its
+                             file and JSON pointer, or a summary. Exit 0 ok, 1 an error (a reload
+                             would refuse the bundle whole), 2 bad command line
+      --format text|json     output format (default text; json: one object per file)
+      --key-file <file>      the files must be signed under the key in this file
+  test <bundle> --requests <file.jsonl|->
+                             run sample requests through the real engine and an in-process store
+      --requests <file>      one JSON request per line (required)
+      --format table|json    output format (default table)
+      --start <time>         start time, e.g. 2026-01-01T00:00:00Z (default: now)
+  init                       write a starter bundle (to standard output by default)
+      --template api|llm|webhook   which starter (default api)
+      --out <file>           write to this file instead
+      --force                overwrite an existing --out file
+  sign --key-file <file> <bundle.json|->
+                             write the signed form of a bundle (first line: base64 HMAC-SHA256 of
+                             the rest) for FAIRVISOR_BUNDLE_SIGNING_KEY; the key file holds the
+                             same string as that variable (one trailing newline is ignored)
+      --key-file <file>      the signing key (required, at least 32 characters)
+      --out <file>           write to this file instead of standard output
+  version, --version, -v     print the version
+  help, --help, -h           print this help
+
+An unknown command or flag is an error (exit 2).
+`
+
+/** [variable, default, meaning]; the README's Settings table says more about each. */
+const SETTINGS: readonly (readonly [string, string, string])[] = [
+  ['FAIRVISOR_MODE', 'reverse_proxy', 'reverse_proxy or decision_service'],
+  ['FAIRVISOR_BACKEND_URL', '(required in reverse_proxy)', 'backend origin, http(s)://host:port'],
+  ['FAIRVISOR_HOST', '0.0.0.0', 'listen address'],
+  ['FAIRVISOR_PORT', '8080', 'listen port; 0 picks a free one'],
+  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one (recommended)'],
+  ['FAIRVISOR_CONFIG_FILE', 'unset', 'bundle file, or a directory holding it; unset or missing: every request is 503'],
+  ['FAIRVISOR_BUNDLE_SIGNING_KEY', 'unset', 'accept only bundles signed with this key (at least 32 characters)'],
+  ['FAIRVISOR_LOG_LEVEL', 'info', 'trace debug info warn error fatal silent'],
+  ['FAIRVISOR_ACCESS_LOG', 'false', 'one info line per request'],
+  ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed'],
+  ['FAIRVISOR_UPSTREAM_TIMEOUT_MS', '30000', 'backend response deadline (504)'],
+  ['FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', '5000', 'backend connect deadline (504)'],
+  ['FAIRVISOR_UPSTREAM_CONNECTIONS', '256', 'keep-alive connections to the backend'],
+  ['FAIRVISOR_HEADERS_TIMEOUT_MS', '10000', 'request head deadline (408)'],
+  ['FAIRVISOR_REQUEST_TIMEOUT_MS', '300000', 'whole request deadline; 0 disables'],
+  ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],
+  ['FAIRVISOR_MAX_HEADER_SIZE', '16384', 'largest request head in bytes (431)'],
+  ['FAIRVISOR_SHUTDOWN_TIMEOUT_MS', '25000', 'drain time on SIGTERM/SIGINT'],
+  ['FAIRVISOR_STORE', 'memory', 'memory, or a redis://, rediss://, redis+cluster:// or unix:// URL'],
+  ['FAIRVISOR_SHARED_DICT_SIZE', '128m', 'memory-store bound'],
+  ['FAIRVISOR_FAIL_POLICY', 'open', 'store failure: open (allow) or closed (503)'],
+  ['FAIRVISOR_REDIS_TIMEOUT_MS', '50', 'deadline of each Redis call'],
+  ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
+  ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions'],
+  ['FAIRVISOR_JWT_HMAC_SECRET', 'unset', 'verify bearer tokens with this HMAC secret'],
+  ['FAIRVISOR_JWKS_FILE', 'unset', 'verify bearer tokens against this JWKS file'],
+  ['FAIRVISOR_JWKS_URL', 'unset', 'verify bearer tokens against this JWKS URL'],
+  ['FAIRVISOR_ASN_MAP_FILE', 'unset', 'ASN to network type map for ip:type'],
+]
+
+export function helpText(): string {
+  const width = Math.max(...SETTINGS.map(([n]) => n.length))
+  const lines = SETTINGS.map(([name, dflt, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${dflt})`)
+  return `${COMMANDS}\nsettings (environment variables, read by serve):\n${lines.join('\n')}\n`
+}
