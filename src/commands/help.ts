@@ -64,6 +64,9 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_JWKS_FILE', 'unset', 'verify bearer tokens against this JWKS file'],
   ['FAIRVISOR_JWKS_URL', 'unset', 'verify bearer tokens against this JWKS URL'],
   ['FAIRVISOR_ASN_MAP_FILE', 'unset', 'ASN to network type map for ip:type'],
+  ['FAIRVISOR_GEOIP_COUNTRY_FILE', 'unset', 'MaxMind-format country database for ip:country when X-Country-Code is absent'],
+  ['FAIRVISOR_GEOIP_ASN_FILE', 'unset', 'MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent'],
+  ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]
 
 export function helpText(): string {

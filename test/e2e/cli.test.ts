@@ -181,7 +181,7 @@ describe('fairvisor test', () => {
     assert.equal(region.shadow_rejects.length, 1, 'the shadow bucket of 10.0.0.1 (burst 2) is empty on its third request')
 
     assert.deepEqual(missing.skipped, [{ policy: 'api', rule: 'per_tenant', missing_key: 'header:x-tenant' }])
-    assert.equal(missing.limits.filter((l) => !l.shadow).length, 0)
+    assert.deepEqual(missing.limits.filter((l) => !l.shadow).map((l) => l.rule), ['anon'], 'no rule could be applied: the fallback limits the request')
 
     // Time comes from the file: two seconds refilled the bucket.
     assert.equal(later.decision, 'allow')
