@@ -21,6 +21,8 @@ import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import type { Settings } from './settings.js'
 import { MemoryStore } from './store/memory.js'
+import { PostgresStore } from './store/postgres.js'
+import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
 import { RedisStore } from './store/redis.js'
 import { RedisClusterStore } from './store/redis-cluster.js'
 import { parseRedisUrl } from './store/redis-url.js'
@@ -42,8 +44,10 @@ export interface Gateway {
 
 function createStore(settings: Readonly<Settings>, log: Logger): Store {
   if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes, clock })
+  const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
+  if (isPostgresUrl(settings.store)) return new PostgresStore({ target: parsePostgresUrl(settings.store), timeoutMs: settings.storeTimeoutMs, poolSize: settings.pgPoolSize, prefix: settings.pgTablePrefix, unlogged: settings.pgUnlogged, log: storeLog })
   const target = parseRedisUrl(settings.store)
-  const opts = { target, timeoutMs: settings.redisTimeoutMs, log: (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => log[level](fields, msg) }
+  const opts = { target, timeoutMs: settings.redisTimeoutMs, log: storeLog }
   return target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
 }
 
