@@ -2,7 +2,7 @@
  * FAIRVISOR_STORE → where PostgreSQL is. Forms (libpq URIs, read by `pg`):
  *   postgres://[user[:password]@]host[:port]/database[?sslmode=…]
  *   postgresql://…                                  the same
- *   postgres://user@/database?host=/run/postgresql  Unix socket directory
+ *   postgres:///database?host=/run/postgresql&user=u  Unix socket directory
  * The password comes from the URL or, when the URL has none, from PGPASSWORD
  * (pg reads it). TLS by `sslmode`: disable, prefer, require, verify-ca,
  * verify-full (pg 8 checks the certificate for all but disable and

@@ -14,7 +14,7 @@ const rejects = (env: Record<string, string>, variable: string): void => {
 
 describe('FAIRVISOR_STORE postgres forms', () => {
   it('postgres:// and postgresql://, with TLS modes and a socket directory', () => {
-    for (const ok of ['postgres://app:pw@db.internal:5433/limits', 'postgresql://app@10.0.0.5/limits?sslmode=verify-full', 'postgres://app@db/limits?sslmode=require', 'postgres://app@/limits?host=/run/postgresql']) {
+    for (const ok of ['postgres://app:pw@db.internal:5433/limits', 'postgresql://app@10.0.0.5/limits?sslmode=verify-full', 'postgres://app@db/limits?sslmode=require', 'postgres:///limits?host=/run/postgresql&user=app']) {
       assert.equal(loadSettings({ ...base, FAIRVISOR_STORE: ok }).store, ok)
     }
     assert.equal(parsePostgresUrl('postgres://app:pw@db.internal:5433/limits').display, 'db.internal:5433/limits')
