@@ -5,7 +5,7 @@
  * that). A slot whose connection fails reconnects in the background every
  * 100–500 ms; calls never wait for a reconnect (the fail policy applies).
  *
- * On the first connection of the process the schema is created if missing,
+ * On the first connection (and again after every connection was lost) the schema is created if missing,
  * under a transaction-scoped advisory lock, so instances starting together
  * run CREATE one after the other instead of racing on the catalog.
  */
@@ -111,6 +111,8 @@ export class PgConnections {
         throw e
       })
     await this.schema
+    // Compile the functions in this session now, so the first request does not pay for it within its deadline.
+    await client.query(`SELECT ${this.prefix}take('{}', '{}', '{}')`)
   }
 
   /** Forget a failed connection and open a new one after a pause. */
@@ -124,6 +126,7 @@ export class PgConnections {
     client.on('error', () => undefined) // late socket errors of a dropped client
     client.end().catch(() => undefined)
     if (this.closed) return
+    if (!this.anyReady) this.schema = undefined // a server that comes back may be a new one: check the schema again
     if (wasReady && !this.anyReady) this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
     if (err && err.message !== this.lastError) {
       this.lastError = err.message

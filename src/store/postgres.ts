@@ -79,7 +79,8 @@ export class PostgresStore implements Store {
     this.conns = new PgConnections(opts.target, opts.poolSize, opts.prefix, opts.unlogged, opts.log)
     this.conns.onFree = () => this.flush()
     this.timerMs = callTimerMs(opts.timeoutMs)
-    this.stuckMs = Math.max(1000, 20 * opts.timeoutMs)
+    // Long enough that a short stall (a pause, a checkpoint) resolves on its own; a dead peer is dropped.
+    this.stuckMs = Math.max(5000, 20 * opts.timeoutMs)
     this.take = `SELECT ${opts.prefix}take($1::text[], $2::float8[], $3::int[])`
     this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[])`
     this.cleaner = setInterval(() => void this.cleanup().catch(() => undefined), opts.cleanupEveryMs ?? 10_000)
