@@ -19,9 +19,11 @@ import { NetworkData } from './request/network-data.js'
 import type { Settings } from './settings.js'
 import { LeasingStore } from './store/leasing.js'
 import { MemoryStore } from './store/memory.js'
+import { PostgresStore } from './store/postgres.js'
+import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
 import { RedisStore } from './store/redis.js'
 import { RedisClusterStore } from './store/redis-cluster.js'
-import { parseRedisUrl } from './store/redis-url.js'
+import { parseRedisUrl, type RedisTarget } from './store/redis-url.js'
 import type { Store } from './store/store.js'
 import { VERSION } from './version.js'
 
@@ -36,11 +38,11 @@ export interface Gateway {
   shutdown(): Promise<void>
 }
 
-function createStore(settings: Readonly<Settings>, log: Logger): Store {
-  if (settings.store === 'memory') return new MemoryStore({ maxBytes: settings.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
-  const target = parseRedisUrl(settings.store)
-  const opts = { target, timeoutMs: settings.redisTimeoutMs, log: (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => log[level](fields, msg) }
-  const shared = target.kind === 'cluster' ? new RedisClusterStore(opts) : new RedisStore(opts)
+function createStore(s: Readonly<Settings>, log: Logger): Store {
+  if (s.store === 'memory') return new MemoryStore({ maxBytes: s.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
+  const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
+  const redis = (target: RedisTarget): Store => (target.kind === 'cluster' ? new RedisClusterStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }) : new RedisStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }))
+  const shared = isPostgresUrl(s.store) ? new PostgresStore({ target: parsePostgresUrl(s.store), timeoutMs: s.storeTimeoutMs, poolSize: s.pgPoolSize, prefix: s.pgTablePrefix, unlogged: s.pgUnlogged, log: storeLog }) : redis(parseRedisUrl(s.store))
   return new LeasingStore(shared, clock) // leases (opt-in per rule) only make sense on a shared store
 }
 

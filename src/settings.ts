@@ -5,6 +5,8 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
+import { PREFIX_RE } from './store/postgres-sql.js'
+import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
 import { parseRedisUrl } from './store/redis-url.js'
 import type { FailPolicy } from './store/store.js'
 
@@ -43,12 +45,19 @@ export interface Settings {
   maxHeaderSize: number
   /** Graceful shutdown bound: in-flight requests get this long, then sockets are destroyed. Default 25000. */
   shutdownTimeoutMs: number
-  /** `memory` or a redis:// / rediss:// / redis+cluster:// / unix socket URL. */
+  /** `memory`, a redis:// / rediss:// / redis+cluster:// / unix socket URL, or a postgres:// / postgresql:// URL. */
   store: string
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
   failPolicy: FailPolicy
+  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50. */
+  storeTimeoutMs: number
+  /** The same value, under the name the Redis wiring reads. */
   redisTimeoutMs: number
+  /** PostgreSQL store: connections, table/function name prefix, UNLOGGED table. */
+  pgPoolSize: number
+  pgTablePrefix: string
+  pgUnlogged: boolean
   exposeReason: boolean
   debugSessionSecret: string | undefined
   jwtHmacSecret: string | undefined
@@ -151,6 +160,18 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
   return url
 }
 
+/** The store deadline: the new name wins when both are set. */
+function storeTimeout(env: Env): number {
+  if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', 50, 1, 60_000)
+  return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', 50, 1, 60_000)
+}
+
+function tablePrefix(env: Env): string {
+  const raw = optional(env, 'FAIRVISOR_PG_TABLE_PREFIX') ?? 'fairvisor_'
+  if (!PREFIX_RE.test(raw)) throw new SettingError('FAIRVISOR_PG_TABLE_PREFIX', `"${raw}" is not allowed; use lower-case letters, digits and _ (at most 41, not starting with a digit)`)
+  return raw
+}
+
 function storeUrl(env: Env): string {
   const raw = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
   if (raw === 'memory') return raw
@@ -158,7 +179,11 @@ function storeUrl(env: Env): string {
     parseRedisUrl(raw) // throws a SettingError naming FAIRVISOR_STORE when malformed
     return raw
   }
-  throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2 or unix:///path/to/redis.sock`)
+  if (isPostgresUrl(raw)) {
+    parsePostgresUrl(raw) // the same
+    return raw
+  }
+  throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2, unix:///path/to/redis.sock or postgres://user@host:5432/db`)
 }
 
 /** Also read alone by `fairvisor test`, which needs no listener or backend settings. */
@@ -206,7 +231,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     store: storeUrl(env),
     sharedDictBytes: size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'),
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
-    redisTimeoutMs: integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', 50, 1, 60_000),
+    storeTimeoutMs: storeTimeout(env),
+    redisTimeoutMs: storeTimeout(env),
+    pgPoolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
+    pgTablePrefix: tablePrefix(env),
+    pgUnlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
     debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),

@@ -1,0 +1,152 @@
+/**
+ * The PostgreSQL store's connections: a fixed number of `pg` clients (slots),
+ * each carrying at most one statement at a time, so the store knows which
+ * connection is busy, which is free and which is down (a pool would hide
+ * that). A slot whose connection fails reconnects in the background every
+ * 100–500 ms; calls never wait for a reconnect (the fail policy applies).
+ *
+ * On the first connection (and again after every connection was lost) the schema is created if missing,
+ * under a transaction-scoped advisory lock, so instances starting together
+ * run CREATE one after the other instead of racing on the catalog.
+ */
+import pg from 'pg'
+import { reconnectDelay } from './redis-common.js'
+import { schemaSql } from './postgres-sql.js'
+import type { PostgresTarget } from './postgres-url.js'
+
+export type StoreLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
+
+export interface Slot {
+  readonly id: number
+  client: pg.Client | undefined
+  /** Connected and the schema is in place. */
+  ready: boolean
+  /** A statement is in flight. */
+  busy: boolean
+  attempt: number
+}
+
+/** Advisory lock key for schema creation: a constant of ours ("fvsc"), shared by every instance. */
+const SCHEMA_LOCK = 0x66767363
+
+export class PgConnections {
+  readonly slots: Slot[]
+  private schema: Promise<void> | undefined
+  private closed = false
+  private lastError = ''
+  private readonly readyWaiters = new Set<() => void>()
+  /** Runs when a slot becomes free or ready (the store sends its next batch). */
+  onFree: () => void = () => undefined
+
+  constructor(
+    private readonly target: PostgresTarget,
+    size: number,
+    private readonly prefix: string,
+    private readonly unlogged: boolean,
+    private readonly log?: StoreLog,
+  ) {
+    this.slots = Array.from({ length: size }, (_, id) => ({ id, client: undefined, ready: false, busy: false, attempt: 0 }))
+    for (const s of this.slots) this.open(s)
+  }
+
+  get anyReady(): boolean {
+    return this.slots.some((s) => s.ready)
+  }
+
+  /** A ready slot with nothing in flight. */
+  free(): Slot | undefined {
+    for (const s of this.slots) if (s.ready && !s.busy) return s
+    return undefined
+  }
+
+  whenReady(ms: number): Promise<boolean> {
+    if (this.anyReady) return Promise.resolve(true)
+    return new Promise((resolve) => {
+      const done = (v: boolean): void => {
+        clearTimeout(t)
+        this.readyWaiters.delete(onReady)
+        resolve(v)
+      }
+      const onReady = (): void => done(true)
+      const t = setTimeout(() => done(false), ms)
+      this.readyWaiters.add(onReady)
+    })
+  }
+
+  private open(slot: Slot): void {
+    if (this.closed) return
+    // keepAlive: a peer that vanished without a reset is noticed; connect timeout: a hung server does not hold a slot forever.
+    const client = new pg.Client({ connectionString: this.target.connectionString, connectionTimeoutMillis: 2000, keepAlive: true, application_name: 'fairvisor' })
+    slot.client = client
+    client.on('error', (err: Error) => this.drop(slot, client, err))
+    client.on('end', () => this.drop(slot, client))
+    client.connect((err: Error | undefined) => {
+      if (err) return this.drop(slot, client, err)
+      this.prepare(client).then(
+        () => {
+          if (slot.client !== client) return
+          slot.ready = true
+          slot.attempt = 0
+          if (this.slots.filter((s) => s.ready).length === 1) {
+            this.lastError = ''
+            this.log?.('info', { store: 'postgres', target: this.target.display }, 'postgres store connected')
+          }
+          for (const w of [...this.readyWaiters]) w()
+          this.onFree()
+        },
+        (e: Error) => this.drop(slot, client, e),
+      )
+    })
+  }
+
+  /** Session settings, and the schema once per process. */
+  private async prepare(client: pg.Client): Promise<void> {
+    // Counters lose little if the last few ms of commits are lost in a crash; not waiting for the WAL flush halves a commit.
+    await client.query('SET synchronous_commit = off')
+    this.schema ??= client
+      .query(`BEGIN; SELECT pg_advisory_xact_lock(${SCHEMA_LOCK}); ${schemaSql(this.prefix, this.unlogged)} COMMIT;`)
+      .then(() => undefined)
+      .catch((e: Error) => {
+        this.schema = undefined // the next connection tries again
+        throw e
+      })
+    await this.schema
+    // Compile the functions in this session now, so the first request does not pay for it within its deadline.
+    await client.query(`SELECT ${this.prefix}take('{}', '{}', '{}')`)
+  }
+
+  /** Forget a failed connection and open a new one after a pause. */
+  drop(slot: Slot, client: pg.Client, err?: Error): void {
+    if (slot.client !== client) return
+    const wasReady = slot.ready
+    slot.client = undefined
+    slot.ready = false
+    slot.busy = false
+    client.removeAllListeners('end')
+    client.on('error', () => undefined) // late socket errors of a dropped client
+    client.end().catch(() => undefined)
+    if (this.closed) return
+    if (!this.anyReady) this.schema = undefined // a server that comes back may be a new one: check the schema again
+    if (wasReady && !this.anyReady) this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
+    if (err && err.message !== this.lastError) {
+      this.lastError = err.message
+      this.log?.('warn', { store: 'postgres', err: err.message }, 'postgres store connection error')
+    }
+    setTimeout(() => this.open(slot), reconnectDelay(++slot.attempt)).unref()
+  }
+
+  /** End every connection (bounded to 500 ms). */
+  async close(): Promise<void> {
+    this.closed = true
+    const ends = this.slots.map((s) => {
+      const c = s.client
+      s.client = undefined
+      s.ready = false
+      if (c === undefined) return undefined
+      c.removeAllListeners('end')
+      c.on('error', () => undefined)
+      return c.end().catch(() => undefined)
+    })
+    await Promise.race([Promise.all(ends), new Promise((r) => setTimeout(r, 500))])
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * The PostgreSQL twins of the limit kinds (algorithms/), run inside the
+ * database so that all limits of a request are checked and committed in one
+ * statement, on the server's clock (clock_timestamp(), epoch seconds as
+ * float8: gateway clocks cannot skew a refill).
+ *
+ * One table, `<prefix>counters`: a row per counter key, the kind's state in
+ * s0..s3 (token bucket: tokens, last; window counter: count, start; rate
+ * meter: prev, cur, minute, openUntil) and `expire_at` (epoch seconds): a row
+ * whose expire_at has passed reads as absent, which is lossless (an absent
+ * bucket is full), and the clean-up deletes it. No index on expire_at: every
+ * request changes it, and without a second index the update stays HOT (no
+ * index write); the clean-up's bounded scan does without. fillfactor leaves
+ * page room for those HOT updates.
+ *
+ * `<prefix>take(keys, nums, reqs)` applies a batch of requests: `keys` the
+ * distinct counter keys, `nums` 7 numbers per check (key index 1-based, kind,
+ * p1, p2, p3, cost, group 0 enforce / 1 shadow), `reqs` the number of checks
+ * of each request. Requests are evaluated one after the other, each all or
+ * nothing per group on its own (a reject never touches another request of
+ * the batch). Reply: 3 numbers per check (status 1 allowed, 0 rejected, -1
+ * not evaluated; value; retry-after seconds).
+ *
+ * Locking without deadlocks: `<prefix>lock` first inserts the rows that do
+ * not exist yet (ON CONFLICT DO NOTHING, in key order: a key inserted by a
+ * concurrent request is waited for, in order), then locks every row with
+ * SELECT … ORDER BY key FOR UPDATE (LockRows sits above the sort, so rows are
+ * locked in key order). Every request takes its locks in the same order, so
+ * two requests naming the same keys in different orders queue, never cycle.
+ * Under READ COMMITTED each statement sees the latest committed rows, and
+ * FOR UPDATE re-reads a row updated meanwhile. A row the clean-up deleted
+ * between the two statements comes back absent and is re-inserted on write.
+ *
+ * Float noise is handled as in the TS kinds: token counts within 1e-9 of a
+ * whole number snap to it, waits subtract 1e-9 before rounding up, elapsed
+ * time is rounded to the microsecond. A stored state is kept at least 1 s
+ * (as Redis' PSETEX floor), so a fresh write never reads as already expired.
+ */
+
+/** Numbers per check in `take`'s `nums`. */
+export const TAKE_NUMS = 7
+/** Numbers per check in `take`'s reply. */
+export const TAKE_REPLY = 3
+/** Numbers per adjustment in `adjust`'s `nums`: key index, kind, p1, p2, p3, amount. */
+export const ADJUST_NUMS = 6
+
+/** A prefix is spliced into identifiers: only these characters (settings validate it). */
+export const PREFIX_RE = /^[a-z_][a-z0-9_]{0,40}$/
+
+/** Schema statements, run once at start-up under an advisory lock (postgres.ts). */
+export function schemaSql(prefix: string, unlogged: boolean): string {
+  const p = prefix
+  return `
+CREATE ${unlogged ? 'UNLOGGED ' : ''}TABLE IF NOT EXISTS ${p}counters (
+  key text COLLATE "C" PRIMARY KEY,
+  s0 float8 NOT NULL DEFAULT 0, s1 float8 NOT NULL DEFAULT 0, s2 float8 NOT NULL DEFAULT 0, s3 float8 NOT NULL DEFAULT 0,
+  expire_at float8 NOT NULL DEFAULT 0
+) WITH (fillfactor = 50);
+
+CREATE OR REPLACE FUNCTION ${p}snap(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS
+$$ SELECT CASE WHEN abs(x - round(x)) < 1e-9 THEN round(x) ELSE x END $$;
+
+CREATE OR REPLACE FUNCTION ${p}lock(ks text[]) RETURNS TABLE (i int, s0 float8, s1 float8, s2 float8, s3 float8, ex float8) LANGUAGE sql AS $$
+  INSERT INTO ${p}counters (key) SELECT k FROM unnest(ks) k ORDER BY k COLLATE "C" ON CONFLICT (key) DO NOTHING;
+  SELECT u.i::int, c.s0, c.s1, c.s2, c.s3, c.expire_at FROM unnest(ks) WITH ORDINALITY u(k, i)
+    JOIN ${p}counters c ON c.key = u.k ORDER BY c.key FOR UPDATE OF c;
+$$;
+
+CREATE OR REPLACE FUNCTION ${p}save(ks text[], d bool[], a float8[], b float8[], c float8[], e float8[], x float8[]) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO ${p}counters AS t (key, s0, s1, s2, s3, expire_at)
+    SELECT ks[i], a[i], b[i], c[i], e[i], x[i] FROM generate_subscripts(ks, 1) i WHERE d[i] ORDER BY ks[i] COLLATE "C"
+  ON CONFLICT (key) DO UPDATE SET s0 = excluded.s0, s1 = excluded.s1, s2 = excluded.s2, s3 = excluded.s3, expire_at = excluded.expire_at;
+$$;
+` + takeSql(p) + adjustSql(p)
+}
+
+/** Declarations and state loading shared by take and adjust: c0..c3/cx are the committed state per key index. */
+const LOAD = `
+  nk int := coalesce(array_length(ks, 1), 0);
+  now float8 := extract(epoch FROM clock_timestamp())::float8;
+  c0 float8[] := array_fill(0::float8, ARRAY[nk]); c1 float8[] := c0; c2 float8[] := c0; c3 float8[] := c0; cx float8[] := c0;
+  dirty bool[] := array_fill(false, ARRAY[nk]);
+  r record; k int; kind int; p1 float8; p2 float8; p3 float8; cost float8; here bool;
+  a0 float8; a1 float8; a2 float8; a3 float8; n0 float8; n1 float8; n2 float8; n3 float8; nx float8;`
+
+const LOCK = (p: string): string => `
+  FOR r IN SELECT * FROM ${p}lock(ks) LOOP
+    c0[r.i] := r.s0; c1[r.i] := r.s1; c2[r.i] := r.s2; c3[r.i] := r.s3; cx[r.i] := r.ex;
+  END LOOP;`
+
+const SAVE = (p: string): string => `
+  IF true = ANY(dirty) THEN PERFORM ${p}save(ks, dirty, c0, c1, c2, c3, cx); END IF;`
+
+function takeSql(p: string): string {
+  return `
+CREATE OR REPLACE FUNCTION ${p}take(ks text[], nums float8[], reqs int[]) RETURNS float8[] LANGUAGE plpgsql AS $f$
+DECLARE ${LOAD}
+  n int := coalesce(array_length(nums, 1), 0) / ${TAKE_NUMS};
+  res float8[] := array_fill(-1::float8, ARRAY[n * ${TAKE_REPLY}]);
+  -- Staged states of the current request: per key (t*, valid when tr[k] = request number) and per check (g*).
+  t0 float8[] := c0; t1 float8[] := c0; t2 float8[] := c0; t3 float8[] := c0; tx float8[] := c0; tr int[] := array_fill(0, ARRAY[nk]);
+  g0 float8[] := array_fill(0::float8, ARRAY[n]); g1 float8[] := g0; g2 float8[] := g0; g3 float8[] := g0; gx float8[] := g0;
+  staged bool[] := array_fill(false, ARRAY[n]);
+  lo int := 1; hi int; q int; j int; o int; grp int; rej bool[]; ok bool; val float8; retry float8; keep bool;
+BEGIN ${LOCK(p)}
+  FOR q IN 1 .. coalesce(array_length(reqs, 1), 0) LOOP
+    hi := lo + reqs[q] - 1;
+    rej := ARRAY[false, false];
+    FOR j IN lo .. hi LOOP
+      o := (j - 1) * ${TAKE_NUMS};
+      grp := nums[o + 7]::int + 1;
+      CONTINUE WHEN rej[grp];
+      k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5]; cost := nums[o + 6];
+      IF tr[k] = q THEN a0 := t0[k]; a1 := t1[k]; a2 := t2[k]; a3 := t3[k]; here := true;
+      ELSE a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; END IF;
+      keep := false; retry := 0;
+      IF kind = 1 THEN -- token bucket: rate p1, burst p2; state tokens, last
+        IF here THEN a0 := least(p2, ${p}snap(a0 + greatest(0, round((now - a1) * 1e6) / 1e6) * p1)); a1 := greatest(a1, now);
+        ELSE a0 := p2; a1 := now; END IF;
+        ok := cost <= p2 AND a0 >= cost;
+        IF ok THEN n0 := ${p}snap(a0 - cost); n1 := a1; n2 := 0; n3 := 0; nx := a1 + greatest(0, (p2 - n0) / p1); val := n0;
+        ELSE val := a0; retry := greatest(1, ceil((cost - a0) / p1 - 1e-9)); END IF;
+      ELSIF kind = 2 THEN -- window counter: limit p1, window p2, origin p3; state count, start
+        IF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
+        ELSIF here AND now < a1 + p2 THEN n1 := a1;
+        ELSE a0 := 0; n1 := now; END IF;
+        nx := n1 + p2; retry := greatest(1, ceil(nx - now - 1e-9));
+        ok := a0 + cost <= p1 + 1e-9;
+        IF ok THEN n0 := a0 + cost; n2 := 0; n3 := 0; val := n0; ELSE val := a0; END IF;
+      ELSIF kind = 3 THEN -- rate meter: threshold p1, open p2; state prev, cur, minute, openUntil
+        IF here AND a3 > now THEN ok := false; val := p1; retry := greatest(1, ceil(a3 - now - 1e-9));
+        ELSE
+          n2 := floor(now / 60) * 60;
+          IF here AND a2 = n2 THEN n0 := a0; n1 := a1; ELSIF here AND a2 = n2 - 60 THEN n0 := a1; n1 := 0; ELSE n0 := 0; n1 := 0; END IF;
+          val := n0 * (1 - (now - n2) / 60) + n1 + cost;
+          ok := val < p1 - 1e-9;
+          IF ok THEN n1 := n1 + cost; n3 := 0; nx := n2 + 120;
+          ELSE n0 := 0; n1 := 0; n3 := now + p2; nx := greatest(n3, n2 + 120); keep := true; retry := greatest(1, ceil(p2 - 1e-9)); END IF;
+        END IF;
+      ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
+      END IF;
+      IF ok OR keep THEN nx := greatest(nx, now + 1); END IF;
+      IF ok THEN
+        t0[k] := n0; t1[k] := n1; t2[k] := n2; t3[k] := n3; tx[k] := nx; tr[k] := q;
+        g0[j] := n0; g1[j] := n1; g2[j] := n2; g3[j] := n3; gx[j] := nx; staged[j] := true;
+      ELSE
+        rej[grp] := true;
+        -- A breaker opening is committed although its group rejects.
+        IF keep THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := nx; dirty[k] := true; END IF;
+      END IF;
+      res[(j - 1) * 3 + 1] := CASE WHEN ok THEN 1 ELSE 0 END; res[(j - 1) * 3 + 2] := val; res[(j - 1) * 3 + 3] := retry;
+    END LOOP;
+    FOR j IN lo .. hi LOOP
+      CONTINUE WHEN NOT staged[j] OR rej[nums[(j - 1) * ${TAKE_NUMS} + 7]::int + 1];
+      k := nums[(j - 1) * ${TAKE_NUMS} + 1]::int;
+      c0[k] := g0[j]; c1[k] := g1[j]; c2[k] := g2[j]; c3[k] := g3[j]; cx[k] := gx[j]; dirty[k] := true;
+    END LOOP;
+    lo := hi + 1;
+  END LOOP; ${SAVE(p)}
+  RETURN res;
+END $f$;
+`
+}
+
+function adjustSql(p: string): string {
+  return `
+CREATE OR REPLACE FUNCTION ${p}adjust(ks text[], nums float8[]) RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE ${LOAD}
+  o int; amount float8; ok bool;
+BEGIN ${LOCK(p)}
+  FOR o IN 0 .. coalesce(array_length(nums, 1), 0) - 1 BY ${ADJUST_NUMS} LOOP
+    k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5]; amount := nums[o + 6];
+    a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; ok := true;
+    IF kind = 1 THEN -- token bucket: refill to now, give back (never past burst) or charge (may go below zero)
+      IF NOT here AND amount >= 0 THEN ok := false;
+      ELSIF here THEN a0 := least(p2, ${p}snap(a0 + greatest(0, round((now - a1) * 1e6) / 1e6) * p1)); a1 := greatest(a1, now);
+      ELSE a0 := p2; a1 := now; END IF;
+      IF ok THEN n0 := least(p2, ${p}snap(a0 + amount)); n1 := a1; n2 := 0; n3 := 0; nx := a1 + greatest(0, (p2 - n0) / p1); END IF;
+    ELSIF kind = 2 THEN -- window counter: the current window's count, never below zero
+      IF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
+      ELSIF here AND now < a1 + p2 THEN n1 := a1;
+      ELSE a0 := 0; n1 := now; END IF;
+      IF a0 = 0 AND amount >= 0 THEN ok := false; ELSE n0 := greatest(0, a0 - amount); n2 := 0; n3 := 0; nx := n1 + p2; END IF;
+    ELSIF kind = 3 THEN -- rate meter: spend of the current minute only
+      IF NOT here OR a2 <> floor(now / 60) * 60 THEN ok := false;
+      ELSE n0 := a0; n1 := greatest(0, a1 - amount); n2 := a2; n3 := a3; nx := greatest(a3, a2 + 120); END IF;
+    ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
+    END IF;
+    IF ok THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := greatest(nx, now + 1); dirty[k] := true; END IF;
+  END LOOP; ${SAVE(p)}
+END $f$;
+`
+}
+
+/** The bounded clean-up: expired rows, at most `$1` per statement, skipping rows a request holds. */
+export const cleanupSql = (p: string): string =>
+  `DELETE FROM ${p}counters WHERE ctid IN (SELECT ctid FROM ${p}counters WHERE expire_at < extract(epoch FROM clock_timestamp())::float8 LIMIT $1 FOR UPDATE SKIP LOCKED)`

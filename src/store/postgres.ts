@@ -1,0 +1,226 @@
+/**
+ * PostgreSQL store: every limit of a request is checked and committed by one
+ * call of the `take` function (postgres-sql.ts), atomically, all or nothing
+ * per group, on the server's clock.
+ *
+ * Batching (group commit, as redis-call.ts): calls made in one event-loop
+ * turn leave together as ONE statement on a free connection; while every
+ * connection is busy, calls collect and leave together when one frees up.
+ * The function evaluates the requests of a batch one after the other, each
+ * all or nothing on its own, so batching changes the number of statements,
+ * not any outcome. Under light load a call waits for nothing.
+ *
+ * Deadline: one timer per batch, armed at its first call (time spent waiting
+ * for a connection counts). When it fires, the batch's unanswered calls fail
+ * with a timeout (the fail policy applies); a late answer is ignored (the
+ * statement ran whole or not at all). A connection whose statement is still
+ * unanswered long after the deadline (a hung server) is dropped and opened
+ * again. Serialization failures and deadlocks (40001, 40P01; the lock order
+ * rules deadlocks out, but a DBA's own statements may not) are retried, at
+ * most RETRIES times, within the same deadline.
+ */
+import type pg from 'pg'
+import { adjustValues, pgStoreError, readOutcomes, takeValues } from './postgres-codec.js'
+import { PgConnections, type Slot, type StoreLog } from './postgres-conn.js'
+import { cleanupSql, TAKE_REPLY } from './postgres-sql.js'
+import type { PostgresTarget } from './postgres-url.js'
+import { callTimerMs } from './redis-common.js'
+import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js'
+
+export interface PostgresStoreOptions {
+  target: PostgresTarget
+  /** Deadline of each call in ms (FAIRVISOR_STORE_TIMEOUT_MS, default 50). */
+  timeoutMs: number
+  /** Connections (FAIRVISOR_PG_POOL_SIZE, default 4). */
+  poolSize: number
+  /** Table and function name prefix (FAIRVISOR_PG_TABLE_PREFIX, default `fairvisor_`). */
+  prefix: string
+  /** UNLOGGED table: no WAL, emptied after a crash (FAIRVISOR_PG_UNLOGGED, default true). */
+  unlogged: boolean
+  /** Clean-up period in ms (default 10000) and rows per statement (default 1000). */
+  cleanupEveryMs?: number
+  cleanupBatch?: number
+  log?: StoreLog
+}
+
+const RETRIES = 3
+const RETRYABLE = new Set(['40001', '40P01'])
+
+interface Pending {
+  checks: readonly Check[]
+  done: ApplyDone
+  settled: boolean
+}
+
+class Batch {
+  readonly calls: Pending[] = []
+  open = 0
+  timer: NodeJS.Timeout | undefined
+  tries = 0
+}
+
+export class PostgresStore implements Store {
+  readonly kind = 'postgres'
+  readonly conns: PgConnections
+  /** Statements sent by apply() (each one call of `take`, for one batch of requests). */
+  statements = 0
+  private next: Batch | undefined
+  private flushing = false
+  /** One-off statements waiting for a free connection. */
+  private readonly jobs: ((slot: Slot) => void)[] = []
+  private lastCallFailed = false
+  private readonly timerMs: number
+  private readonly stuckMs: number
+  private readonly take: string
+  private readonly adjuster: string
+  private readonly cleaner: NodeJS.Timeout
+
+  constructor(private readonly opts: PostgresStoreOptions) {
+    this.conns = new PgConnections(opts.target, opts.poolSize, opts.prefix, opts.unlogged, opts.log)
+    this.conns.onFree = () => this.flush()
+    this.timerMs = callTimerMs(opts.timeoutMs)
+    // Long enough that a short stall (a pause, a checkpoint) resolves on its own; a dead peer is dropped.
+    this.stuckMs = Math.max(5000, 20 * opts.timeoutMs)
+    this.take = `SELECT ${opts.prefix}take($1::text[], $2::float8[], $3::int[])`
+    this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[])`
+    this.cleaner = setInterval(() => void this.cleanup().catch(() => undefined), opts.cleanupEveryMs ?? 10_000)
+    this.cleaner.unref()
+  }
+
+  ready(timeoutMs: number): Promise<boolean> {
+    return this.conns.whenReady(timeoutMs)
+  }
+
+  apply(checks: readonly Check[], _now: number, done: ApplyDone): void {
+    // `_now` is ignored: the function reads the server clock.
+    if (checks.length === 0) return done(null, [])
+    let b = this.next
+    if (b === undefined) {
+      b = this.next = new Batch()
+      const batch = b
+      b.timer = setTimeout(() => this.expire(batch), this.timerMs)
+      if (!this.flushing) {
+        this.flushing = true
+        setImmediate(this.flush)
+      }
+    }
+    b.calls.push({ checks, done, settled: false })
+    b.open++
+  }
+
+  /**
+   * Hands free connections out: first to waiting one-off statements (adjust,
+   * clean-up), then to the collecting batch. Without a free connection the
+   * batch waits; with no connection up at all it fails at once (nothing
+   * queues behind a reconnect).
+   */
+  private readonly flush = (): void => {
+    this.flushing = false
+    for (let slot = this.conns.free(); slot !== undefined && this.jobs.length > 0; slot = this.conns.free()) this.jobs.shift()!(slot)
+    const b = this.next
+    if (b === undefined) return
+    if (b.open === 0) return void (this.next = undefined)
+    const slot = this.conns.free()
+    if (slot === undefined) {
+      if (!this.conns.anyReady) this.fail(b, new Error('no postgres connection is ready'))
+      return
+    }
+    this.next = undefined
+    this.send(b, slot)
+  }
+
+  private send(b: Batch, slot: Slot): void {
+    const sent = b.calls.filter((p) => !p.settled)
+    this.statements++
+    this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(sent.map((p) => p.checks)), rowMode: 'array' }, (err, res) => {
+      const again = err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
+      if (again) return this.send(b, again)
+      this.lastCallFailed = err !== null
+      const reply = res?.rows[0]?.[0] as number[] | undefined
+      let off = 0
+      for (const p of sent) {
+        const n = p.checks.length
+        off += n * TAKE_REPLY
+        if (p.settled) continue
+        this.settle(b, p)
+        if (err) p.done(pgStoreError(err))
+        else if (!Array.isArray(reply) || reply.length < off) p.done(pgStoreError(new Error('postgres take reply has the wrong length')))
+        else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
+      }
+    })
+  }
+
+  /** One statement on `slot`; the slot is busy until it answers. A statement stuck far past the deadline drops its connection. */
+  private run(slot: Slot, query: pg.QueryConfig & { rowMode?: 'array' }, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
+    const client = slot.client!
+    slot.busy = true
+    const stuck = setTimeout(() => this.conns.drop(slot, client, new Error(`statement unanswered after ${this.stuckMs} ms`)), this.stuckMs)
+    client.query(query as pg.QueryConfig, (err: Error | null, res: pg.QueryResult) => {
+      clearTimeout(stuck)
+      if (slot.client === client) slot.busy = false
+      cb(err, res)
+      this.flush()
+    })
+  }
+
+  private settle(b: Batch, p: Pending): void {
+    p.settled = true
+    if (--b.open === 0) clearTimeout(b.timer)
+  }
+
+  private fail(b: Batch, err: Error): void {
+    this.lastCallFailed = true
+    if (this.next === b) this.next = undefined
+    for (const p of b.calls) {
+      if (p.settled) continue
+      this.settle(b, p)
+      p.done(pgStoreError(err))
+    }
+  }
+
+  private expire(b: Batch): void {
+    this.fail(b, new Error(`postgres call timed out after ${this.timerMs} ms`))
+  }
+
+  /** One adjust statement for all adjustments, on the next free connection, within the deadline. */
+  adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
+    if (adjustments.length === 0) return done(null)
+    const query = { name: `${this.opts.prefix}adjust`, text: this.adjuster, values: adjustValues(adjustments) }
+    this.oneOff(query, this.timerMs, (err) => done(err ? pgStoreError(err) : null))
+  }
+
+  /** Deletes expired rows, a bounded batch per statement, at most 10 statements; resolves with the number deleted. */
+  async cleanup(batch = this.opts.cleanupBatch ?? 1000): Promise<number> {
+    let total = 0
+    for (let round = 0; round < 10; round++) {
+      const n = await new Promise<number>((resolve, reject) => this.oneOff({ text: cleanupSql(this.opts.prefix), values: [batch] }, 5000, (err, res) => (err ? reject(err) : resolve(res?.rowCount ?? 0))))
+      total += n
+      if (n < batch) break
+    }
+    return total
+  }
+
+  /** A statement outside the batches: on the next free connection, failed after `ms` (or at once when none is up). */
+  oneOff(query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
+    if (!this.conns.anyReady) return cb(new Error('no postgres connection is ready'))
+    let answered = false
+    const timer = setTimeout(() => ((answered = true), cb(new Error(`postgres call timed out after ${ms} ms`))), ms)
+    this.jobs.push((slot) => {
+      if (answered) return
+      this.run(slot, query, (err, res) => {
+        clearTimeout(timer)
+        if (!answered) cb(err, res)
+      })
+    })
+    this.flush()
+  }
+
+  state(): StoreState {
+    return !this.conns.anyReady ? 'connecting' : this.lastCallFailed ? 'degraded' : 'ok'
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.cleaner)
+    await this.conns.close()
+  }
+}
