@@ -77,52 +77,8 @@ export interface Settings {
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
 export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
 
-type Env = Record<string, string | undefined>
+import { bool, integer, oneOf, optional, size, type Env } from './settings-env.js'
 
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], dflt: T): T {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return dflt
-  if ((allowed as readonly string[]).includes(raw)) return raw as T
-  throw new SettingError(name, `"${raw}" is not allowed; use one of ${allowed.join(', ')}`)
-}
-
-function integer(env: Env, name: string, dflt: number, min: number, max: number): number {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return dflt
-  if (!/^\d+$/.test(raw.trim())) throw new SettingError(name, `"${raw}" is not an integer; use an integer from ${min} to ${max}`)
-  const n = Number(raw.trim())
-  if (n < min || n > max) throw new SettingError(name, `${n} is out of range; use an integer from ${min} to ${max}`)
-  return n
-}
-
-function bool(env: Env, name: string, dflt: boolean): boolean {
-  const raw = env[name]
-  if (raw === undefined || raw === '') return dflt
-  const v = raw.trim().toLowerCase()
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true
-  if (['0', 'false', 'no', 'off'].includes(v)) return false
-  throw new SettingError(name, `"${raw}" is not a boolean; use true or false`)
-}
-
-function optional(env: Env, name: string): string | undefined {
-  const raw = env[name]
-  return raw === undefined || raw === '' ? undefined : raw
-}
-
-/** nginx-style sizes: 128m, 64k, 1g, or plain bytes. */
-export function parseSize(raw: string): number | undefined {
-  const m = /^\s*(\d+)\s*([kmg]?)b?\s*$/i.exec(raw)
-  if (!m) return undefined
-  const mult = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g']
-  return Number(m[1]) * mult
-}
-
-function size(env: Env, name: string, dflt: string): number {
-  const raw = env[name] || dflt
-  const n = parseSize(raw)
-  if (n === undefined || n < 1024 * 1024) throw new SettingError(name, `"${raw}" is not a size of at least 1m; use bytes or a number with k, m or g (e.g. 128m)`)
-  return n
-}
 
 export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
   const list = new BlockList()

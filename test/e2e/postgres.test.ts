@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store through real gateway processes (SPEC §9):
+ * The PostgreSQL store through real gateway processes:
  * - two gateways on the machine's PostgreSQL (a table prefix of their own),
  *   64 keep-alive clients on one key of a `burst 10, 10/s` bucket for 3 s:
  *   the backend sees at most 10 + 10 × elapsed requests (0 % over-grant) and
@@ -20,7 +20,8 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { load, median, quantile, sleep, stealTicks, waitExact } from '../helpers/fault-load.js'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { startBackend, startGateway, type Backend } from '../helpers/processes.js'
+import { hammerSharedKey } from '../helpers/shared-limit.js'
 import { dropPrefix, PG_URL, uniquePrefix } from '../store/postgres-db.js'
 import { startPostgres, type PgServer } from '../store/postgres-servers.js'
 
@@ -31,51 +32,12 @@ const TIMEOUT_MS = 100
 
 describe('two gateways share one limit on PostgreSQL', () => {
   it(`${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × elapsed − 2, 10 + 10 × elapsed]`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fv-pg-shared-'))
-    const file = writeHeaderBucketBundle(dir, 'shared_key', { burst: 10, tokens_per_second: 10 })
     const prefix = uniquePrefix('e2e')
-    const backend = await startBackend()
-    // Exactness, not the deadline, is under test: a generous deadline keeps slow calls on a loaded machine from failing open.
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: PG_URL, FAIRVISOR_PG_TABLE_PREFIX: prefix, FAIRVISOR_STORE_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' }
-    const gws: GatewayProcess[] = []
-    const pools: Pool[] = []
     try {
       // Started together: schema creation runs under the advisory lock, one after the other.
-      gws.push(...(await Promise.all([startGateway(env), startGateway(env)])))
-      for (const gw of gws) pools.push(new Pool(gw.url, { connections: CLIENTS / 2, pipelining: 1 }))
-      const statuses = new Map<number, number>()
-      const perGateway = [0, 0]
-      const t0 = performance.now()
-      const deadline = t0 + DURATION_MS
-      const client = async (i: number): Promise<void> => {
-        const g = i % 2
-        while (performance.now() < deadline) {
-          const r = await pools[g]!.request({ path: '/work', method: 'GET', headers: { 'x-user': 'shared' } })
-          await r.body.dump()
-          statuses.set(r.statusCode, (statuses.get(r.statusCode) ?? 0) + 1)
-          if (r.statusCode === 200) perGateway[g]!++
-        }
-      }
-      await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
-      const elapsedS = (performance.now() - t0) / 1000
-      const allowed = statuses.get(200) ?? 0
-      const total = [...statuses.values()].reduce((a, b) => a + b, 0)
-      const ceiling = 10 + 10 * elapsedS
-      const detail = `backend ${backend.count}, allowed per gateway ${perGateway.join('+')}, total ${total}, elapsed ${elapsedS.toFixed(3)} s, ceiling ${ceiling.toFixed(2)}, over-grant ${(Math.max(0, backend.count - ceiling) / ceiling * 100).toFixed(2)} %, statuses ${JSON.stringify([...statuses])}`
-      console.log(detail)
-      assert.deepEqual([...statuses.keys()].sort(), [200, 429], detail)
-      assert.ok(total > 500, `the load actually hammered the gateways: ${detail}`)
-      assert.ok(perGateway[0]! > 0 && perGateway[1]! > 0, `both gateways granted requests: ${detail}`)
-      assert.equal(backend.count, allowed, detail)
-      assert.ok(backend.count <= ceiling, `over-grant: ${detail}`)
-      assert.ok(backend.count >= ceiling - 2, `under-grant: ${detail}`)
-      for (const gw of gws) assert.equal(gw.logs.filter((l) => l.msg === 'store call failed').length, 0, 'no store errors')
+      await hammerSharedKey({ env: { FAIRVISOR_STORE: PG_URL, FAIRVISOR_PG_TABLE_PREFIX: prefix }, clients: CLIENTS, durationMs: DURATION_MS, minTotal: 500, together: true })
     } finally {
-      await Promise.all(pools.map((p) => p.close()))
-      await Promise.all(gws.map((g) => g.stop()))
-      await backend.close()
       await dropPrefix(prefix)
-      rmSync(dir, { recursive: true, force: true })
     }
   })
 })

@@ -18,7 +18,7 @@
  * Heavy: run under `flock /tmp/fv-heavy.lock`.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -26,79 +26,13 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
-import { sleep, startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { exact, load as loadOf, median, quantile, sleep, stealTicks, waitExact } from '../helpers/fault-load.js'
 
 const TIMEOUT_MS = 50
 const CLIENTS = 8
 
-/** CPU time the hypervisor took from this VM so far (steal column of /proc/stat), in 10 ms ticks; 0 where unknown. */
-function stealTicks(): number {
-  try {
-    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/)
-    return Number(cpu[8] ?? 0)
-  } catch {
-    return 0
-  }
-}
-
 class MachineStall extends Error {}
-
-interface Sample {
-  /** Start, epoch ms. */
-  at: number
-  ms: number
-  status: number
-  reason: string | undefined
-}
-
-
-/** CLIENTS loops of requests, each with a fresh user (so a healthy store allows them), until stop(). */
-function load(pool: Pool): { samples: Sample[]; stop(): Promise<void> } {
-  const samples: Sample[] = []
-  let running = true
-  let n = 0
-  const loop = async (): Promise<void> => {
-    while (running) {
-      const at = Date.now()
-      const t0 = performance.now()
-      const r = await pool.request({ path: '/load', method: 'GET', headers: { 'x-user': `load-${n++}` } })
-      await r.body.dump()
-      samples.push({ at, ms: performance.now() - t0, status: r.statusCode, reason: r.headers['x-fairvisor-reason'] as string | undefined })
-    }
-  }
-  const loops = Array.from({ length: CLIENTS }, loop)
-  return {
-    samples,
-    async stop() {
-      running = false
-      await Promise.all(loops)
-    },
-  }
-}
-
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
-const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? 0
-
-/** Sequential requests of one fresh user: the first `burst` pass, the next is 429. */
-async function exact(pool: Pool, user: string): Promise<boolean> {
-  const codes: number[] = []
-  for (let i = 0; i < 6; i++) {
-    const r = await pool.request({ path: '/exact', method: 'GET', headers: { 'x-user': user } })
-    await r.body.dump()
-    codes.push(r.statusCode)
-  }
-  return codes.join(',') === '200,200,200,200,200,429'
-}
-
-async function waitExact(pool: Pool, label: string, withinMs: number): Promise<number> {
-  const t0 = performance.now()
-  let i = 0
-  while (performance.now() - t0 < withinMs) {
-    if (await exact(pool, `${label}-${i++}`)) return performance.now() - t0
-    await sleep(20)
-  }
-  throw new Error(`limiting not exact within ${withinMs} ms of the restart`)
-}
 
 describe('redis faults under load', () => {
   let dir: string
@@ -121,7 +55,7 @@ describe('redis faults under load', () => {
     const gw: GatewayProcess = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: policy, FAIRVISOR_REDIS_TIMEOUT_MS: String(TIMEOUT_MS), FAIRVISOR_ACCESS_LOG: 'true' })
     const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
     try {
-      const l = load(pool)
+      const l = loadOf(pool, CLIENTS)
       await sleep(700)
       if (fault === 'kill') await redis.kill() // resolves once the process is gone
       else redis.proc.kill('SIGSTOP')
@@ -197,7 +131,7 @@ describe('redis faults under load', () => {
     const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: 'closed', FAIRVISOR_REDIS_TIMEOUT_MS: '1000' })
     const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
     try {
-      const l = load(pool)
+      const l = loadOf(pool, CLIENTS)
       for (let i = 0; i < 10; i++) {
         await sleep(100)
         assert.equal(redis.cli('script', 'flush'), 'OK')
