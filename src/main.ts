@@ -13,6 +13,8 @@ import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { engineObserver, recordDecision } from './observe/engine-observer.js'
+import { LlmExchange } from './llm/exchange.js'
+import { llmHooks } from './observe/llm-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
 import { logReload } from './observe/reload-log.js'
@@ -69,7 +71,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
-  const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin })
+  const hooks = llmHooks(log, metrics, store, clock)
+  const llm = { bundle: () => bundles.current, exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks) }
+  const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, llm })
   const listener = createListener({ settings, log, ...main })
   const address = await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT

@@ -41,8 +41,9 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
       lastStoreErrorLog = now
       suppressed = 0
     },
-    limitCharged(policy, cost, value) {
-      metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
+    limitCharged(policy, cost, value, llm) {
+      // An LLM rule's charge is a reservation: what it consumed is counted when it is settled.
+      if (!llm) metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
       metrics.hot.tokensRemaining.set(policy, () => ({ policy }), value)
     },
   }
