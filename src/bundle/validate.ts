@@ -19,7 +19,7 @@ export interface BundleIssue {
   policyIndex?: number
   policyId?: string
   ruleName?: string
-  /** True for "not supported yet": the rule loads and is skipped at request time. */
+  /** A warning, not an error: the bundle loads (e.g. "not supported yet", a limit that can never be reached). */
   warning?: boolean
 }
 
@@ -206,8 +206,7 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
     if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
   } else if (rule.algorithm === 'token_bucket_llm') {
     if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
-    const tpd = c.tokens_per_day as number | undefined
-    const burst = (c.burst_tokens ?? c.tokens_per_minute) as number
+    const tpd = c.tokens_per_day, burst = (c.burst_tokens ?? c.tokens_per_minute) as number
     if (typeof tpd === 'number' && tpd < burst) out.push({ pointer: `${base}/algorithm_config/tokens_per_day`, message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`, warning: true })
   }
 }
