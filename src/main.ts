@@ -10,6 +10,8 @@ import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { decisionRecorder, engineObserver, evictionLog } from './observe/engine-observer.js'
+import { LlmExchange } from './llm/exchange.js'
+import { llmHooks } from './observe/llm-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
 import { logReload } from './observe/reload-log.js'
@@ -61,7 +63,6 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
-
   const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
@@ -69,7 +70,9 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
-  const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin })
+  const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
+  const llm = { bundle: () => bundles.current, exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks) }
+  const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, llm })
   const listener = createListener({ settings, log, ...main })
   const address = await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
@@ -80,14 +83,11 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
   await watcher.ready
   await net.watch(log)
-  log.info(
-    { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION },
-    `fairvisor listening on ${address.address}:${address.port}`,
-  )
+  const started = { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION }
+  log.info(started, `fairvisor listening on ${address.address}:${address.port}`)
 
   let closing: Promise<void> | undefined
-  const shutdown = (): Promise<void> =>
-    (closing ??= (async () => {
+  const shutdown = (): Promise<void> => (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
       await Promise.all([watcher.close(), net.close()])

@@ -71,7 +71,9 @@ export interface HeaderValues {
 }
 
 /** Reasons a limit can reject with (X-Fairvisor-Reason). */
-export type RejectReason = 'token_bucket_exceeded' | 'budget_exceeded' | 'loop_detected' | 'circuit_breaker_open'
+export type RejectReason =
+  | 'token_bucket_exceeded' | 'budget_exceeded' | 'loop_detected' | 'circuit_breaker_open'
+  | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded' | 'tpm_exceeded' | 'tpd_exceeded'
 
 /** What an allowed limit asks of the response: a warning header, a delay (ms, 0: none). */
 export interface Advice {

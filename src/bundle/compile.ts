@@ -12,6 +12,8 @@ import { compileDescriptor, type Extractor } from '../request/descriptors.js'
 import { headerKey, type RequestView } from '../request/view.js'
 import { normaliseSelectorHost } from './hosts.js'
 import { normalisePrefix, RouteIndex } from './route-index.js'
+import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
+import { tokenCounter } from '../llm/estimate.js'
 import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
 import { parseTimestamp } from './validate.js'
 
@@ -32,6 +34,8 @@ export interface CompiledRule {
   /** `<prefix><name>:` and `shadow:<prefix><name>:`, e.g. `tb:per_user:` */
   counterPrefix: string
   shadowCounterPrefix: string
+  /** token_bucket_llm: the config (also `limit`, the minute bucket) and the day counter's prefixes. */
+  llm?: { config: LlmConfig; dayPrefix: string; shadowDayPrefix: string }
 }
 
 export interface CompiledPolicy {
@@ -50,6 +54,8 @@ export interface CompiledPolicy {
   breaker: CompiledRule | undefined
   /** Limit keys of every rule, sorted: the descriptors of the loop fingerprint. */
   descriptorKeys: readonly { name: string; extract: Extractor }[]
+  /** Some rule (or the fallback) is token_bucket_llm: the proxy reads the body's first MiB before deciding. */
+  llm: boolean
 }
 
 export interface CompiledKillSwitch {
@@ -73,6 +79,8 @@ export interface CompiledBundle {
   /** Epoch ms until which global_shadow is active (undefined: never). */
   globalShadowUntil: number | undefined
   killSwitchOverrideUntil: number | undefined
+  /** Some policy has an LLM rule; false keeps the proxy from even matching routes to ask (hot path). */
+  llm: boolean
 }
 
 /** Positive finite number written in plain decimal, else undefined (no hex, no exponent, no Infinity). */
@@ -111,6 +119,13 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
   const prefix = algorithm?.keyPrefix ?? ''
+  const limit = algorithm?.normalise(c)
+  let llm: CompiledRule['llm']
+  if (raw.algorithm === 'token_bucket_llm' && limit !== undefined) {
+    const config = limit as LlmConfig
+    if (config.estimator === 'tokenizer') tokenCounter(config.encoding) // loaded now, not on the first request
+    llm = { config, dayPrefix: `${LLM_DAY.keyPrefix}${name}:`, shadowDayPrefix: `shadow:${LLM_DAY.keyPrefix}${name}:` }
+  }
   return {
     name,
     algorithmName: raw.algorithm,
@@ -119,11 +134,12 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
     keyNames,
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
-    limit: algorithm?.normalise(c),
+    limit,
     // token_bucket names it cost_source, cost_based cost_key.
     cost: costFunction(String(c.cost_source ?? c.cost_key ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
+    llm,
   }
 }
 
@@ -175,6 +191,7 @@ export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], me
       loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION, p.spec.loop_detection, p.id) : undefined,
       breaker: p.spec.circuit_breaker?.enabled ? compileGuard(CIRCUIT_BREAKER, p.spec.circuit_breaker, p.id, doc.bundle_version) : undefined,
       descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))].sort().map((name) => ({ name, extract: extractorOf(name) })),
+      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some((r) => r.algorithm === 'token_bucket_llm'),
     }
   })
   return {
@@ -187,5 +204,6 @@ export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], me
     killSwitches: (doc.kill_switches ?? []).map(compileKillSwitch),
     globalShadowUntil: activeUntil(doc.global_shadow),
     killSwitchOverrideUntil: activeUntil(doc.kill_switch_override),
+    llm: compiled.some((p) => p.llm),
   }
 }

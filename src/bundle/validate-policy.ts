@@ -38,7 +38,8 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
     if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
   } else if (rule.algorithm === 'token_bucket_llm') {
     if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
-    out.push({ pointer: `${base}/algorithm`, message: 'algorithm token_bucket_llm is not supported yet; the rule is skipped', warning: true })
+    const tpd = c.tokens_per_day, burst = (c.burst_tokens ?? c.tokens_per_minute) as number
+    if (typeof tpd === 'number' && tpd < burst) out.push({ pointer: `${base}/algorithm_config/tokens_per_day`, message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`, warning: true })
   }
 }
 

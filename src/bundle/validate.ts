@@ -19,7 +19,7 @@ export interface BundleIssue {
   policyIndex?: number
   policyId?: string
   ruleName?: string
-  /** True for "not supported yet": the rule loads and is skipped at request time. */
+  /** A warning, not an error: the bundle loads (e.g. "not supported yet", a limit that can never be reached). */
   warning?: boolean
 }
 

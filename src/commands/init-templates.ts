@@ -78,15 +78,16 @@ export const TEMPLATES: Record<string, () => object> = {
             },
             {
               name: 'tokens_per_user',
-              _comment: 'LLM token budget per user. This build loads token_bucket_llm rules with a "not supported yet" warning and skips them at request time.',
+              _comment: 'LLM tokens per user: the prompt (BPE-counted) plus max_tokens are reserved before the call and settled against the usage the API reports; streams end at max_completion_tokens.',
               limit_keys: ['jwt:sub'],
               algorithm: 'token_bucket_llm',
               algorithm_config: {
                 tokens_per_minute: 20000,
                 tokens_per_day: 500000,
                 max_tokens_per_request: 8000,
+                max_completion_tokens: 4096,
                 default_max_completion: 1000,
-                token_source: { estimator: 'simple_word' },
+                token_source: { estimator: 'tokenizer', encoding: 'o200k_base' },
               },
             },
           ],

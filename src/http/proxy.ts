@@ -7,8 +7,9 @@
  * round trip and no Readable is allocated per response.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Duplex } from 'node:stream'
+import { Readable, type Duplex } from 'node:stream'
 import { Pool, type Dispatcher } from 'undici'
+import type { LlmExchange } from '../llm/exchange.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { downstreamHeaders, upstreamHeaders } from './forward-headers.js'
@@ -21,9 +22,22 @@ export interface ProxyOptions {
   isTrustedPeer(ip: string): boolean
 }
 
+/** A request whose body's first MiB was read for an LLM rule: forwarded first, then the rest of `req` unread. */
+export interface HeldBody {
+  held: Buffer
+  /** Bytes read past the first MiB with the last chunk. */
+  spill: Buffer | undefined
+  /** The whole body was read. */
+  ended: boolean
+}
+
 export interface Proxy {
-  /** Forward `req`; `extraHeaders` (flat name/value list) are added to the response. */
-  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined): void
+  /**
+   * Forward `req`; `extraHeaders` (flat name/value list) are added to the
+   * response. `held`: the body's start already read (LLM rules); `tap`: the
+   * LLM exchange that reads (and may cut) the response as it passes.
+   */
+  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
   /** Proxy a WebSocket (or other) upgrade; `head` is the first chunk already read. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
   close(): Promise<void>
@@ -44,6 +58,9 @@ class Forwarding {
   abort: ((err?: Error) => void) | undefined = undefined
   resume: (() => void) | undefined = undefined
   done = false
+  /** Set when an LLM stream was ended here (max_completion_tokens): the upstream abort that follows is expected. */
+  cut = false
+  tap: LlmExchange | undefined = undefined
   /** The client socket, kept because undici may detach req.socket when it destroys the body. */
   readonly client: Duplex
 
@@ -64,11 +81,24 @@ class Forwarding {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
     if (statusCode < 200) return true // interim responses are not relayed
     this.resume = resume
+    if (this.tap !== undefined) this.tap.headers(statusCode, rawValue(rawHeaders, 'content-type'), rawValue(rawHeaders, 'content-encoding'))
     this.res.writeHead(statusCode, statusText, downstreamHeaders(rawHeaders, this.extraHeaders))
     return true
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.tap !== undefined) {
+      const cut = this.tap.data(chunk)
+      if (cut >= 0) {
+        // Over max_completion_tokens: the events so far, the closing event, then end and drop the upstream call.
+        this.cut = true
+        this.done = true
+        if (cut > 0) this.res.write(cut === chunk.length ? chunk : chunk.subarray(0, cut))
+        this.res.end(this.tap.closing())
+        this.abort?.(new Error('stream ended at max_completion_tokens'))
+        return false
+      }
+    }
     if (this.res.write(chunk)) return true
     // Backpressure: undici pauses reading the backend until the client drains.
     this.res.once('drain', this.resume!)
@@ -77,11 +107,14 @@ class Forwarding {
 
   onComplete(): void {
     this.done = true
+    this.tap?.end(true)
     this.res.end()
   }
 
   onError(err: Error): void {
+    if (this.cut) return
     this.done = true
+    this.tap?.end(false)
     this.failure(this, err)
   }
 }
@@ -89,7 +122,25 @@ class Forwarding {
 /** 'close' listener shared by every response (no closure per request): a client that left cancels its upstream request. */
 function onResponseClose(this: ForwardedResponse): void {
   const f = this[kForwarding]
-  if (f !== undefined && !f.done && f.abort !== undefined) f.abort(new Error('client closed the connection'))
+  if (f === undefined || f.done) return
+  f.tap?.end(false) // an LLM call the client left settles on what was streamed
+  if (f.abort !== undefined) f.abort(new Error('client closed the connection'))
+}
+
+/** First value of a response header in undici's raw buffer list. */
+function rawValue(raw: Buffer[], lower: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i]!
+    if (k.length === lower.length && k.toString('latin1').toLowerCase() === lower) return raw[i + 1]!.toString('latin1').toLowerCase()
+  }
+  return undefined
+}
+
+/** The held start of a body, then the rest of the request as it arrives (backpressure through the iterator). */
+async function* heldThenRest(req: IncomingMessage, h: HeldBody): AsyncGenerator<Buffer> {
+  yield h.held
+  if (h.spill !== undefined) yield h.spill
+  for await (const chunk of req) yield chunk as Buffer
 }
 
 export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Proxy {
@@ -123,14 +174,15 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
   const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
 
-  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined): void {
+  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
     const f = new Forwarding(req, res, extraHeaders, failure)
+    f.tap = tap
     ;(res as ForwardedResponse)[kForwarding] = f
     res.once('close', onResponseClose)
     const headers: string[] = []
     const body = upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
     pool.dispatch(
-      { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: body ? req : null },
+      { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: !body ? null : held === undefined ? req : held.ended ? held.held : Readable.from(heldThenRest(req, held), { objectMode: false }) },
       f as unknown as Dispatcher.DispatchHandler,
     )
   }

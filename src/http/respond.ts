@@ -37,10 +37,15 @@ export function afterDelay(d: Decision, res: ServerResponse, go: () => void): vo
  * one); the body's values are fixed reason codes and integers.
  */
 export function sendRejection(res: ServerResponse, d: Decision, exposeReason: boolean, extra?: string[]): void {
-  let body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
-  if (exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
-  if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
-  body += '}'
+  let body: string
+  const llm = LLM_MESSAGES[d.reason]
+  if (llm !== undefined) body = llmRejectBody(llm)
+  else {
+    body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
+    if (exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
+    if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
+    body += '}'
+  }
   const headers = ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store']
   if (d.limit) {
     const rl = rateLimitHeaders(d.limit)
@@ -51,6 +56,21 @@ export function sendRejection(res: ServerResponse, d: Decision, exposeReason: bo
   if (extra) for (let i = 0; i < extra.length; i++) headers.push(extra[i]!)
   res.writeHead(d.status, headers)
   res.end(body)
+}
+
+/**
+ * LLM rejects answer in the shape OpenAI clients (and their SDKs' retry
+ * logic) understand (docs/behaviour.md §5 token_bucket_llm, FIX), whatever the backend.
+ */
+const LLM_MESSAGES: Partial<Record<string, string>> = {
+  prompt_tokens_exceeded: 'The prompt is longer than this API key may send in one request.',
+  max_tokens_per_request_exceeded: 'The prompt plus the requested completion exceed the tokens allowed per request.',
+  tpm_exceeded: 'Rate limit reached for tokens per minute. Please retry after the time given in Retry-After.',
+  tpd_exceeded: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.',
+}
+
+function llmRejectBody(message: string): string {
+  return JSON.stringify({ error: { message, type: 'rate_limit_error', code: 'rate_limit_exceeded' } })
 }
 
 /** The request a reverse-proxied IncomingMessage is. */

@@ -7,11 +7,15 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { Decision } from '../engine/evaluate.js'
+import type { CompiledBundle } from '../bundle/compile.js'
+import type { Decision, LlmReservation } from '../engine/evaluate.js'
+import type { LlmExchange } from '../llm/exchange.js'
+import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import { debugHeaders, type DebugSessions } from './debug-session.js'
 import { decisionHandler } from './decision-api.js'
-import type { Proxy } from './proxy.js'
+import { needsBody, readHead } from './llm-body.js'
+import type { HeldBody, Proxy } from './proxy.js'
 import { afterDelay, allowHeaders, endRaw, inputFromRequest, sendJson, sendRejection } from './respond.js'
 import type { Handler } from './server.js'
 
@@ -23,6 +27,8 @@ export interface RoutesOptions {
   proxy: Proxy | undefined
   /** Admin routes to serve on this listener (empty when they have their own). */
   admin: ReadonlyMap<string, Handler>
+  /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
+  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange }
 }
 
 export interface Routes {
@@ -33,28 +39,46 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin }: RoutesOptions): Routes {
+export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
     routes.set('/v1/decision', decisionHandler({ decide, exposeReason, debug }))
     return { routes, fallback: notFound, upgrade: undefined }
   }
-  const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision): void => {
-    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d)))
+  /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
+  const tapOf = (d: Decision): LlmExchange | undefined => {
+    if (d.llm === undefined || llm === undefined) return undefined
+    const x = llm.exchange(d.llm)
+    if (d.allowed) return x
+    x.end(false)
+    return undefined
+  }
+  const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined): void => {
+    const tap = tapOf(d)
+    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d), held, tap))
     else sendRejection(res, d, exposeReason)
   }
-  const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint): void => {
+  const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint, held: HeldBody | undefined): void => {
     const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason)
-    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra]))
+    const tap = tapOf(d)
+    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra], held, tap))
     else sendRejection(res, d, exposeReason, extra)
   }
-  const fallback: Handler = (req, res) => {
+  const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
       const start = process.hrtime.bigint()
-      return decide(inputFromRequest(req), true, (d) => onDebugDecision(req, res, d, start))
+      return decide(input, true, (d) => onDebugDecision(req, res, d, start, held))
     }
-    decide(inputFromRequest(req), false, (d) => onDecision(req, res, d))
+    decide(input, false, (d) => onDecision(req, res, d, held))
+  }
+  const fallback: Handler = (req, res) => {
+    const input = inputFromRequest(req)
+    // Only a request that a policy with an LLM rule matches waits for (the first MiB of) its body.
+    if (llm !== undefined && needsBody(llm.bundle(), input)) {
+      return readHead(req, (held) => run(req, res, { ...input, body: held.held }, held))
+    }
+    run(req, res, input, undefined)
   }
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void =>
     decide(inputFromRequest(req), false, (d) => {

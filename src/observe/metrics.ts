@@ -4,7 +4,7 @@
  * ids and descriptor key names come from the bundle or from fixed lists,
  * never from traffic (no paths, no limit-key values).
  */
-import { Counter, Gauge, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredGauge, FastHistogram } from './hot-metrics.js'
 
 export const RETRY_AFTER_BUCKETS = [
@@ -60,10 +60,14 @@ export function createMetrics() {
       registry,
     ),
     ratelimitRemaining: new Gauge({ name: 'fairvisor_ratelimit_remaining', help: 'RateLimit-Remaining of the last decision per policy.', labelNames: ['policy'], registers: r }),
-    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens charged to enforce limits by allowed requests, per policy.', labelNames: ['policy'], registers: r }),
+    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage), per policy.', labelNames: ['policy'], registers: r }),
     tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the bucket of the last enforce limit charged, per policy.', labelNames: ['policy'], registers: r }),
-    tokenEstimationAccuracy: new Gauge({ name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM token estimate accuracy (actual / estimated).', registers: r }),
-    tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved but not used.', registers: r }),
+    tokenEstimationAccuracy: new Histogram({
+      name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM prompt tokens reported by the provider divided by the estimate made before the call.',
+      buckets: [0.25, 0.5, 0.75, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 4], labelNames: ['estimator'], registers: r,
+    }),
+    tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved before a call and given back at settlement, per policy.', labelNames: ['policy'], registers: r }),
+    tokenSettlements: new Counter({ name: 'fairvisor_token_settlements_total', help: 'LLM reservations settled, by what they were settled on (usage, counted, reserved, refunded, dropped).', labelNames: ['by'], registers: r }),
     loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).', labelNames: ['policy', 'action'], registers: r }),
     circuitState: new Gauge({ name: 'fairvisor_circuit_state', help: 'Circuit breaker state per target (0 closed, 1 open).', labelNames: ['target'], registers: r }),
     // The next four are computed when scraped, from the current bundle and the
@@ -127,6 +131,7 @@ export function createMetrics() {
   }
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
+  for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)
   // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
   const hot = {
     decisions: new DeferredCounter(m.decisions),

@@ -8,6 +8,7 @@ import { botCategory, type BotCategory } from './bots.js'
 import { clientIp } from './client-ip.js'
 import { claimString, decodeBearer, type Claims } from './jwt.js'
 import { NetworkData } from './network-data.js'
+import { parseLlmBody, type LlmBody } from '../llm/request-body.js'
 
 /** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes. */
 export interface RequestInput {
@@ -27,6 +28,11 @@ export interface RequestInput {
    * verify). Absent when no key source is configured: claims are then decoded.
    */
   verifiedClaims?: Claims | null
+  /**
+   * The first MiB of the body, read only when a matched policy has an LLM
+   * rule (http/llm-body.ts); absent otherwise and in decision-service mode.
+   */
+  body?: Buffer
 }
 
 /** Header names are compared case-insensitively with `-` and `_` equivalent (docs/behaviour.md §3). */
@@ -102,6 +108,7 @@ export class RequestView {
   private _ip: string | undefined
   private _host: string | undefined
   private _claims: Claims | null | undefined
+  private _llm: LlmBody | undefined
   private _query: URLSearchParams | undefined
   private _headers: Map<string, string> | undefined
   private _country: string | null | undefined
@@ -122,6 +129,15 @@ export class RequestView {
   /** The query string as received, without `?` ('' when none). */
   get rawQuery(): string {
     return this.input.rawQuery
+  }
+
+  /** The body as LLM rules read it (parsed once; Content-Length gives the size of what was not held). */
+  llmBody(): LlmBody {
+    if (this._llm !== undefined) return this._llm
+    // A sidecar call has no body: a proxy may pass the original request's length in X-Original-Content-Length.
+    const cl = rawHeader(this.input.rawHeaders, 'x-original-content-length') ?? rawHeader(this.input.rawHeaders, 'content-length')
+    const n = cl === undefined ? undefined : Number(cl)
+    return (this._llm = parseLlmBody(this.input.body, n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined))
   }
 
   get host(): string {

@@ -125,15 +125,14 @@ test('duplicate policy ids: the last one wins, with a warning', () => {
   assert.equal(r.bundle.policies.length, 2)
 })
 
-test('token_bucket_llm rules load with "not supported yet" and are marked unsupported; cost_based and ua:bot rules are supported', () => {
-  const file = join(BUNDLES, 'unsupported.json')
+test('token_bucket_llm, cost_based and ua:bot rules all load without warnings and are supported', () => {
+  const file = join(BUNDLES, 'mixed-algorithms.json')
   const r = loadBundleFile(file, NOW)
   assert.ok(r.ok)
   assert.deepEqual(r.dropped, [])
-  assert.deepEqual(r.warnings, [
-    `${file}: /policies/0/spec/rules/1/algorithm: policy "api", rule "llm": algorithm token_bucket_llm is not supported yet; the rule is skipped.`,
-  ])
-  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', true], ['llm', false], ['bots', true], ['per_ip', true]])
+  assert.deepEqual(r.warnings, [])
+  assert.deepEqual(r.bundle.policies[0]!.rules.map((x) => [x.name, x.supported]), [['budget', true], ['llm', true], ['bots', true], ['per_ip', true]])
+  assert.equal(r.bundle.llm, true)
 })
 
 test('kill switches on ua:bot and ua:bot_category load without warnings', () => {

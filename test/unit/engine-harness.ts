@@ -29,6 +29,8 @@ export interface Req {
   headers?: Record<string, string | string[]>
   peer?: string
   jwt?: Record<string, unknown>
+  /** A request body (LLM rules read it), sent with its Content-Length. */
+  body?: string
 }
 
 export function b64url(v: unknown): string {
@@ -43,7 +45,9 @@ export function view(r: Req = {}, trusted?: BlockList): RequestView {
   const raw: string[] = []
   for (const [k, v] of Object.entries(r.headers ?? {})) for (const x of Array.isArray(v) ? v : [v]) raw.push(k, x)
   if (r.jwt) raw.push('Authorization', bearer(r.jwt))
-  return new RequestView({ method: r.method ?? 'GET', path: r.path ?? '/x', rawQuery: r.query ?? '', host: r.host ?? 'localhost', rawHeaders: raw, peer: r.peer ?? '10.0.0.1' }, trusted)
+  const body = r.body === undefined ? undefined : Buffer.from(r.body)
+  if (body) raw.push('Content-Length', String(body.length))
+  return new RequestView({ method: r.method ?? 'GET', path: r.path ?? '/x', rawQuery: r.query ?? '', host: r.host ?? 'localhost', rawHeaders: raw, peer: r.peer ?? '10.0.0.1', body }, trusted)
 }
 
 export class Recorder implements EngineObserver {

@@ -264,13 +264,16 @@ test('kill switch: an active kill_switch_override ignores kill switches until it
   assert.equal(h.run({}, 60).reason, 'kill_switch', 'global_shadow does not shadow a kill switch')
 })
 
-test('rules that are not supported yet are skipped at request time and do not trigger the fallback', () => {
+test('a token_bucket_llm rule is applied with the other rules of its policy and does not trigger the fallback', () => {
   const doc = bundle([policy('p', [
-    { name: 'llm', algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 1 } },
+    { name: 'llm', algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 6000 } },
     rule('per_ip', ['ip:address'], tb(1, 3)),
   ], { fallback_limit: { algorithm: 'token_bucket', algorithm_config: tb(1, 1) } })])
   const h = new Harness(compile(doc))
-  assert.equal(h.remaining(), 2)
+  // No body: prompt 0 + default_max_completion 1000 reserved per request; per_ip is the most restrictive.
+  const first = h.run()
+  assert.equal(first.limit?.remaining, 2)
+  assert.deepEqual(first.llm?.map((r) => [r.ruleName, r.prompt, r.reserved, r.minute.key]), [['llm', 0, 1000, 'tpm:llm:llm:']])
   assert.equal(h.remaining(), 1)
   assert.equal(h.remaining(), 0)
   assert.equal(h.remaining(), 'rejected')

@@ -41,7 +41,25 @@ for (const name of FILES) {
   })
 }
 
+const chatBody = (chars: number, extra: object = {}): string => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello world '.repeat(chars / 12) }], ...extra })
+
 const BEHAVIOUR: Record<string, (h: Harness) => void> = {
+  'llm-openai.json': (h) => {
+    const req = (body: string, key = 'Bearer sk-1'): Req => ({ method: 'POST', path: '/v1/chat/completions', headers: { authorization: key }, body })
+    const d = h.run(req(chatBody(1200, { max_tokens: 50000 })))
+    // 100 × "hello world " is 201 o200k tokens + 6 of chat framing; the completion is capped at 4096.
+    assert.deepEqual(d.llm?.map((r) => [r.prompt, r.reserved]), [[207, 207 + 4096]])
+    assert.equal(d.limit?.remaining, 30000 - 4303)
+    assert.equal(h.run(req(chatBody(120_000))).reason, 'prompt_tokens_exceeded')
+    assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')), 7) // 30000 / 4207
+    assert.equal(h.run(req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')).reason, 'tpm_exceeded')
+  },
+  'llm-anthropic.json': (h) => {
+    const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })
+    const d = h.run(req(chatBody(1200, { max_tokens: 100_000, stream: true })))
+    assert.deepEqual(d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]), [[300, 300 + 8192, true]])
+    assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 8192 }))), 6) // 60000 burst, 8492 already used
+  },
   'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
   'per-user-jwt.json': (h) => {
     assert.equal(allowedInARow(h, { path: '/api/x', jwt: { sub: 'alice' } }), 20)

@@ -1,0 +1,107 @@
+/**
+ * token_bucket_llm (docs/behaviour.md §5): one rule, two limits on existing kinds. The
+ * minute bucket (`tpm:llm:`, token-bucket kind: burst_tokens refilling at
+ * tokens_per_minute/60) and the UTC-day counter (`tpd:llm:`, window-counter
+ * kind aligned on days) are both charged the prompt estimate plus the
+ * completion reservation, in the request's single store call, so a day
+ * reject leaves the minute bucket untouched (the group rejects as a whole).
+ * The two pre-checks (prompt size, request size) need no store at all; the
+ * engine runs them (engine/llm-plan.ts). After the response the reservation
+ * is settled against the reported usage with one store.adjust call.
+ */
+import type { Algorithm, HeaderValues } from './algorithm.js'
+import { bucketLimit, resetSeconds, type BucketLimit } from './token-bucket.js'
+import { counterLimit, type CounterLimit } from './window-counter.js'
+
+export type Estimator = 'simple_word' | 'header_hint' | 'tokenizer'
+
+export interface StreamingConfig {
+  enabled: boolean
+  enforceMidStream: boolean
+  /** Completion tokens between two comparisons with maxCompletion. */
+  bufferTokens: number
+  onLimitExceeded: 'graceful_close' | 'error_chunk'
+  includePartialUsage: boolean
+  /** Where a stream is cut: max_completion_tokens, default 2048. */
+  maxCompletion: number
+}
+
+export interface LlmConfig extends BucketLimit {
+  tokensPerMinute: number
+  /** burst / rate rounded up (60 s when burst_tokens = tokens_per_minute). */
+  windowS: number
+  /** The day counter (undefined: no tokens_per_day). */
+  day: CounterLimit | undefined
+  maxTokensPerRequest: number | undefined
+  maxPromptTokens: number | undefined
+  /** Caps the reservation (undefined: no cap). */
+  maxCompletionTokens: number | undefined
+  defaultMaxCompletion: number
+  estimator: Estimator
+  /** BPE encoding of the `tokenizer` estimator (default o200k_base). */
+  encoding: string
+  streaming: StreamingConfig
+}
+
+export const DAY_S = 86_400
+
+export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
+  const tokensPerMinute = Number(c.tokens_per_minute)
+  const burst = Number(c.burst_tokens ?? tokensPerMinute)
+  const rate = tokensPerMinute / 60
+  const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined)
+  const ts = (c.token_source ?? {}) as { estimator?: Estimator; encoding?: string }
+  const s = (c.streaming ?? {}) as Record<string, unknown>
+  const maxCompletionTokens = num(c.max_completion_tokens)
+  return {
+    ...bucketLimit(rate, burst),
+    tokensPerMinute,
+    windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)),
+    day: typeof c.tokens_per_day === 'number' ? counterLimit(c.tokens_per_day, DAY_S, 0) : undefined,
+    maxTokensPerRequest: num(c.max_tokens_per_request),
+    maxPromptTokens: num(c.max_prompt_tokens),
+    maxCompletionTokens,
+    defaultMaxCompletion: num(c.default_max_completion) ?? 1000,
+    estimator: ts.estimator ?? 'simple_word',
+    encoding: ts.encoding ?? 'o200k_base',
+    streaming: {
+      enabled: s.enabled !== false,
+      enforceMidStream: s.enforce_mid_stream !== false,
+      bufferTokens: num(s.buffer_tokens) ?? 100,
+      onLimitExceeded: s.on_limit_exceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
+      includePartialUsage: s.include_partial_usage !== false,
+      maxCompletion: maxCompletionTokens ?? 2048,
+    },
+  }
+}
+
+/** The minute bucket: what a bundle's token_bucket_llm rule names; its limit is the whole config. */
+export const LLM_MINUTE: Algorithm<LlmConfig> = {
+  name: 'token_bucket_llm',
+  keyPrefix: 'tpm:llm:',
+  rejectReason: 'tpm_exceeded',
+  normalise: normaliseLlm,
+  headers(l, tokens, retryAfter, rejected): HeaderValues {
+    if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }
+    return { limit: l.burst, remaining: Math.max(0, Math.floor(tokens)), resetS: resetSeconds(tokens, l.rate), windowS: l.windowS }
+  },
+  describe: (l, tokens) => `minute bucket ${Math.floor(tokens)}/${l.burst} tokens left`,
+}
+
+/** The day counter of the same rule: its own prefix, reason and headers (keys end in `:<YYYYMMDD>`). */
+export const LLM_DAY: Algorithm<CounterLimit> = {
+  name: 'token_bucket_llm',
+  keyPrefix: 'tpd:llm:',
+  rejectReason: 'tpd_exceeded',
+  normalise: () => counterLimit(1, DAY_S, 0), // never called: the day limit comes from normaliseLlm
+  headers(l, used, secondsToEnd, rejected): HeaderValues {
+    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + 1e-9)), resetS: secondsToEnd, windowS: DAY_S }
+  },
+  describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
+}
+
+/** `YYYYMMDD` of the UTC day of `nowMs`: the day counter's key suffix (docs/behaviour.md §4). */
+export function utcDay(nowMs: number): string {
+  const d = new Date(nowMs)
+  return `${d.getUTCFullYear()}${String(d.getUTCMonth() + 1).padStart(2, '0')}${String(d.getUTCDate()).padStart(2, '0')}`
+}

@@ -1,0 +1,94 @@
+/**
+ * What the engine hands back and reports: the Decision of one request, the
+ * LLM reservations it carries for settlement, and the observer hooks.
+ */
+import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
+import type { LlmConfig } from '../algorithms/llm.js'
+import type { LimitView } from './headers.js'
+
+export type Reason =
+  | 'no_bundle_loaded' | 'no_matching_policy' | 'all_rules_passed' | 'kill_switch'
+  | 'service_unavailable' | 'store_unavailable_fail_open' | RejectReason
+
+/**
+ * One token_bucket_llm rule's charge on an allowed request: settled once the
+ * response says what was used (llm/settle.ts). Both counters were charged
+ * `reserved`; the settlement adjusts both by reserved − used.
+ */
+export interface LlmReservation {
+  policyId: string
+  ruleName: string
+  shadow: boolean
+  config: LlmConfig
+  minute: { key: string; limit: Limit }
+  day: { key: string; limit: Limit } | undefined
+  /** Prompt tokens estimated before the call. */
+  prompt: number
+  /** Prompt estimate + completion reservation: the charge to each counter. */
+  reserved: number
+  /** The client asked for a stream (`"stream": true` or Accept: text/event-stream) and streaming is enabled. */
+  streaming: boolean
+}
+
+export interface Decision {
+  allowed: boolean
+  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed. */
+  status: 200 | 429 | 503
+  reason: Reason
+  mode: 'enforce' | 'shadow'
+  policyId?: string
+  ruleName?: string
+  /** Headers source: most restrictive enforce limit on allow, the rejecting one on reject. */
+  limit?: LimitView
+  /** Jittered Retry-After (rejects only). */
+  retryAfterS?: number
+  /** Counter key and cost of the limit the headers come from (debug log). */
+  key?: string
+  cost?: number
+  /** X-Fairvisor-Warning of an allowed request (budget stage, loop). */
+  warning?: Advice['warning']
+  /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle). */
+  delayMs?: number
+  matchedPolicies: readonly string[]
+  /** Descriptor key → value of the limits evaluated (debug sessions). */
+  descriptors?: Map<string, string>
+  /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
+  llm?: LlmReservation[]
+}
+
+export interface ShadowReject {
+  policyId: string
+  ruleName: string
+  reason: Reason
+  key: string
+}
+
+export interface PlannedLimit {
+  policyId: string
+  ruleName: string
+  algorithm: string
+  /** Full counter key, e.g. `tb:per_ip:10.0.0.1` (`shadow:` in front for shadow policies). */
+  key: string
+  composite: string
+  cost: number
+  shadow: boolean
+}
+
+/** Thin hooks so the hot path does not format logs or build label objects itself. */
+export interface EngineObserver {
+  descriptorMissing(key: string, policyId: string, ruleName: string): void
+  shadowReject(r: ShadowReject): void
+  storeError(err: Error): void
+  /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
+  limitPlanned?(l: PlannedLimit): void
+  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics). */
+  limitCharged?(policyId: string, cost: number, value: number, llm: boolean): void
+  /** A loop was detected (count ≥ threshold) on `policyId`, whatever its action. */
+  loopDetected?(policyId: string, action: string): void
+  /** Every breaker outcome: open (rejecting) or closed, per policy (gauge; a log line on each change). */
+  breakerState?(policyId: string, open: boolean): void
+  /** Each limit's outcome, in check order (`fairvisor test`). */
+  outcome?(index: number, allowed: boolean, value: number, detail: string | undefined): void
+  /** An LLM rule's prompt estimate and reservation, before any store call (`fairvisor test`). */
+  llmEstimated?(policyId: string, ruleName: string, prompt: number, reserved: number): void
+}

@@ -1,0 +1,106 @@
+/**
+ * The store's outcomes → the Decision: the first enforce reject wins (its
+ * algorithm's reason and headers, jittered Retry-After); otherwise allow with
+ * the headers of the most restrictive enforce limit, warn/throttle advice,
+ * and the LLM reservations whose group was committed.
+ */
+import type { Advice } from '../algorithms/algorithm.js'
+import type { Outcomes } from '../store/store.js'
+import type { Decision, EngineObserver, LlmReservation } from './decision.js'
+import type { LimitView } from './headers.js'
+import { retryAfterWithJitter } from './jitter.js'
+import { identityOf } from './kill-switch.js'
+import type { Plan, Planned } from './plan.js'
+
+/** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
+function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
+  if (plan.llm.length === 0) return undefined
+  let shadowOk = true
+  for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) shadowOk = false
+  const out = plan.llm.filter((r) => (r.shadow ? shadowOk : enforceOk))
+  return out.length ? out : undefined
+}
+
+export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision {
+  const { planned, checks, observer: obs, view, descriptors } = plan
+  let best: LimitView | undefined
+  let bestPlan: Planned | undefined
+  let bestAt = -1
+  let advice: Advice | undefined
+  let anyEnforce = false
+  let rejectedAt = -1
+  for (let i = 0; i < planned.length; i++) {
+    const o = outcomes[i]
+    if (o === undefined) continue
+    const p = planned[i]!
+    const algorithm = p.algorithm
+    obs.outcome?.(i, o.allowed, o.value, algorithm.describe?.(p.limit, o.value))
+    if (p.rule === p.policy.breaker && !p.shadow) obs.breakerState?.(p.policy.id, !o.allowed)
+    if (!o.allowed) {
+      if (p.rule === p.policy.loop) obs.loopDetected?.(p.policy.id, 'reject')
+      // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
+      if (p.shadow) obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: algorithm.rejectReason, key: checks[i]!.key })
+      else if (rejectedAt === -1) rejectedAt = i
+      continue
+    }
+    if (p.shadow || rejectedAt !== -1) continue
+    anyEnforce = true
+    const a = algorithm.advise?.(p.limit, o.value)
+    if (a !== undefined) {
+      if (a.loop) obs.loopDetected?.(p.policy.id, a.delayMs > 0 ? 'throttle' : 'warn')
+      if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
+    }
+    const h = algorithm.headers(p.limit, o.value, o.retryAfter, false)
+    if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
+      best = { policyId: p.policy.id, ...h }
+      bestPlan = p
+      bestAt = i
+    }
+  }
+  if (rejectedAt !== -1) {
+    const p = planned[rejectedAt]!
+    const o = outcomes[rejectedAt]!
+    const reason = p.algorithm.rejectReason
+    const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
+    return {
+      allowed: false,
+      status: 429,
+      reason,
+      mode: 'enforce',
+      policyId: p.policy.id,
+      ruleName: p.rule.name,
+      limit: h && { policyId: p.policy.id, ...h },
+      key: checks[rejectedAt]!.key,
+      cost: checks[rejectedAt]!.cost,
+      retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
+      matchedPolicies: ids,
+      descriptors,
+      llm: committedLlm(plan, outcomes, false),
+    }
+  }
+  if (obs.limitCharged) {
+    // Only now is it known that nothing rejected, i.e. that the charges were committed.
+    for (let i = 0; i < planned.length; i++) {
+      const o = outcomes[i]
+      const p = planned[i]!
+      // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
+      if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit)) obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
+    }
+  }
+  return {
+    allowed: true,
+    status: 200,
+    reason: 'all_rules_passed',
+    mode: anyEnforce ? 'enforce' : 'shadow',
+    policyId: bestPlan?.policy.id,
+    ruleName: bestPlan?.rule.name,
+    limit: best,
+    key: bestAt === -1 ? undefined : checks[bestAt]!.key,
+    cost: bestAt === -1 ? undefined : checks[bestAt]!.cost,
+    warning: advice?.warning,
+    delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,
+    matchedPolicies: ids,
+    descriptors,
+    llm: committedLlm(plan, outcomes, true),
+  }
+}

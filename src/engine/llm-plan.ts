@@ -1,0 +1,54 @@
+/**
+ * A token_bucket_llm rule in the documented order: prompt estimate → prompt_tokens_exceeded
+ * → reserve the request's max_tokens (or default_max_completion), capped at
+ * max_completion_tokens → max_tokens_per_request_exceeded → the minute
+ * bucket (tpm_exceeded) and the day counter (tpd_exceeded) as two checks of
+ * the request's one store call. The pre-checks reject without a store call;
+ * in a shadow policy they are reported and the rule charges nothing (an
+ * enforce policy would not have reached its counters either).
+ */
+import { LLM_DAY, utcDay } from '../algorithms/llm.js'
+import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
+import { estimatePrompt } from '../llm/estimate.js'
+import type { Plan } from './plan.js'
+
+/** Streams are announced by the body or by the Accept header (docs/behaviour.md §5 Streaming). */
+function wantsStream(plan: Plan): boolean {
+  if (plan.view.llmBody().stream) return true
+  const accept = plan.view.header('accept')
+  return accept !== undefined && accept.includes('text/event-stream')
+}
+
+export function planLlm(plan: Plan, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
+  const { config: c, dayPrefix, shadowDayPrefix } = rule.llm!
+  const body = plan.view.llmBody()
+  const prompt = estimatePrompt(c.estimator, c.encoding, body, plan.view.header('x-token-estimate'))
+  const asked = body.maxTokens ?? c.defaultMaxCompletion
+  const completion = c.maxCompletionTokens === undefined ? asked : Math.min(asked, c.maxCompletionTokens)
+  const reserved = prompt + completion
+  plan.observer.llmEstimated?.(policy.id, rule.name, prompt, reserved)
+  let early: 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded' | undefined
+  if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
+  else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
+  if (early !== undefined) {
+    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite })
+    else plan.early ??= { policy, rule, reason: early }
+    return
+  }
+  const index = plan.llm.length
+  const minuteKey = (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
+  const dayKey = c.day === undefined ? undefined : `${shadow ? shadowDayPrefix : dayPrefix}${composite}:${utcDay(plan.nowMs)}`
+  plan.llm.push({
+    policyId: policy.id,
+    ruleName: rule.name,
+    shadow,
+    config: c,
+    minute: { key: minuteKey, limit: c },
+    day: dayKey === undefined ? undefined : { key: dayKey, limit: c.day! },
+    prompt,
+    reserved,
+    streaming: c.streaming.enabled && wantsStream(plan),
+  })
+  plan.push(policy, rule, shadow, composite, reserved, undefined, index)
+  if (dayKey !== undefined) plan.push(policy, rule, shadow, composite, reserved, { algorithm: LLM_DAY, limit: c.day!, key: dayKey, llm: index })
+}

@@ -1,0 +1,47 @@
+/**
+ * Settlement of LLM calls as metrics and log lines: tokens consumed (the
+ * settled usage), reservations given back, the estimate's accuracy
+ * (reported ÷ estimated prompt tokens), what each was settled on, dropped
+ * settlements (store down: logged at most once a second), truncated streams
+ * and shadow would_truncate.
+ */
+import type { ExchangeHooks, Settlement } from '../llm/exchange.js'
+import type { Store } from '../store/store.js'
+import type { Logger } from './logger.js'
+import type { Metrics } from './metrics.js'
+
+export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () => number): ExchangeHooks {
+  let lastDropLog = 0
+  let dropped = 0
+  const settled = (list: Settlement[]): void => {
+    for (const s of list) {
+      const r = s.reservation
+      metrics.tokenSettlements.inc({ by: s.by })
+      if (!r.shadow) metrics.hot.tokensConsumed.inc(r.policyId, () => ({ policy: r.policyId }), s.used)
+      if (!r.shadow && s.used < r.reserved) metrics.tokenReservationUnused.inc({ policy: r.policyId }, r.reserved - s.used)
+      if (s.actualPrompt !== undefined && r.prompt > 0) metrics.tokenEstimationAccuracy.observe({ estimator: r.config.estimator }, s.actualPrompt / r.prompt)
+      if (s.by === 'reserved') log.info({ event: 'llm_no_usage', policy: r.policyId, rule: r.ruleName, reserved: r.reserved }, 'LLM response carried no usage; the reservation is kept')
+    }
+  }
+  return {
+    store,
+    now: () => clock() / 1000,
+    settled,
+    dropped(err, list) {
+      metrics.tokenSettlements.inc({ by: 'dropped' }, list.length)
+      metrics.storeErrors.inc({ store: store.kind })
+      dropped += list.length
+      const now = clock()
+      if (now - lastDropLog < 1000) return
+      log.error({ event: 'llm_settlement_dropped', err: { message: err.message }, settlements: dropped }, 'store unavailable: LLM settlement dropped')
+      lastDropLog = now
+      dropped = 0
+    },
+    wouldTruncate(r, counted) {
+      log.info({ event: 'would_truncate', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion }, 'stream passed max_completion_tokens; not cut (shadow)')
+    },
+    truncated(r, counted) {
+      log.info({ event: 'stream_truncated', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, action: r.config.streaming.onLimitExceeded }, 'stream ended at max_completion_tokens')
+    },
+  }
+}

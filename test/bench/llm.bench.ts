@@ -1,0 +1,78 @@
+/**
+ * LLM rules, side by side in one run (node --import tsx test/bench/llm.bench.ts):
+ * 1. decisions/s of the engine (memory store) on a 4 KB chat body: a
+ *    token_bucket_llm rule (simple_word and tokenizer) against a plain
+ *    token_bucket rule on the same request;
+ * 2. prompt estimation cost per request, tokenizer vs simple_word, and each
+ *    one's accuracy against the tokenizer's exact count of the prompt text
+ *    (mean |estimate − exact| / exact over varied prompts).
+ */
+import { performance } from 'node:perf_hooks'
+import { loadBundleBytes } from '../../src/bundle/load.js'
+import { Engine } from '../../src/engine/evaluate.js'
+import { estimatePrompt, tokenCounter } from '../../src/llm/estimate.js'
+import { parseLlmBody, promptTexts } from '../../src/llm/request-body.js'
+import { RequestView } from '../../src/request/view.js'
+import { MemoryStore } from '../../src/store/memory.js'
+
+const WORDS = ['the', 'rate', 'limiter', 'gateway', 'tokens', 'résumé', 'naïve', '東京', 'function()', '{"a":1}', 'https://example.com/x', '42', 'Hello,', 'world!', 'streaming', 'completion']
+function text(chars: number, seed: number): string {
+  let s = ''
+  let x = seed
+  while (s.length < chars) {
+    x = (x * 1103515245 + 12345) % 2147483648
+    s += `${WORDS[x % WORDS.length]} `
+  }
+  return s.slice(0, chars)
+}
+const chat = (content: string): Buffer => Buffer.from(JSON.stringify({ model: 'm', max_tokens: 256, messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content }] }))
+const BODY = chat(text(4000, 7)) // ≈ 4 KB
+
+function engineRate(config: object, algorithm: string, seconds = 2): number {
+  const doc = { bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', limit_keys: ['header:x-k'], algorithm, algorithm_config: config }] } }] }
+  const r = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 'bench.json', Date.now())
+  if (!r.ok) throw new Error(r.errors.join('; '))
+  const engine = new Engine({ store: new MemoryStore({ maxBytes: 64 << 20 }), failPolicy: 'open', observer: { descriptorMissing() {}, shadowReject() {}, storeError() {} } })
+  const raw = ['x-k', 'k', 'content-length', String(BODY.length), 'content-type', 'application/json']
+  let n = 0
+  let now = Date.now()
+  const t0 = performance.now()
+  while (performance.now() - t0 < seconds * 1000) {
+    for (let i = 0; i < 200; i++) {
+      now += 1000 // a second apart: the bucket never runs dry, every decision is a full allow
+      engine.evaluate(r.bundle, new RequestView({ method: 'POST', path: '/v1/chat/completions', rawQuery: '', host: 'h', rawHeaders: raw, peer: '10.0.0.1', body: BODY }, undefined), now, false, () => {})
+      n++
+    }
+  }
+  return n / ((performance.now() - t0) / 1000)
+}
+
+function estimationCost(estimator: 'simple_word' | 'tokenizer', bodies: Buffer[], rounds: number): number {
+  const t0 = performance.now()
+  for (let k = 0; k < rounds; k++) for (const b of bodies) estimatePrompt(estimator, 'o200k_base', parseLlmBody(b, b.length), undefined)
+  return ((performance.now() - t0) * 1000) / (rounds * bodies.length)
+}
+
+tokenCounter('o200k_base')
+const rows: string[][] = []
+const tb = engineRate({ tokens_per_second: 1000, burst: 1000 }, 'token_bucket')
+const sw = engineRate({ tokens_per_minute: 1e9, token_source: { estimator: 'simple_word' } }, 'token_bucket_llm')
+const tk = engineRate({ tokens_per_minute: 1e9, token_source: { estimator: 'tokenizer' } }, 'token_bucket_llm')
+rows.push(['token_bucket rule, 4 KB chat body', `${Math.round(tb)} decisions/s`])
+rows.push(['token_bucket_llm, simple_word', `${Math.round(sw)} decisions/s`])
+rows.push(['token_bucket_llm, tokenizer (o200k_base)', `${Math.round(tk)} decisions/s`])
+
+const prompts = Array.from({ length: 40 }, (_, i) => chat(text(200 + i * 200, i + 1)))
+const exact = prompts.map((b) => {
+  const count = tokenCounter('o200k_base')
+  const { texts, messages } = promptTexts(JSON.parse(b.toString()) as Record<string, unknown>)
+  return texts.reduce((n, t) => n + count(t), 0) + messages * 3 + 3
+})
+for (const est of ['simple_word', 'tokenizer'] as const) {
+  estimationCost(est, prompts, 3) // warm-up
+  const us = estimationCost(est, prompts, 20)
+  let err = 0
+  prompts.forEach((b, i) => (err += Math.abs(estimatePrompt(est, 'o200k_base', parseLlmBody(b, b.length), undefined) - exact[i]!) / exact[i]!))
+  rows.push([`estimate ${est} (prompts of 0.2–8 KB)`, `${us.toFixed(1)} µs/request, mean error ${((err / prompts.length) * 100).toFixed(1)} % vs exact`])
+}
+for (const [k, v] of rows) console.log(`${k.padEnd(44)} ${v}`)
