@@ -6,6 +6,7 @@
 import type { Decision, PlannedLimit } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import type { MemoryStore } from '../store/memory.js'
+import { llmLines, type LlmReport } from './test-llm.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 
 /** The headers the gateway would send for this decision (docs/behaviour.md §7, reason exposed). */
@@ -80,6 +81,8 @@ export interface RequestReport {
   headers: Record<string, string>
   /** A throttled request would be held this long before it is forwarded. */
   delay_ms?: number
+  /** token_bucket_llm rules: estimate, reservation, settlement. */
+  llm?: LlmReport[]
 }
 
 export function table(r: RequestReport): string {
@@ -94,6 +97,7 @@ export function table(r: RequestReport): string {
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
   lines.push(`    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms` : ''}`)
+  lines.push(...llmLines(r.llm))
   const h = Object.entries(r.headers)
   if (h.length) lines.push(`    headers: ${h.map(([k, v]) => `${k}: ${v}`).join(' | ')}`)
   return lines.join('\n')

@@ -4,7 +4,7 @@
  */
 import type { RequestInput } from '../request/view.js'
 
-const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at'])
+const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response'])
 const MAX_REPEAT = 100000
 
 export interface SampleRequest {
@@ -14,6 +14,22 @@ export interface SampleRequest {
   at: number
   /** Path with the merged query, as shown. */
   target: string
+  /** The backend's answer for LLM settlement: a JSON body or SSE text (`data: …` events). */
+  response?: { contentType: string; body: Buffer }
+}
+
+/** `body`: text as is, any other JSON value serialised (an LLM rule estimates its prompt from it). */
+function bodyOf(v: unknown): Buffer | undefined {
+  if (v === undefined) return undefined
+  return Buffer.from(typeof v === 'string' ? v : JSON.stringify(v))
+}
+
+/** `response`: a JSON value is a JSON answer; text starting with `data:` or `event:` is an SSE stream, other text JSON. */
+function responseOf(v: unknown): SampleRequest['response'] {
+  if (v === undefined) return undefined
+  if (typeof v !== 'string') return { contentType: 'application/json', body: Buffer.from(JSON.stringify(v)) }
+  const sse = /^\s*(data|event):/.test(v)
+  return { contentType: sse ? 'text/event-stream' : 'application/json', body: Buffer.from(v) }
 }
 
 /** A sample line that cannot be run; the message completes "<file>:<line>: ". */
@@ -73,7 +89,8 @@ export function parseSample(text: string, line: number, prevAt: number): SampleR
   const rawQuery = params.toString()
   return {
     line,
-    input: { method, path, rawQuery, host, rawHeaders, peer: ip },
+    input: { method, path, rawQuery, host, rawHeaders, peer: ip, body: bodyOf(r.body) },
+    response: responseOf(r.response),
     repeat,
     at,
     target: rawQuery ? `${path}?${rawQuery}` : path,

@@ -28,6 +28,7 @@ import { SettingError } from '../errors.js'
 import { networkFiles } from '../settings.js'
 import { MemoryStore } from '../store/memory.js'
 import { parseArgs, readInput, UsageError } from './args.js'
+import { llmReport } from './test-llm.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
@@ -134,6 +135,7 @@ export async function run(args: string[]): Promise<number> {
       n++
       if (d.allowed) allowed++
       const hold = d.delayMs ? { delay_ms: d.delayMs } : {}
+      const llm = llmReport(d, s.response, store, start / 1000 + s.at)
       const report: RequestReport = {
         n,
         line: s.line,
@@ -166,6 +168,7 @@ export async function run(args: string[]): Promise<number> {
         rule: d.ruleName,
         headers: Object.fromEntries(responseHeaders(d)),
         ...hold,
+        ...(llm ? { llm } : {}),
       }
       out.push(format === 'json' ? JSON.stringify(report) : table(report))
       if (out.length >= 256) flush()
