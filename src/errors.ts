@@ -1,15 +1,11 @@
 /**
  * One catalogue of coded errors. Codes are stable strings operators can grep
- * for in logs; messages are sentences.
+ * for in logs; messages are sentences. Bundle problems are not thrown: they
+ * are reported as issues with a file and a JSON pointer (bundle/validate.ts)
+ * and counted by reload result.
  */
 export type ErrorCode =
   | 'FV_SETTING_INVALID'
-  | 'FV_BUNDLE_UNREADABLE'
-  | 'FV_BUNDLE_JSON'
-  | 'FV_BUNDLE_SCHEMA'
-  | 'FV_BUNDLE_SEMANTIC'
-  | 'FV_BUNDLE_EXPIRED'
-  | 'FV_BUNDLE_NOT_MONOTONIC'
   | 'FV_STORE_UNAVAILABLE'
   | 'FV_STORE_TIMEOUT'
 
