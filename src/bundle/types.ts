@@ -51,3 +51,15 @@ export interface RawBundle {
   kill_switch_override?: RawOverride
   defaults?: Record<string, unknown>
 }
+
+/** One problem of a bundle, with the JSON pointer it is at. */
+export interface BundleIssue {
+  pointer: string
+  message: string
+  /** Index in `policies` when the issue belongs to one policy. */
+  policyIndex?: number
+  policyId?: string
+  ruleName?: string
+  /** A warning, not an error: the bundle loads (e.g. "not supported yet", a limit that can never be reached). */
+  warning?: boolean
+}

@@ -6,8 +6,7 @@
  */
 import { compileDescriptor } from '../request/descriptors.js'
 import { hostProblem } from './hosts.js'
-import type { RawPolicy, RawRule } from './types.js'
-import type { BundleIssue } from './validate.js'
+import type { BundleIssue, RawPolicy, RawRule } from './types.js'
 
 function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
   for (const [i, key] of (rule.limit_keys ?? []).entries()) {

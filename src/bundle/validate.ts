@@ -9,19 +9,10 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import { compileDescriptor } from '../request/descriptors.js'
-import type { RawBundle, RawKillSwitch, RawPolicy } from './types.js'
+import type { BundleIssue, RawBundle, RawKillSwitch, RawPolicy } from './types.js'
 import { checkPolicy } from './validate-policy.js'
 
-export interface BundleIssue {
-  pointer: string
-  message: string
-  /** Index in `policies` when the issue belongs to one policy. */
-  policyIndex?: number
-  policyId?: string
-  ruleName?: string
-  /** A warning, not an error: the bundle loads (e.g. "not supported yet", a limit that can never be reached). */
-  warning?: boolean
-}
+export type { BundleIssue }
 
 export function formatIssue(file: string, i: BundleIssue): string {
   const where = i.policyId !== undefined ? `policy "${i.policyId}"${i.ruleName !== undefined ? `, rule "${i.ruleName}"` : ''}: ` : ''

@@ -10,16 +10,28 @@
 import { LLM_DAY, utcDay } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { estimatePrompt } from '../llm/estimate.js'
-import type { Plan } from './plan.js'
+import type { Algorithm, Limit, RejectReason } from '../algorithms/algorithm.js'
+import type { RequestView } from '../request/view.js'
+import type { EngineObserver, LlmReservation } from './decision.js'
+
+/** What planning an LLM rule needs of the request's plan (engine/plan.ts), without depending on it. */
+export interface LlmPlanTarget {
+  readonly view: RequestView
+  readonly nowMs: number
+  readonly observer: EngineObserver
+  readonly llm: LlmReservation[]
+  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason } | undefined
+  push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number }, llm?: number): void
+}
 
 /** Streams are announced by the body or by the Accept header (docs/behaviour.md §5 Streaming). */
-function wantsStream(plan: Plan): boolean {
+function wantsStream(plan: LlmPlanTarget): boolean {
   if (plan.view.llmBody().stream) return true
   const accept = plan.view.header('accept')
   return accept !== undefined && accept.includes('text/event-stream')
 }
 
-export function planLlm(plan: Plan, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
+export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
   const { config: c, dayPrefix, shadowDayPrefix } = rule.llm!
   const body = plan.view.llmBody()
   const prompt = estimatePrompt(c.estimator, c.encoding, body, plan.view.header('x-token-estimate'))

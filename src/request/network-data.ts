@@ -7,13 +7,13 @@
  *
  * Every file is optional. At start-up a missing, unreadable or malformed one
  * throws a SettingError naming its variable (the CLI exits 2). Afterwards
- * each file is watched like the bundle (bundle/watch.ts: parent directory,
+ * each file is watched like the bundle (file-watch.ts: parent directory,
  * debounced, any way of replacing it) and re-read when it changes; the new
  * contents are parsed aside and swapped in whole, and a bad file is logged
  * at error while the last good contents stay in use.
  */
 import { readFileSync } from 'node:fs'
-import { watchPath, type BundleWatcher } from '../bundle/watch.js'
+import { watchPath, type FileWatcher } from '../file-watch.js'
 import { SettingError } from '../errors.js'
 import type { NetworkFiles } from '../settings.js'
 import { normaliseAsn, parseAsnMap } from './asn-map.js'
@@ -77,7 +77,7 @@ export class NetworkData {
   private readonly countryDb: DataFile<GeoDatabase> | undefined
   private readonly asnDb: DataFile<GeoDatabase> | undefined
   private readonly torExits: DataFile<Set<string>> | undefined
-  private watchers: BundleWatcher[] = []
+  private watchers: FileWatcher[] = []
 
   /** Reads every configured file now; throws a SettingError naming the first bad one. */
   constructor(files: NetworkFiles) {
