@@ -19,14 +19,19 @@ export function allowHeaders(d: Decision): string[] | undefined {
 /**
  * Runs `go` after the decision's throttle delay (at once without one). The
  * delay is a timer: nothing blocks and no store call is held. A client that
- * goes away meanwhile is not forwarded.
+ * goes away meanwhile is not forwarded, and `abandoned` runs (an LLM call's
+ * reservation is then given back).
  */
-export function afterDelay(d: Decision, res: ServerResponse, go: () => void): void {
+export function afterDelay(d: Decision, res: ServerResponse, go: () => void, abandoned?: () => void): void {
   if (d.delayMs === undefined) return go()
-  const cancel = (): void => clearTimeout(timer)
+  const cancel = (): void => {
+    clearTimeout(timer)
+    abandoned?.()
+  }
   const timer = setTimeout(() => {
     res.off('close', cancel)
     if (!res.destroyed) go()
+    else abandoned?.()
   }, d.delayMs)
   res.once('close', cancel)
 }
