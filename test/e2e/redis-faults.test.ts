@@ -27,12 +27,10 @@ import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { startRedis, type RedisServer } from '../store/redis-servers.js'
-import { exact, load as loadOf, median, quantile, sleep, stealTicks, waitExact } from '../helpers/fault-load.js'
+import { exact, load as loadOf, median, quantile, sleep, stealTicks, waitExact, assertWithinBound, measuredAgainOnStall } from '../helpers/fault-load.js'
 
 const TIMEOUT_MS = 50
 const CLIENTS = 8
-
-class MachineStall extends Error {}
 
 describe('redis faults under load', () => {
   let dir: string
@@ -96,13 +94,7 @@ describe('redis faults under load', () => {
       // mode nothing else happens (strict). In open mode the request is then
       // proxied: allow what proxying costs a healthy request (its p99 there).
       const bound = TIMEOUT_MS + 10 + (policy === 'open' ? quantile(gwHealthy, 0.99) : 0)
-      const over = gwDown.filter((ms) => ms > bound)
-      if (over.length > 0 && stolen > 0) {
-        // The hypervisor took CPU from this VM during the window (steal time in /proc/stat): the
-        // gateway was not running, so its clock says nothing about its own latency. Measure again.
-        throw new MachineStall(`${over.length} requests over ${f(bound)} ms while the VM lost ${stolen * 10} ms of CPU to steal: ${detail}`)
-      }
-      assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}; no CPU steal in the window): ${detail}`)
+      assertWithinBound(gwDown, bound, stolen, detail)
       const took = await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
       console.log(`${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the restart (probe took ${took.toFixed(0)} ms)`)
     } finally {
@@ -111,17 +103,7 @@ describe('redis faults under load', () => {
     }
   }
 
-  /** A scenario is measured again (at most four times) only when the VM itself lost CPU during it. */
-  async function measured(policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await scenario(policy, fault)
-      } catch (err) {
-        if (!(err instanceof MachineStall) || attempt === 5) throw err
-        console.log(`${policy}/${fault}: attempt ${attempt} discarded: ${err.message}`)
-      }
-    }
-  }
+  const measured = (policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> => measuredAgainOnStall(`${policy}/${fault}`, () => scenario(policy, fault))
   it('open: Redis killed under load → all allowed within the bound; restarted → exact within 2 s', () => measured('open', 'kill'))
   it('open: Redis hung (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => measured('open', 'hang'))
   it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => measured('closed', 'kill'))
