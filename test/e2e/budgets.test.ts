@@ -27,7 +27,7 @@ import { performance } from 'node:perf_hooks'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Pool, request } from 'undici'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 const SHARED_REDIS = 'redis://127.0.0.1:6379'
 /** Per-run suffix of policy ids and rule names: the shared Redis keeps counters of earlier runs. */
@@ -106,11 +106,6 @@ async function awayFromBoundary(periodS: number, marginS: number): Promise<void>
   if (left < marginS) await sleep((left + 0.25) * 1000)
 }
 
-async function metricLine(gw: GatewayProcess, name: string, labels: string): Promise<number | undefined> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels))
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1))
-}
 
 for (const store of ['memory', SHARED_REDIS]) {
   const label = store === 'memory' ? 'in-process store' : `Redis (${store})`
@@ -213,7 +208,7 @@ for (const store of ['memory', SHARED_REDIS]) {
     })
 
     test('loop detection (threshold 3): of 5 identical requests the third and later are rejected loop_detected; another query is not', async () => {
-      const metricBefore = (await metricLine(gw, 'fairvisor_loop_detected_total', `policy="${n.loop}"`)) ?? 0
+      const metricBefore = (await metricValue(gw, 'fairvisor_loop_detected_total', `policy="${n.loop}"`)) ?? 0
       const path = `/loop/step?run=${RUN}&b=2`
       const statuses: number[] = []
       for (let i = 0; i < 5; i++) {
@@ -227,7 +222,7 @@ for (const store of ['memory', SHARED_REDIS]) {
       }
       assert.deepEqual(statuses, [200, 200, 429, 429, 429])
       assert.equal((await get(gw, `/loop/step?run=${RUN}&b=3`, { 'x-tenant': 'agent' })).status, 200, 'a different query is another fingerprint')
-      assert.equal(await metricLine(gw, 'fairvisor_loop_detected_total', `policy="${n.loop}"`), metricBefore + 3)
+      assert.equal(await metricValue(gw, 'fairvisor_loop_detected_total', `policy="${n.loop}"`), metricBefore + 3)
     })
 
     test('circuit breaker (5 per minute, reset after 0.05 min): opens at the 5th request, rejects, closes after 3 s; gauge and one log line per change', async () => {
@@ -244,13 +239,13 @@ for (const store of ['memory', SHARED_REDIS]) {
       assert.equal(open.headers['x-fairvisor-reason'], 'circuit_breaker_open')
       const retry = Number(open.headers['retry-after'])
       assert.ok(retry >= 1 && retry <= 5, `Retry-After ${open.headers['retry-after']}: the 3 s left, jittered`)
-      assert.equal(await metricLine(gw, 'fairvisor_circuit_state', `target="${n.brk}"`), 1)
+      assert.equal(await metricValue(gw, 'fairvisor_circuit_state', `target="${n.brk}"`), 1)
       await gw.waitForLog((l) => l.event === 'circuit_open' && l.policy === n.brk)
 
       await sleep(Math.max(0, openedAt + 3000 + 400 - performance.now()))
       const closed = await get(gw, '/breaker/a', { 'x-tenant': 't5' })
       assert.equal(closed.status, 200, `closed again after 3 s (${closed.headers['x-fairvisor-reason']})`)
-      assert.equal(await metricLine(gw, 'fairvisor_circuit_state', `target="${n.brk}"`), 0)
+      assert.equal(await metricValue(gw, 'fairvisor_circuit_state', `target="${n.brk}"`), 0)
       await gw.waitForLog((l) => l.event === 'circuit_closed' && l.policy === n.brk)
       assert.equal((await get(gw, '/breaker/a', { 'x-tenant': 't6' })).status, 200)
       await sleep(100)

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { request } from 'undici'
-import { startBackend, startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { metricValue, startBackend, startGateway, type GatewayProcess } from '../helpers/processes.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-visible-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
@@ -30,12 +30,7 @@ async function status(gw: GatewayProcess, path: string, headers: Record<string, 
   return r.statusCode
 }
 
-async function metric(gw: GatewayProcess, name: string): Promise<number> {
-  const r = await request(`${gw.url}/metrics`)
-  const text = await r.body.text()
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`))
-  return line === undefined ? NaN : Number(line.split(' ').pop())
-}
+const metric = async (gw: GatewayProcess, name: string): Promise<number> => (await metricValue(gw, name)) ?? NaN
 
 describe('protection is visible', () => {
   test('a cost header of 0.001 is charged as 1: a burst of 10 lets 10 of 50 through', async () => {

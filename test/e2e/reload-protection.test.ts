@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { signBundle } from '../../src/bundle/signature.js'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 const IDS = ['a', 'b', 'c', 'd', 'e', 'f']
 function sixPolicies(version: number): string {
@@ -23,10 +23,7 @@ const SCHEMA_INVALID = JSON.stringify({ bundle_version: 3, policies: [{ id: 'x',
 async function readyVersion(gw: GatewayProcess): Promise<number | undefined> {
   return ((await (await fetch(`${gw.url}/readyz`)).json()) as { policy_version?: number }).policy_version
 }
-async function reloads(gw: GatewayProcess, result: string): Promise<number> {
-  const m = new RegExp(`^fairvisor_config_reload_total\\{result="${result}"\\} (\\d+)`, 'm').exec(await (await fetch(`${gw.url}/metrics`)).text())
-  return m ? Number(m[1]) : 0
-}
+const reloads = async (gw: GatewayProcess, result: string): Promise<number> => (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? 0
 async function status(gw: GatewayProcess, path: string): Promise<number> {
   const r = await fetch(`${gw.url}${path}`)
   await r.arrayBuffer()

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, wr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 function bundle(version: number, burst = 1000): string {
   return JSON.stringify({
@@ -44,11 +44,7 @@ async function waitForVersion(gw: GatewayProcess, version: number, since: number
   }
 }
 
-async function metric(gw: GatewayProcess, result: string): Promise<number> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text()
-  const m = new RegExp(`^fairvisor_config_reload_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)
-  return m ? Number(m[1]) : NaN
-}
+const metric = async (gw: GatewayProcess, result: string): Promise<number> => (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? NaN
 
 let backend: Backend
 const dirs: string[] = []

@@ -122,3 +122,14 @@ export async function freePort(): Promise<number> {
   await new Promise<void>((r) => s.close(() => r()))
   return port
 }
+
+/**
+ * The value of the first sample of metric `name` on the gateway's /metrics
+ * whose labels include `labels` (e.g. `result="invalid"`); undefined when
+ * there is none.
+ */
+export async function metricValue(gw: GatewayProcess, name: string, labels = ''): Promise<number | undefined> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text()
+  const line = text.split('\n').find((l) => (l.startsWith(`${name} `) || l.startsWith(`${name}{`)) && l.includes(labels))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1))
+}
