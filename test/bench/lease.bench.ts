@@ -14,7 +14,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { runLoad, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult } from './lib.js'
+import { commandStats, runLoad, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult } from './lib.js'
 import { startRedis, type RedisServer } from '../store/redis-servers.js'
 
 const [seconds = 3, rounds = 3, connections = 32] = process.argv.slice(2).map(Number)
@@ -27,7 +27,7 @@ function bundle(rule: string, config: object): string {
   return file
 }
 
-const evalsha = (redis: RedisServer): number => Number(/cmdstat_evalsha:calls=(\d+)/.exec(redis.cli('info', 'commandstats'))?.[1] ?? 0)
+const evalsha = (redis: RedisServer): number => commandStats(redis).get('evalsha') ?? 0
 
 interface Run { rps: number; requests: number; ok: number; calls: number; seconds: number }
 

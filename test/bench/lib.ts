@@ -23,6 +23,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { nginxConf } from '../helpers/nginx.js'
 import { freePort } from '../helpers/processes.js'
+import type { RedisServer } from '../store/redis-servers.js'
 
 export { freePort }
 
@@ -396,5 +397,26 @@ export async function abPairs<T extends { name: string }>(a: T, b: T, rounds: nu
   for (let round = 0; round < rounds; round++) {
     for (const t of round % 2 === 0 ? [a, b] : [b, a]) out.get(t.name)!.push(await load(t))
   }
+  return out
+}
+
+/**
+ * The bundle of the store benchmarks: `/allow/…` a token bucket that never
+ * runs dry, `/reject/…` one token, then 429 for hours; both keyed on x-user.
+ */
+export function allowRejectBundle(dir: string): string {
+  const file = join(dir, 'bundle.json')
+  const policy = (id: string, prefix: string, burst: number, rate: number): object => ({
+    id,
+    spec: { selector: { pathPrefix: prefix }, rules: [{ name: `${id}_rule`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst, tokens_per_second: rate } }] },
+  })
+  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [policy('allow', '/allow/', 1e9, 1e9), policy('reject', '/reject/', 1, 0.0001)] }))
+  return file
+}
+
+/** Calls per command so far (`INFO commandstats`), by lower-case command name. */
+export function commandStats(redis: RedisServer): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const m of redis.cli('info', 'commandstats').matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) out.set(m[1]!, Number(m[2]))
   return out
 }

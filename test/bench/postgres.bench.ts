@@ -14,24 +14,13 @@
  * `rounds` rounds over the three per path, order rotated every round
  * (interleave). Gateways on CPU 0; wrk, backend and both servers on the other.
  */
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import pg from 'pg'
-import { interleave, median, pinCpus, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import { allowRejectBundle, interleave, median, pinCpus, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
 import { startRedis } from '../store/redis-servers.js'
 import { startPostgres } from '../store/postgres-servers.js'
 
 const [seconds = 1, rounds = 5, instances = 2, connections = 64] = process.argv.slice(2).map(Number)
 
-function bundle(dir: string): string {
-  const file = join(dir, 'bundle.json')
-  const policy = (id: string, prefix: string, burst: number, rate: number): object => ({
-    id,
-    spec: { selector: { pathPrefix: prefix }, rules: [{ name: `${id}_rule`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst, tokens_per_second: rate } }] },
-  })
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [policy('allow', '/allow/', 1e9, 1e9), policy('reject', '/reject/', 1, 0.0001)] }))
-  return file
-}
 
 type StoreName = 'memory' | 'redis' | 'postgres'
 interface Target {
@@ -44,7 +33,7 @@ interface Target {
 async function main(): Promise<void> {
   const pin = pinCpus()
   const dir = tempDir('fv-bench-pg-')
-  const file = bundle(dir)
+  const file = allowRejectBundle(dir)
   const redis = await startRedis()
   const pgServer = await startPostgres(['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'max_connections=50'])
   const admin = new pg.Client({ connectionString: pgServer.url })

@@ -30,25 +30,13 @@
  * the backend here, left CPU 0 idle ≈ 14 % of the time with 32 (README,
  * "Measured figures", has both). Pass 32 to see that case.
  */
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { abPairs, cpuMicros, median, pairedRatio, pinCpus, quantile, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { abPairs, allowRejectBundle, commandStats, cpuMicros, median, pairedRatio, pinCpus, quantile, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import { startRedis } from '../store/redis-servers.js'
 
 const argv = process.argv.slice(2)
 const noPin = argv[0] === '--no-pin'
 const [seconds = 1, pairs = 10, instances = 6, connections = 64] = (noPin ? argv.slice(1) : argv).map(Number)
 
-function bundle(dir: string): string {
-  const file = join(dir, 'bundle.json')
-  const policy = (id: string, prefix: string, burst: number, rate: number): object => ({
-    id,
-    spec: { selector: { pathPrefix: prefix }, rules: [{ name: `${id}_rule`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst, tokens_per_second: rate } }] },
-  })
-  // /allow/: a bucket that never runs dry; /reject/: one token, then 429 for hours.
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [policy('allow', '/allow/', 1e9, 1e9), policy('reject', '/reject/', 1, 0.0001)] }))
-  return file
-}
 
 interface Target {
   name: string
@@ -60,16 +48,11 @@ interface Target {
 /** Commands the token-bucket script runs inside its EVALSHA (counted by Redis, but not sent by the gateway). */
 const INSIDE_SCRIPT = new Set(['time', 'get', 'set', 'psetex'])
 
-function commandStats(redis: RedisServer): Map<string, number> {
-  const out = new Map<string, number>()
-  for (const m of redis.cli('info', 'commandstats').matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) out.set(m[1]!, Number(m[2]))
-  return out
-}
 
 async function main(): Promise<void> {
   const pin = noPin ? undefined : pinCpus()
   const dir = tempDir('fv-bench-redis-')
-  const file = bundle(dir)
+  const file = allowRejectBundle(dir)
   const redis = await startRedis()
   try {
     const backend = await startBackendProcess()
