@@ -6,7 +6,6 @@
  * same double, so nothing is rounded on the way.
  */
 import { PARAMS } from '../algorithms/algorithm.js'
-import { StoreError } from '../errors.js'
 import { TAKE_REPLY } from './postgres-sql.js'
 import type { Adjustment, Check, Outcomes } from './store.js'
 
@@ -60,11 +59,4 @@ export function readOutcomes(reply: readonly number[], off: number, n: number): 
     if (status >= 0) out[i] = { allowed: status === 1, value: reply[o + 1]!, retryAfter: reply[o + 2]! }
   }
   return out
-}
-
-export function pgStoreError(err: unknown): StoreError {
-  if (err instanceof StoreError) return err
-  const e = err as Error & { code?: string }
-  const timeout = /timed out/i.test(e?.message ?? '')
-  return new StoreError(`postgres ${timeout ? 'call timed out' : `call failed: ${e?.code ? `${e.code} ` : ''}${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
 }

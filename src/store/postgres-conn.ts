@@ -10,7 +10,7 @@
  * run CREATE one after the other instead of racing on the catalog.
  */
 import pg from 'pg'
-import { reconnectDelay } from './redis-common.js'
+import { reconnectDelay } from './remote.js'
 import { schemaSql } from './postgres-sql.js'
 import type { PostgresTarget } from './postgres-url.js'
 

@@ -20,11 +20,11 @@
  * most RETRIES times, within the same deadline.
  */
 import type pg from 'pg'
-import { adjustValues, pgStoreError, readOutcomes, takeValues } from './postgres-codec.js'
+import { adjustValues, readOutcomes, takeValues } from './postgres-codec.js'
 import { PgConnections, type Slot, type StoreLog } from './postgres-conn.js'
 import { cleanupSql, TAKE_REPLY } from './postgres-sql.js'
 import type { PostgresTarget } from './postgres-url.js'
-import { callTimerMs } from './redis-common.js'
+import { callTimerMs, storeError } from './remote.js'
 import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js'
 
 export interface PostgresStoreOptions {
@@ -143,8 +143,8 @@ export class PostgresStore implements Store {
         off += n * TAKE_REPLY
         if (p.settled) continue
         this.settle(b, p)
-        if (err) p.done(pgStoreError(err))
-        else if (!Array.isArray(reply) || reply.length < off) p.done(pgStoreError(new Error('postgres take reply has the wrong length')))
+        if (err) p.done(storeError('postgres', err))
+        else if (!Array.isArray(reply) || reply.length < off) p.done(storeError('postgres', new Error('postgres take reply has the wrong length')))
         else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
       }
     })
@@ -174,7 +174,7 @@ export class PostgresStore implements Store {
     for (const p of b.calls) {
       if (p.settled) continue
       this.settle(b, p)
-      p.done(pgStoreError(err))
+      p.done(storeError('postgres', err))
     }
   }
 
@@ -186,7 +186,7 @@ export class PostgresStore implements Store {
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
     if (adjustments.length === 0) return done(null)
     const query = { name: `${this.opts.prefix}adjust`, text: this.adjuster, values: adjustValues(adjustments) }
-    this.oneOff(query, this.timerMs, (err) => done(err ? pgStoreError(err) : null))
+    this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 
   /** Deletes expired rows, a bounded batch per statement, at most 10 statements; resolves with the number deleted. */

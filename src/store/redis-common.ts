@@ -1,6 +1,7 @@
 /**
- * What the standalone and the cluster Redis stores share: options, the call
- * deadline, reconnect pacing, error mapping and connection-state logging.
+ * What the standalone and the cluster Redis stores share: options, state and
+ * connection-state logging (deadline, reconnect pacing and error mapping are
+ * every remote store's: remote.ts).
  *
  * Failure handling: a call that errors or misses its deadline
  * (FAIRVISOR_REDIS_TIMEOUT_MS) fails with a StoreError and the engine applies
@@ -8,7 +9,6 @@
  * and the connection retries every 100–500 ms in the background; limiting
  * resumes by itself on reconnect.
  */
-import { StoreError } from '../errors.js'
 import type { RedisTarget } from './redis-url.js'
 import type { StoreState } from './store.js'
 
@@ -19,26 +19,6 @@ export interface RedisStoreOptions {
   /** Deadline of each call in ms (FAIRVISOR_REDIS_TIMEOUT_MS, default 50). */
   timeoutMs: number
   log?: RedisLog
-}
-
-/**
- * The timer armed for a Redis call: the deadline less a little headroom (a tenth,
- * at most 5 ms), so that the request's answer — fail policy applied, response
- * written — lands within the deadline even when this process's event loop or
- * the machine's scheduler runs the timer a few milliseconds late.
- */
-export function callTimerMs(deadlineMs: number): number {
-  return Math.max(1, deadlineMs - Math.min(5, Math.floor(deadlineMs / 10)))
-}
-
-/** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
-export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
-
-export function storeError(err: unknown): StoreError {
-  if (err instanceof StoreError) return err
-  const e = err as Error
-  const timeout = /timed out/i.test(e?.message ?? '')
-  return new StoreError(`redis ${timeout ? 'call timed out' : `call failed: ${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
 }
 
 /** Connecting while the client is not ready; degraded while calls fail. */

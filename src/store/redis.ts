@@ -8,7 +8,8 @@
  */
 import { ScriptCaller } from './redis-call.js'
 import { encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './redis-codec.js'
-import { callTimerMs, closeClient, reconnectDelay, redisState, storeError, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
+import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
+import { callTimerMs, reconnectDelay, storeError } from './remote.js'
 import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
 import { RespConnection } from './resp-connection.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
@@ -37,14 +38,14 @@ export class RedisStore implements Store {
     this.take.call(argc, args, (err, reply) => {
       if (err) {
         this.lastCallFailed = true
-        return done(storeError(err))
+        return done(storeError('redis', err))
       }
       this.lastCallFailed = false
       const out: Outcomes = new Array(checks.length)
       try {
         readTake(reply!, out)
       } catch (e) {
-        return done(storeError(e))
+        return done(storeError('redis', e))
       }
       done(null, out)
     })
@@ -53,7 +54,7 @@ export class RedisStore implements Store {
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
     if (adjustments.length === 0) return done(null)
     const { argc, args } = encodeArgs((visit) => visitAdjustArgs(adjustments, visit))
-    this.adjuster.call(argc, args, (err) => done(err ? storeError(err) : null))
+    this.adjuster.call(argc, args, (err) => done(err ? storeError('redis', err) : null))
   }
 
   state(): StoreState {

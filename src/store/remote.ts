@@ -1,0 +1,28 @@
+/**
+ * What every store on a server (Redis, Redis Cluster, PostgreSQL) shares: the
+ * call deadline, reconnect pacing and the mapping of a failed call to a
+ * StoreError, on which the engine applies the fail policy.
+ */
+import { StoreError } from '../errors.js'
+
+/**
+ * The timer armed for a store call: the deadline less a little headroom (a tenth,
+ * at most 5 ms), so that the request's answer — fail policy applied, response
+ * written — lands within the deadline even when this process's event loop or
+ * the machine's scheduler runs the timer a few milliseconds late.
+ */
+export function callTimerMs(deadlineMs: number): number {
+  return Math.max(1, deadlineMs - Math.min(5, Math.floor(deadlineMs / 10)))
+}
+
+/** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
+export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
+
+/** A failed or timed-out call of `backend` ('redis', 'postgres') as a StoreError; the error's code (e.g. a SQLSTATE) leads the message. */
+export function storeError(backend: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err
+  const e = err as Error & { code?: unknown }
+  const timeout = /timed out/i.test(e?.message ?? '')
+  const code = typeof e?.code === 'string' ? `${e.code} ` : ''
+  return new StoreError(`${backend} ${timeout ? 'call timed out' : `call failed: ${code}${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
+}
