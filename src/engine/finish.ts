@@ -6,7 +6,7 @@
  */
 import type { Advice } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
-import type { Decision, EngineObserver, LlmReservation } from './decision.js'
+import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'

@@ -1,6 +1,6 @@
 /** /livez and /readyz (docs/behaviour.md §1). Readiness is a loaded bundle plus a usable store. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { FailPolicy, StoreState } from '../store/store.js'
+import type { FailPolicy, Store, StoreState } from '../store/store.js'
 import { sendJson } from './respond.js'
 
 export interface Readiness {
@@ -17,6 +17,12 @@ export interface Readiness {
  */
 export function storeReady(state: StoreState, failPolicy: FailPolicy): boolean {
   return failPolicy === 'open' || state !== 'connecting'
+}
+
+/** The store's state and whether /readyz reports it ready. */
+export function storeHealth(store: Store, failPolicy: FailPolicy): { state: StoreState; ready: boolean } {
+  const state = store.state()
+  return { state, ready: storeReady(state, failPolicy) }
 }
 
 export function livez(_req: IncomingMessage, res: ServerResponse): void {

@@ -140,21 +140,21 @@ export class LeasingStore implements Store {
   private current(c: Check): Lease | undefined {
     const lease = this.leases.get(c.key)
     if (lease === undefined || lease.limit === c.limit) return lease
-    this.close1(c.key, lease)
+    this.endLease(c.key, lease)
     return undefined
   }
 
   private open(c: Check, tokens: number, bucketLeft: number): void {
     const old = this.leases.get(c.key)
-    if (old) this.close1(c.key, old)
-    const timer = setTimeout(() => this.close1(c.key, lease), leaseOf(c)!.ttlMs)
+    if (old) this.endLease(c.key, old)
+    const timer = setTimeout(() => this.endLease(c.key, lease), leaseOf(c)!.ttlMs)
     timer.unref()
     const lease: Lease = { limit: c.limit, tokens, bucketLeft, timer }
     this.leases.set(c.key, lease)
   }
 
   /** Ends a lease and gives its unspent tokens back to the shared bucket. */
-  private close1(key: string, lease: Lease, done: (err: Error | null) => void = () => undefined): void {
+  private endLease(key: string, lease: Lease, done: (err: Error | null) => void = () => undefined): void {
     clearTimeout(lease.timer)
     if (this.leases.get(key) === lease) this.leases.delete(key)
     if (lease.tokens <= 1e-9) return done(null)
@@ -201,7 +201,7 @@ export class LeasingStore implements Store {
 
   /** Gives every unspent lease back (bounded by the store's own deadline), then closes the store. */
   async close(): Promise<void> {
-    const returns = [...this.leases].map(([key, lease]) => new Promise<void>((resolve) => this.close1(key, lease, () => resolve())))
+    const returns = [...this.leases].map(([key, lease]) => new Promise<void>((resolve) => this.endLease(key, lease, () => resolve())))
     await Promise.all(returns)
     await this.inner.close()
   }

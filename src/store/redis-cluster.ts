@@ -24,7 +24,8 @@ import calculateSlot from 'cluster-key-slot'
 import { Cluster, type RedisOptions } from 'ioredis'
 import { StoreError } from '../errors.js'
 import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './redis-codec.js'
-import { callTimerMs, closeClient, reconnectDelay, redisState, storeError, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
+import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
+import { callTimerMs, reconnectDelay, storeError } from './remote.js'
 import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
 import { sniFor, type RedisTarget } from './redis-url.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
@@ -100,7 +101,7 @@ export class RedisClusterStore implements Store {
       this.lastCallFailed = true
       // Whatever a slot committed for this failed request is given back when (if) its reply comes.
       calls.forEach((c, g) => c.then((reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]), () => undefined))
-      done(storeError(err))
+      done(storeError('redis', err))
     }
     const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
     Promise.all(calls).then((replies) => {
@@ -119,16 +120,10 @@ export class RedisClusterStore implements Store {
   }
 
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
-    const slots = new Map<number, Adjustment[]>()
-    for (const a of adjustments) {
-      const s = calculateSlot(a.key)
-      const list = slots.get(s)
-      if (list) list.push(a)
-      else slots.set(s, [a])
-    }
-    const calls = [...slots.values()].map((list) => this.client.fvAdjust(...listArgs((visit) => visitAdjustArgs(list, visit))))
-    Promise.all(calls).then(() => done(null), (err) => done(storeError(err)))
+    const calls = bySlot(adjustments).map((idx) => this.client.fvAdjust(...listArgs((visit) => visitAdjustArgs(idx.map((i) => adjustments[i]!), visit))))
+    Promise.all(calls).then(() => done(null), (err) => done(storeError('redis', err)))
   }
+
   private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[]): Outcomes {
     const out: Outcomes = new Array(checks.length)
     for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g])
@@ -177,11 +172,11 @@ export class RedisClusterStore implements Store {
   }
 }
 
-/** Check indexes grouped by hash slot, in request order within each slot. */
-function bySlot(checks: readonly Check[]): number[][] {
+/** Indexes of `items` (checks or adjustments) grouped by the hash slot of their key, in order within each slot. */
+function bySlot(items: readonly { key: string }[]): number[][] {
   const slots = new Map<number, number[]>()
-  for (let i = 0; i < checks.length; i++) {
-    const s = calculateSlot(checks[i]!.key)
+  for (let i = 0; i < items.length; i++) {
+    const s = calculateSlot(items[i]!.key)
     const list = slots.get(s)
     if (list) list.push(i)
     else slots.set(s, [i])

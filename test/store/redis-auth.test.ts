@@ -9,7 +9,7 @@ import type { RedisLog } from '../../src/store/redis-common.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
 import { readBucket, sleep, startRedis, type RedisServer } from './redis-servers.js'
-import { applyAsync, tbCheck, healthOf } from '../helpers/store.js'
+import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
 
 const tb = (key: string, burst: number, rate: number): Check => tbCheck(key, burst, rate)
 
@@ -62,7 +62,7 @@ describe('redis store handshake (AUTH, SELECT)', () => {
       const t0 = performance.now()
       await assert.rejects(Promise.resolve(applyAsync(store, [tb('tb:auth:wrong', 5, 1)], 0)), (e: unknown) => e instanceof StoreError && e.code === 'FV_STORE_UNAVAILABLE')
       assert.ok(performance.now() - t0 < 20, 'failed at once, not at the deadline')
-      assert.deepEqual(healthOf(store, 'closed'), { state: 'connecting', ready: false })
+      assert.deepEqual(storeHealth(store, 'closed'), { state: 'connecting', ready: false })
       const connections = Number(/total_connections_received:(\d+)/.exec(cli('info', 'stats'))![1]) - before
       // About 1 s of retries at 100, 200, 300, 400 ms: a handful of connections, not a hot loop.
       assert.ok(connections >= 2 && connections <= 8, `connections in ≈ 1 s: ${connections}`)

@@ -10,7 +10,7 @@ import { TAKE_LUA } from '../../src/store/redis-script.js'
 import { parseRedisUrl } from '../../src/store/redis-url.js'
 import type { Check } from '../../src/store/store.js'
 import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from './redis-servers.js'
-import { applyAsync, tbCheck, healthOf } from '../helpers/store.js'
+import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
 
 const tb = tbCheck
 
@@ -90,14 +90,14 @@ describe('redis store behaviour', () => {
         assert.equal(e.code, 'FV_STORE_TIMEOUT')
       }
       assert.ok(took < 50 + 40, `deadline 50 ms, took ${took.toFixed(1)} ms`)
-      assert.equal(healthOf(store, 'open').state, 'degraded')
-      assert.equal(healthOf(store, 'open').ready, true, 'fail-open: still ready')
+      assert.equal(storeHealth(store, 'open').state, 'degraded')
+      assert.equal(storeHealth(store, 'open').ready, true, 'fail-open: still ready')
     } finally {
       server.proc.kill('SIGCONT')
     }
     await sleep(50)
     await applyAsync(store, [tb('tb:hang:y', 10, 1)], 0)
-    assert.equal(healthOf(store, 'open').state, 'ok')
+    assert.equal(storeHealth(store, 'open').state, 'ok')
   })
 
   it('one batch in flight: calls held behind a hung batch fail at their own deadline, then run once Redis resumes', async () => {
@@ -142,8 +142,8 @@ describe('redis store behaviour', () => {
       }
       const each = (performance.now() - t0) / 50
       assert.ok(each < 5, `a call while down took ${each.toFixed(2)} ms on average`)
-      assert.deepEqual(healthOf(store, 'open'), { state: 'connecting', ready: true })
-      assert.deepEqual(healthOf(closed, 'closed'), { state: 'connecting', ready: false })
+      assert.deepEqual(storeHealth(store, 'open'), { state: 'connecting', ready: true })
+      assert.deepEqual(storeHealth(closed, 'closed'), { state: 'connecting', ready: false })
       await server.restart()
       const t1 = Date.now()
       while (Date.now() - t1 < 2000) {
@@ -156,7 +156,7 @@ describe('redis store behaviour', () => {
       }
       assert.ok(Date.now() - t1 < 2000, 'limiting resumed within 2 s of the restart')
       assert.equal(await closed.ready(2000), true)
-      assert.deepEqual(healthOf(closed, 'closed'), { state: 'ok', ready: true })
+      assert.deepEqual(storeHealth(closed, 'closed'), { state: 'ok', ready: true })
       const [o] = await applyAsync(store, [tb('tb:dead:y', 10, 1)], 0)
       assert.equal(Math.round(o!.value), 8, 'state kept counting after the restart (script reloaded)')
     } finally {
