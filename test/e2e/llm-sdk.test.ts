@@ -32,6 +32,7 @@ function writeBundle(dir: string): string {
     policies: [
       p('free'),
       p('cut', cut),
+      p('nomid', { ...cut, streaming: { buffer_tokens: 10, enforce_mid_stream: false } }),
       p('err', { ...cut, streaming: { buffer_tokens: 10, on_limit_exceeded: 'error_chunk' } }),
       p('few', { burst_tokens: 300 }),
       p('prompt', { max_prompt_tokens: 1 }),
@@ -128,6 +129,14 @@ describe('the official SDKs through the gateway', { timeout: 120_000 }, () => {
       assert.equal(r.result.usage!.completion_tokens, 60, what)
       assert.equal(r.used, r.result.usage!.total_tokens, what)
     }
+  })
+
+  test('an enforce policy that does not cut mid-stream logs would_truncate with its reason, not as shadow', async () => {
+    const r = await openai('nomid', 'chat-stream.sse').chat.completions.stream({ model: 'gpt-4o-mini', messages: MESSAGES }).finalChatCompletion()
+    assert.equal(r.choices[0]!.finish_reason, 'stop')
+    const line = await gw.waitForLog((l) => l.event === 'would_truncate' && String(l.policy) === 'nomid')
+    assert.equal(line.why, 'enforce_mid_stream_off')
+    assert.doesNotMatch(line.msg, /shadow/)
   })
 
   test('tool-call argument deltas count toward the cut', async () => {

@@ -183,7 +183,8 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
       assert.equal(s.status, 200)
       assert.match(s.text, /\[DONE\]/)
       assert.equal(s.text.split('\n\n').filter((x) => x.startsWith('data: ')).length, 22)
-      await gw.waitForLog((l) => l.event === 'would_truncate')
+      const line = await gw.waitForLog((l) => l.event === 'would_truncate')
+      assert.equal(line.why, 'shadow')
     })
 
     test('a 50 MB upload streams through an LLM rule; the gateway holds at most its first MiB', async () => {
