@@ -139,6 +139,19 @@ describe('the official SDKs through the gateway', { timeout: 120_000 }, () => {
     assert.doesNotMatch(line.msg, /shadow/)
   })
 
+  test('a response the gateway may cut or decodes is sent chunked, without the upstream\'s Content-Length or Content-Encoding', async () => {
+    const post = (policy: string, headers: Record<string, string>): Promise<Response> =>
+      fetch(`${gw.url}/${policy}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tenant': `t${tenant++}`, 'x-fixture': 'chat-stream.sse', ...headers }, body: JSON.stringify({ model: 'm', messages: MESSAGES, stream: true }) })
+    const cut = await post('cut', { 'x-content-length': '1' })
+    assert.equal(cut.headers.get('content-length'), null)
+    assert.equal(cut.headers.get('transfer-encoding'), 'chunked')
+    assert.match(await cut.text(), /"finish_reason":"length"[^\n]*\n\ndata: \{[^\n]*"choices":\[\],"usage"[^\n]*\n\ndata: \[DONE\]\n\n$/)
+    const gz = await post('free', { 'x-encode': 'gzip', 'accept-encoding': 'gzip' })
+    assert.equal(gz.headers.get('content-encoding'), null)
+    assert.match(await gz.text(), /^data: \{"id":"chatcmpl-AX7sK2nQpL4vR9tYbE3mWfHc1uDzO"/)
+    assert.equal(upstream.acceptEncodings.at(-1), 'identity')
+  })
+
   test('tool-call argument deltas count toward the cut', async () => {
     const r = await openai('cut', 'chat-tools-stream.sse').chat.completions.stream({ model: 'gpt-4o', messages: MESSAGES }).finalChatCompletion()
     assert.equal(r.choices[0]!.finish_reason, 'length')
