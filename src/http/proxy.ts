@@ -13,6 +13,7 @@ import type { LlmExchange } from '../llm/exchange.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { downstreamHeaders, upstreamHeaders } from './forward-headers.js'
+import { LlmRelay } from './llm-relay.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
@@ -61,6 +62,8 @@ class Forwarding {
   /** Set when an LLM stream was ended here (max_completion_tokens): the upstream abort that follows is expected. */
   cut = false
   tap: LlmExchange | undefined = undefined
+  /** An LLM call's response side (counts, may cut, decodes). */
+  relay: LlmRelay | undefined = undefined
   /** The client socket, kept because undici may detach req.socket when it destroys the body. */
   readonly client: Duplex
 
@@ -81,24 +84,16 @@ class Forwarding {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
     if (statusCode < 200) return true // interim responses are not relayed
     this.resume = resume
-    if (this.tap !== undefined) this.tap.headers(statusCode, rawValue(rawHeaders, 'content-type'), rawValue(rawHeaders, 'content-encoding'))
+    if (this.tap !== undefined) {
+      this.relay = new LlmRelay(this, this.tap)
+      rawHeaders = this.relay.head(statusCode, rawHeaders, this.req.url ?? '')
+    }
     this.res.writeHead(statusCode, statusText, downstreamHeaders(rawHeaders, this.extraHeaders))
     return true
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.tap !== undefined) {
-      const cut = this.tap.data(chunk)
-      if (cut >= 0) {
-        // Over max_completion_tokens: the events so far, the closing event, then end and drop the upstream call.
-        this.cut = true
-        this.done = true
-        if (cut > 0) this.res.write(cut === chunk.length ? chunk : chunk.subarray(0, cut))
-        this.res.end(this.tap.closing())
-        this.abort?.(new Error('stream ended at max_completion_tokens'))
-        return false
-      }
-    }
+    if (this.relay !== undefined) return this.relay.data(chunk)
     if (this.res.write(chunk)) return true
     // Backpressure: undici pauses reading the backend until the client drains.
     this.res.once('drain', this.resume!)
@@ -106,6 +101,7 @@ class Forwarding {
   }
 
   onComplete(): void {
+    if (this.relay !== undefined) return this.relay.complete()
     this.done = true
     this.tap?.end(true)
     this.res.end()
@@ -127,13 +123,15 @@ function onResponseClose(this: ForwardedResponse): void {
   if (f.abort !== undefined) f.abort(new Error('client closed the connection'))
 }
 
-/** First value of a response header in undici's raw buffer list. */
-function rawValue(raw: Buffer[], lower: string): string | undefined {
-  for (let i = 0; i < raw.length; i += 2) {
-    const k = raw[i]!
-    if (k.length === lower.length && k.toString('latin1').toLowerCase() === lower) return raw[i + 1]!.toString('latin1').toLowerCase()
+/** An LLM call asks the upstream for an uncompressed answer, which the gateway can count and cut (a compressed one is decoded). */
+function askIdentity(headers: string[]): void {
+  let found = false
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i]!.toLowerCase() !== 'accept-encoding') continue
+    headers[i + 1] = 'identity'
+    found = true
   }
-  return undefined
+  if (!found) headers.push('accept-encoding', 'identity')
 }
 
 /** The held start of a body, then the rest of the request as it arrives (backpressure through the iterator). */
@@ -181,6 +179,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     res.once('close', onResponseClose)
     const headers: string[] = []
     const body = upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
+    if (tap !== undefined) askIdentity(headers)
     pool.dispatch(
       { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: !body ? null : held === undefined ? req : held.ended ? held.held : Readable.from(heldThenRest(req, held), { objectMode: false }) },
       f as unknown as Dispatcher.DispatchHandler,

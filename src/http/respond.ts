@@ -6,6 +6,7 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Duplex } from 'node:stream'
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
+import { rejectBody } from '../llm/dialects/index.js'
 import { rawHeader, type RequestInput } from '../request/view.js'
 
 /** Headers added to an allowed response (undefined when there are none). */
@@ -44,19 +45,22 @@ export function afterDelay(d: Decision, res: ServerResponse, go: () => void, aba
 export function sendRejection(res: ServerResponse, d: Decision, exposeReason: boolean, extra?: string[]): void {
   let body: string
   const llm = LLM_MESSAGES[d.reason]
-  if (llm !== undefined) body = llmRejectBody(llm)
+  const never = NEVER_PASSES.has(d.reason)
+  if (llm !== undefined) body = rejectBody(res.req?.url, llm)
   else {
     body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
     if (exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
     if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
     body += '}'
   }
-  const headers = ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store']
+  const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store']
   if (d.limit) {
     const rl = rateLimitHeaders(d.limit)
     for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
   }
-  if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
+  // A request too large for the rule can never pass: the SDKs read x-should-retry before Retry-After.
+  if (never) headers.push('x-should-retry', 'false')
+  else if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
   if (extra) for (let i = 0; i < extra.length; i++) headers.push(extra[i]!)
   res.writeHead(d.status, headers)
@@ -64,8 +68,9 @@ export function sendRejection(res: ServerResponse, d: Decision, exposeReason: bo
 }
 
 /**
- * LLM rejects answer in the shape OpenAI clients (and their SDKs' retry
- * logic) understand (docs/behaviour.md §5 token_bucket_llm, FIX), whatever the backend.
+ * LLM rejects answer in the error shape of the API the path names, which
+ * the SDKs (and their retry logic) understand (docs/behaviour.md §5
+ * token_bucket_llm): Anthropic's on Messages paths, OpenAI's elsewhere.
  */
 const LLM_MESSAGES: Partial<Record<string, string>> = {
   prompt_tokens_exceeded: 'The prompt is longer than this API key may send in one request.',
@@ -74,9 +79,8 @@ const LLM_MESSAGES: Partial<Record<string, string>> = {
   tpd_exceeded: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.',
 }
 
-function llmRejectBody(message: string): string {
-  return JSON.stringify({ error: { message, type: 'rate_limit_error', code: 'rate_limit_exceeded' } })
-}
+/** Rejects no retry can turn into a pass: the request itself is over the rule's per-request limits. */
+const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_exceeded'])
 
 /** The request a reverse-proxied IncomingMessage is. */
 export function inputFromRequest(req: IncomingMessage): RequestInput {

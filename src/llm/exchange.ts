@@ -3,14 +3,17 @@
  * delaying a chunk), cuts an over-long stream, and settles the request's
  * reservations once — one store.adjust for all its counters — so they end
  * at what was really used: the reported usage when there is one, else the
- * streamed tokens counted (SSE, a cut, a client gone mid-stream), else the
- * reservation is kept (a JSON answer without usage). An error answer
+ * streamed tokens counted (SSE, a cut, a client gone mid-stream: the count
+ * wins over usage reported before the end, such as Anthropic's message_start
+ * placeholder), else the reservation is kept (a JSON answer without usage).
+ * A JSON answer reporting prompt tokens only (embeddings) used no completion. An error answer
  * (status ≥ 400) or no answer at all without usage is given back whole: the
  * provider charges nothing for it. A store failure drops the settlement
  * (logged, counted) and never holds the response.
  */
 import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
+import { closingEvents } from './dialects/index.js'
 import { SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
@@ -36,7 +39,8 @@ export interface ExchangeHooks {
   settled(s: Settlement[]): void
   /** The store could not take the settlement (it is dropped). */
   dropped(err: Error, s: Settlement[]): void
-  wouldTruncate(r: LlmReservation, counted: number): void
+  /** Passed max_completion_tokens, not cut: `why` is `shadow`, `enforce_mid_stream_off` or `not_streaming` (the client did not ask for a stream). */
+  wouldTruncate(r: LlmReservation, counted: number, why: string): void
   truncated(r: LlmReservation, counted: number): void
 }
 
@@ -55,18 +59,29 @@ export class LlmExchange {
     private readonly hooks: ExchangeHooks,
   ) {}
 
-  /** The response head: SSE is metered, JSON kept (bounded) for its usage. */
-  headers(status: number, contentType: string | undefined, contentEncoding: string | undefined): void {
+  /**
+   * The response head (`contentEncoding`: of the bytes `data` will get, the
+   * relay decodes gzip/deflate/br/zstd first). SSE is metered, JSON kept
+   * (bounded) for its usage. True when the response may be cut, so its
+   * length is not known in advance.
+   */
+  headers(status: number, contentType: string | undefined, contentEncoding: string | undefined, path = ''): boolean {
     this.status = status
-    if (contentEncoding !== undefined && contentEncoding !== 'identity') return // compressed: usage unreadable
+    if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
     if (contentType?.includes('text/event-stream')) {
-      this.meter = new SseMeter(this.reservations.map((r) => ({
-        maxCompletion: r.config.streaming.maxCompletion,
-        bufferTokens: r.config.streaming.bufferTokens,
-        enforce: r.streaming && !r.shadow && r.config.streaming.enforceMidStream,
-        wouldTruncate: (n) => this.hooks.wouldTruncate(r, n),
-      })))
-    } else if (contentType?.includes('json')) this.json = []
+      this.meter = new SseMeter(this.reservations.map((r) => {
+        const why = r.shadow ? 'shadow' : !r.config.streaming.enforceMidStream ? 'enforce_mid_stream_off' : !r.streaming ? 'not_streaming' : undefined
+        return {
+          maxCompletion: r.config.streaming.maxCompletion,
+          bufferTokens: r.config.streaming.bufferTokens,
+          enforce: why === undefined,
+          wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
+        }
+      }), path)
+      return true
+    }
+    if (contentType?.includes('json')) this.json = []
+    return false
   }
 
   /** One chunk of the body: -1 to pass it whole, else the offset after which the stream ends (see closing()). */
@@ -85,14 +100,11 @@ export class LlmExchange {
     const r = this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)!
     this.cutBy = r
     const m = this.meter!
-    const prompt = m.usage.prompt ?? r.prompt
-    const usage = r.config.streaming.includePartialUsage ? `,"usage":{"prompt_tokens":${prompt},"completion_tokens":${m.counted},"total_tokens":${prompt + m.counted}}` : ''
-    const event = r.config.streaming.onLimitExceeded === 'error_chunk'
-      ? `{"error":{"message":"max completion tokens exceeded","type":"rate_limit_error","code":"completion_tokens_exceeded"}${usage}}`
-      : `{"choices":[{"delta":{},"finish_reason":"length"}]${usage}}`
+    const usage = r.config.streaming.includePartialUsage ? { prompt: m.usage.prompt ?? r.prompt, completion: m.counted } : undefined
+    const events = closingEvents(m.facts, r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close', m.counted, usage)
     this.hooks.truncated(r, m.counted)
     this.end(true)
-    return Buffer.from(`data: ${event}\n\n`)
+    return Buffer.from(events)
   }
 
   /** The response ended (`complete`) or was cut short: client gone, backend failed. Settles once. */
@@ -108,6 +120,7 @@ export class LlmExchange {
           // not JSON after all: no usage
         }
       } else usageFromTail(this.tail, usage)
+      if (usage.prompt !== undefined && usage.completion === undefined) usage.completion = 0 // embeddings: input only
     }
     const counted = this.meter?.counted
     const out: Settlement[] = []
@@ -115,7 +128,8 @@ export class LlmExchange {
     for (const r of this.reservations) {
       let used: number
       let by: SettledBy
-      if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined) {
+      // A stream's usage is final only once it ended by itself; before that (cut, left) the count is the better figure.
+      if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined && (counted === undefined || complete)) {
         used = usage.prompt + usage.completion
         by = 'usage'
       } else if (counted !== undefined) {

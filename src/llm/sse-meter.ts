@@ -1,13 +1,15 @@
 /**
  * Reads an SSE response as it passes (docs/behaviour.md §5 Streaming): events are parsed
- * incrementally (eventsource-parser), each event's completion text adds
- * ceil(characters / 4) tokens, and whenever the count crosses a multiple of a
+ * incrementally (eventsource-parser), each event's completion text (message
+ * text, tool-call arguments, thinking) adds ceil(characters / 4) tokens, and whenever the count crosses a multiple of a
  * limit's buffer_tokens it is compared with its max_completion_tokens. The
  * chunk is never held: `feed` only says where to cut it (after the event
  * that went over) when an enforcing limit is passed; shadow limits report
- * `would_truncate` once and never cut. Reported usage is merged as it comes.
+ * `would_truncate` once and never cut. Reported usage is merged as it comes,
+ * and what a closing event must repeat is kept in `facts`.
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
+import { StreamFacts } from './dialects/index.js'
 import { collectUsage, deltaText, type Usage } from './usage.js'
 
 export interface CompletionLimit {
@@ -35,10 +37,14 @@ export class SseMeter {
   private offset = 0
   private lastByte = 0
 
-  constructor(private readonly limits: readonly CompletionLimit[]) {
+  readonly facts: StreamFacts
+
+  /** `path`: the request's, which names the API the closing events speak. */
+  constructor(private readonly limits: readonly CompletionLimit[], path = '') {
     this.blocks = limits.map(() => 0)
     this.flagged = limits.map(() => false)
-    this.parser = createParser({ onEvent: (e) => this.event(e.data) })
+    this.facts = new StreamFacts(path, limits.some((l) => l.enforce))
+    this.parser = createParser({ onEvent: (e) => this.event(e.event, e.data) })
   }
 
   /** Feeds one chunk; returns -1 to pass it whole, or the byte offset after which the stream is to end. */
@@ -66,7 +72,7 @@ export class SseMeter {
     return this.over ? chunk.length : -1
   }
 
-  private event(data: string): void {
+  private event(name: string | undefined, data: string): void {
     if (data === '[DONE]') {
       this.done = true
       return
@@ -77,9 +83,11 @@ export class SseMeter {
     } catch {
       return
     }
+    if (obj === null || typeof obj !== 'object') return
+    this.facts.observe(name, obj as Record<string, unknown>)
     collectUsage(obj, this.usage)
     const text = deltaText(obj)
-    if (text === undefined || text.length === 0) return
+    if (text.length === 0) return
     this.counted += Math.ceil(text.length / 4)
     for (let k = 0; k < this.limits.length; k++) {
       const l = this.limits[k]!

@@ -1,26 +1,37 @@
 /**
  * Token usage as LLM APIs report it, merged across the events of a stream:
- * OpenAI Chat Completions (`usage.prompt_tokens` / `completion_tokens`, in a
- * JSON body or the last SSE chunk with stream_options.include_usage), the
- * Responses API (`usage.input_tokens` / `output_tokens`, SSE
- * `response.completed`), Anthropic Messages (`usage.input_tokens` +
- * cache tokens / `output_tokens`; SSE `message_start`, then cumulative
- * `message_delta`). Also the completion text of one stream event.
+ * OpenAI Chat Completions and embeddings (`usage.prompt_tokens` /
+ * `completion_tokens`, in a JSON body or the last SSE chunk with
+ * stream_options.include_usage), the Responses API (`usage.input_tokens` /
+ * `output_tokens`, SSE `response.completed` / `response.incomplete`),
+ * Anthropic Messages (`usage.input_tokens` + cache tokens / `output_tokens`;
+ * SSE `message_start`, then cumulative `message_delta`). Also the completion
+ * tokens' text of one stream event.
  */
 
 export interface Usage {
   prompt: number | undefined
   completion: number | undefined
+  /** Anthropic input parts, kept apart because a later event may repeat only some of them. */
+  input?: number
+  cacheCreation?: number
+  cacheRead?: number
 }
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined)
 
-/** Adds what one usage object says to `into` (later values win: Anthropic's output_tokens are cumulative). */
+/** Adds what one usage object says to `into` (later values win: Anthropic's counters are cumulative). */
 function mergeUsage(u: unknown, into: Usage): void {
   if (u === null || typeof u !== 'object') return
   const o = u as Record<string, unknown>
   const input = num(o.prompt_tokens) ?? num(o.input_tokens)
-  if (input !== undefined) into.prompt = input + (num(o.cache_creation_input_tokens) ?? 0) + (num(o.cache_read_input_tokens) ?? 0)
+  if (input !== undefined) into.input = input
+  // Anthropic bills cache writes and reads as input on top of input_tokens (OpenAI's cached tokens are inside prompt_tokens).
+  const creation = num(o.cache_creation_input_tokens)
+  if (creation !== undefined) into.cacheCreation = creation
+  const read = num(o.cache_read_input_tokens)
+  if (read !== undefined) into.cacheRead = read
+  if (into.input !== undefined) into.prompt = into.input + (into.cacheCreation ?? 0) + (into.cacheRead ?? 0)
   const output = num(o.completion_tokens) ?? num(o.output_tokens)
   if (output !== undefined) into.completion = output
 }
@@ -34,21 +45,39 @@ export function collectUsage(obj: unknown, into: Usage): void {
   if (inner !== null && typeof inner === 'object') mergeUsage(inner.usage, into)
 }
 
-/** Completion text one stream event adds (OpenAI delta content, Anthropic text delta, Responses output_text delta). */
-export function deltaText(obj: unknown): string | undefined {
-  if (obj === null || typeof obj !== 'object') return undefined
+const str = (v: unknown): string => (typeof v === 'string' ? v : '')
+
+/**
+ * Characters of completion one stream event adds: message text, tool-call
+ * arguments and thinking, in each API's deltas (all are billed as output).
+ */
+export function deltaText(obj: unknown): string {
+  if (obj === null || typeof obj !== 'object') return ''
   const o = obj as Record<string, unknown>
   const choices = o.choices
   if (Array.isArray(choices)) {
-    const c = (choices[0] as { delta?: { content?: unknown } } | undefined)?.delta?.content
-    return typeof c === 'string' ? c : undefined
+    let text = ''
+    for (const c of choices as { delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: { arguments?: unknown } } }[]) {
+      const d = c?.delta
+      if (d === undefined || d === null) continue
+      text += str(d.content) + str(d.reasoning_content) + str(d.function_call?.arguments)
+      if (Array.isArray(d.tool_calls)) for (const t of d.tool_calls as { function?: { arguments?: unknown } }[]) text += str(t?.function?.arguments)
+    }
+    return text
   }
-  if (o.type === 'content_block_delta') {
-    const t = (o.delta as { text?: unknown } | undefined)?.text
-    return typeof t === 'string' ? t : undefined
+  switch (o.type) {
+    case 'content_block_delta': {
+      const d = o.delta as { text?: unknown; partial_json?: unknown; thinking?: unknown } | undefined
+      return d === undefined || d === null ? '' : str(d.text) + str(d.partial_json) + str(d.thinking)
+    }
+    case 'response.output_text.delta':
+    case 'response.function_call_arguments.delta':
+    case 'response.reasoning_text.delta':
+    case 'response.reasoning_summary_text.delta':
+    case 'response.refusal.delta':
+      return str(o.delta)
   }
-  if (o.type === 'response.output_text.delta' && typeof o.delta === 'string') return o.delta
-  return undefined
+  return ''
 }
 
 /**

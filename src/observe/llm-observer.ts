@@ -3,7 +3,9 @@
  * settled usage), reservations given back, the estimate's accuracy
  * (reported ÷ estimated prompt tokens), what each was settled on, dropped
  * settlements (store down: logged at most once a second), truncated streams
- * and shadow would_truncate.
+ * and would_truncate (a stream over the limit that was not cut, with why:
+ * a shadow policy, enforce_mid_stream off, or a client that did not ask
+ * for a stream).
  */
 import type { ExchangeHooks, Settlement } from '../llm/exchange.js'
 import type { Store } from '../store/store.js'
@@ -37,8 +39,8 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
       lastDropLog = now
       dropped = 0
     },
-    wouldTruncate(r, counted) {
-      log.info({ event: 'would_truncate', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion }, 'stream passed max_completion_tokens; not cut (shadow)')
+    wouldTruncate(r, counted, why) {
+      log.info({ event: 'would_truncate', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, why }, `stream passed max_completion_tokens; not cut (${why})`)
     },
     truncated(r, counted) {
       log.info({ event: 'stream_truncated', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, action: r.config.streaming.onLimitExceeded }, 'stream ended at max_completion_tokens')

@@ -159,11 +159,14 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
     test('a stream is ended at max_completion_tokens with graceful_close, and the streamed tokens are charged', async () => {
       const r = await call(gw, '/gc/v1/chat/completions', 'cut', { stream: true, chunks: 20 })
       const events = r.text.split('\n\n').filter((e) => e.startsWith('data: '))
-      assert.equal(events.length, 7, r.text) // 6 content events (60 tokens > 50), then the closing one
-      const last = JSON.parse(events[6]!.slice(6)) as { choices: { finish_reason: string }[]; usage: { completion_tokens: number; prompt_tokens: number } }
-      assert.equal(last.choices[0]!.finish_reason, 'length')
+      // 6 content events (60 tokens > 50), then as OpenAI ends a reply at its limit: the finish chunk, the usage chunk, [DONE].
+      assert.equal(events.length, 9, r.text)
+      const fin = JSON.parse(events[6]!.slice(6)) as { id: string; object: string; choices: { index: number; finish_reason: string }[] }
+      assert.deepEqual([fin.id, fin.object, fin.choices[0]!.index, fin.choices[0]!.finish_reason], ['c1', 'chat.completion.chunk', 0, 'length'])
+      const last = JSON.parse(events[7]!.slice(6)) as { choices: unknown[]; usage: { completion_tokens: number; prompt_tokens: number } }
+      assert.deepEqual(last.choices, [])
       assert.deepEqual(last.usage, { prompt_tokens: 100, completion_tokens: 60, total_tokens: 160 })
-      assert.doesNotMatch(r.text, /\[DONE\]/)
+      assert.equal(events[8], 'data: [DONE]')
       near(r.remaining, 10000 - 150, 'reserved 100 + 50')
       const next = await call(gw, '/gc/v1/chat/completions', 'cut', { usage: [1, 1] })
       near(next.remaining, 10000 - 160 - 150, 'the cut stream settled on 160 tokens')
@@ -180,7 +183,8 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
       assert.equal(s.status, 200)
       assert.match(s.text, /\[DONE\]/)
       assert.equal(s.text.split('\n\n').filter((x) => x.startsWith('data: ')).length, 22)
-      await gw.waitForLog((l) => l.event === 'would_truncate')
+      const line = await gw.waitForLog((l) => l.event === 'would_truncate')
+      assert.equal(line.why, 'shadow')
     })
 
     test('a 50 MB upload streams through an LLM rule; the gateway holds at most its first MiB', async () => {

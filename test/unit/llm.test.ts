@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import { estimatePrompt, tokenCounter } from '../../src/llm/estimate.js'
 import { parseLlmBody } from '../../src/llm/request-body.js'
 import { SseMeter } from '../../src/llm/sse-meter.js'
-import { collectUsage, usageFromTail, type Usage } from '../../src/llm/usage.js'
+import { collectUsage, deltaText, usageFromTail, type Usage } from '../../src/llm/usage.js'
 import { RequestView } from '../../src/request/view.js'
 import type { Decision } from '../../src/engine/evaluate.js'
 import { compile, Harness, T0, bundle, policy } from './engine-harness.js'
@@ -43,14 +43,25 @@ test('usage: OpenAI chat and Responses, Anthropic JSON and stream events (cumula
   const u = (...objs: object[]): Usage => {
     const into: Usage = { prompt: undefined, completion: undefined }
     for (const o of objs) collectUsage(o, into)
-    return into
+    return { prompt: into.prompt, completion: into.completion }
   }
   assert.deepEqual(u({ usage: { prompt_tokens: 3, completion_tokens: 4 } }), { prompt: 3, completion: 4 })
   assert.deepEqual(u({ type: 'response.completed', response: { usage: { input_tokens: 5, output_tokens: 6 } } }), { prompt: 5, completion: 6 })
   assert.deepEqual(u({ type: 'message_start', message: { usage: { input_tokens: 10, cache_read_input_tokens: 2, output_tokens: 1 } } }, { type: 'message_delta', usage: { output_tokens: 30 } }), { prompt: 12, completion: 30 })
   const tail: Usage = { prompt: undefined, completion: undefined }
   usageFromTail('..."content":"a \\"usage\\": {"},"usage":{"prompt_tokens":7,"completion_tokens":8,"details":{"x":1}}}', tail)
-  assert.deepEqual(tail, { prompt: 7, completion: 8 })
+  assert.deepEqual([tail.prompt, tail.completion], [7, 8])
+  // A later message_delta repeating input_tokens alone keeps the cache tokens message_start reported.
+  assert.deepEqual(u({ type: 'message_start', message: { usage: { input_tokens: 10, cache_creation_input_tokens: 5, cache_read_input_tokens: 2, output_tokens: 1 } } }, { type: 'message_delta', usage: { input_tokens: 10, output_tokens: 30 } }), { prompt: 17, completion: 30 })
+  assert.deepEqual(u({ object: 'list', usage: { prompt_tokens: 8, total_tokens: 8 } }), { prompt: 8, completion: undefined })
+})
+
+test('completion text of a stream event: message text, tool-call arguments and thinking in each API', () => {
+  assert.equal(deltaText({ choices: [{ index: 0, delta: { content: 'ab' } }, { index: 1, delta: { tool_calls: [{ index: 0, function: { arguments: '{"c' } }] } }] }), 'ab{"c')
+  assert.equal(deltaText({ type: 'content_block_delta', delta: { type: 'input_json_delta', partial_json: '{"x":' } }), '{"x":')
+  assert.equal(deltaText({ type: 'content_block_delta', delta: { type: 'thinking_delta', thinking: 'hm' } }), 'hm')
+  assert.equal(deltaText({ type: 'response.function_call_arguments.delta', delta: '{"q"' }), '{"q"')
+  assert.equal(deltaText({ type: 'content_block_delta', delta: { type: 'signature_delta', signature: 'abc' } }), '')
 })
 
 test('the SSE meter cuts after the event that passes max_completion_tokens, at a multiple of buffer_tokens, across chunk splits', () => {

@@ -1,0 +1,39 @@
+/**
+ * The events the gateway writes when it ends a stream at
+ * max_completion_tokens, in the dialect of the API the stream speaks
+ * (docs/behaviour.md §5 Streaming): `graceful_close` ends it as the API ends
+ * a reply cut at its own token limit, `error_chunk` with the API's error
+ * event. Also the body of an LLM reject in the API's error shape.
+ */
+import { chatClose, chatError } from './chat.js'
+import { messagesClose, messagesError } from './messages.js'
+import { responsesClose, responsesError } from './responses.js'
+import { apiOfPath, type StreamFacts } from './stream-facts.js'
+
+export { StreamFacts, apiOfPath, type LlmApi } from './stream-facts.js'
+
+/** Usage written into the closing events (include_partial_usage). */
+export interface CutUsage {
+  prompt: number
+  completion: number
+}
+
+const CUT_MESSAGE = 'max completion tokens exceeded'
+
+/** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off. */
+export function closingEvents(f: StreamFacts, action: 'graceful_close' | 'error_chunk', counted: number, usage: CutUsage | undefined): string {
+  switch (f.api) {
+    case 'responses':
+      return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE) : responsesClose(f, usage)
+    case 'messages':
+      return action === 'error_chunk' ? messagesError(CUT_MESSAGE) : messagesClose(f, counted, usage)
+    default:
+      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage) : chatClose(f, usage)
+  }
+}
+
+/** A 429 body for an LLM reject: Anthropic's error shape on Messages paths, OpenAI's elsewhere (their SDKs read these). */
+export function rejectBody(path: string | undefined, message: string): string {
+  if (path !== undefined && apiOfPath(path) === 'messages') return JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message } })
+  return JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } })
+}
