@@ -112,6 +112,9 @@ describe('the compose scenario with real processes: two gateways, one Redis, one
       env.FAIRVISOR_ADMIN_PORT = '0'
       // A fresh client address per run (Redis keeps the bucket between runs).
       env.FAIRVISOR_TRUSTED_PROXIES = '127.0.0.1'
+      // On a loaded test machine a Redis round trip can pass the 50 ms default and
+      // fail open (allowed, uncounted); this test is about sharing, not deadlines.
+      env.FAIRVISOR_STORE_TIMEOUT_MS = '2000'
       running.push(await startGateway(env))
     }
     const client = `10.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`

@@ -115,6 +115,8 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
       assert.ok(['critical', 'warning', 'info'].includes(r.labels.severity), `${r.alert}: severity`)
       assert.ok(r.annotations.summary, `${r.alert}: summary`)
     }
+    const page = readFileSync(join(ROOT, 'docs/deploy.md'), 'utf8')
+    for (const r of rules) assert.ok(page.includes(`| \`${r.alert}\` |`), `docs/deploy.md does not list ${r.alert}`)
     for (const name of ['FairvisorStoreErrors', 'FairvisorFailingOpen', 'FairvisorReloadFailing', 'FairvisorStoreEvictions']) {
       assert.ok(rules.some((r) => r.alert === name), `no ${name} alert`)
     }
