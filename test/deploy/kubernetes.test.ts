@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { parseAllDocuments } from 'yaml'
@@ -112,6 +112,18 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   assert.ok(pdb.spec.minAvailable < dep.spec.replicas, 'a node drain can still evict a pod')
   return env
 }
+
+/** Every .ts file under src/, recursively. */
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []))
+}
+
+test('readOnlyRootFilesystem holds: nothing `serve` runs writes to the file system (only the CLI commands write, to --out)', () => {
+  for (const file of sources(join(ROOT, 'src'))) {
+    if (file.includes('/src/commands/')) continue
+    assert.doesNotMatch(readFileSync(file, 'utf8'), /\b(writeFile|appendFile|createWriteStream|mkdir|mkdtemp|tmpdir)\w*\(/, `${file} writes to the file system`)
+  }
+})
 
 describe('deploy/kubernetes renders with kubectl kustomize and agrees with the code', { skip }, () => {
   test('overlays/in-process: the in-process store', () => {
