@@ -64,7 +64,8 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   const pod = dep.spec.template.spec
   assert.equal(pod.containers.length, 1)
   const c = pod.containers[0]
-  assert.match(c.image, /^fairvisor-node:\d+\.\d+\.\d+$/)
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version
+  assert.equal(c.image, `fairvisor-node:${version}`, 'the image tag is the version package.json builds')
   assert.match(DOCKERFILE, /ENTRYPOINT \["node", "dist\/cli\.js"\]/, 'the container args assume the Dockerfile entry point')
   assert.deepEqual(c.args, ['serve'])
 
