@@ -83,7 +83,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
-  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
+  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
   const onHup = (): void => {
     bundles.reload()
     rls?.reload()

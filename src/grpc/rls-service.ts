@@ -9,6 +9,8 @@ import { counterLimit } from '../algorithms/window-counter.js'
 import type { Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store.js'
 import { UNIT_CODE, UNIT_SECONDS, type RlsConfig, type RlsLimit } from './rls-config.js'
 import { matchLimit, type Entry } from './rls-match.js'
+import { decideDescriptors, mergeDecision } from './rls-bundle.js'
+import type { Decide } from '../http/decide.js'
 
 export const OK = 1
 export const OVER_LIMIT = 2
@@ -42,6 +44,9 @@ export interface RlsOptions {
   clock(): number
   /** Add the RateLimit-Limit / -Remaining / -Reset headers envoyproxy/ratelimit adds when its response headers are enabled. */
   responseHeaders: boolean
+  /** The bundle's decider, consulted per descriptor when a bundle is loaded (`descriptor:<key>` limit keys). */
+  decide?: Decide
+  bundleLoaded?(): boolean
   /** Every answer (metrics). `domain` is a configured one or undefined. */
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
 }
@@ -120,12 +125,16 @@ export function createShouldRateLimit(o: RlsOptions) {
       })
     }
     const finish = (outcomes: Outcomes | undefined, storeFailed: boolean): void => {
-      let overall = OK
-      planned.forEach((p, i) => {
-        const s = storeFailed ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 } : status(p, outcomes![i])
-        statuses[p.index] = s
-        if (s.code === OVER_LIMIT) overall = OVER_LIMIT
-      })
+      planned.forEach((p, i) => (statuses[p.index] = storeFailed ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 } : status(p, outcomes![i])))
+      if (o.decide && o.bundleLoaded?.()) {
+        decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
+          ds.forEach((d, i) => (statuses[i] = mergeDecision(statuses[i]!, d)))
+          answer(storeFailed)
+        })
+      } else answer(storeFailed)
+    }
+    const answer = (storeFailed: boolean): void => {
+      const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK
       const res: RateLimitResponse = { overall_code: overall, statuses }
       if (o.responseHeaders) res.response_headers_to_add = headers(statuses)
       o.answered(domainNode === undefined ? undefined : parsed.domain, overall, storeFailed)

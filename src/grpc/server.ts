@@ -21,6 +21,8 @@ export interface GrpcOptions {
   failPolicy: FailPolicy
   rlsConfig(): RlsConfig
   rlsResponseHeaders: boolean
+  /** A bundle is in force: RLS descriptors are also decided by it. */
+  bundleLoaded(): boolean
   clock(): number
   metrics: GrpcMetrics
   log: Logger
@@ -65,6 +67,8 @@ export async function startGrpc(o: GrpcOptions, port: number, host: string): Pro
     failPolicy: o.failPolicy,
     clock: o.clock,
     responseHeaders: o.rlsResponseHeaders,
+    decide: o.decide,
+    bundleLoaded: o.bundleLoaded,
     answered: (domain, overall, storeFailed) => o.metrics.rlsDecisions.inc({ domain: domain ?? '_unknown', code: (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok') }),
   })
   server.addService(service('envoy.service.ratelimit.v3.RateLimitService'), { ShouldRateLimit: unary<RateLimitRequest>('envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', o, shouldRateLimit) } as UntypedServiceImplementation)

@@ -26,7 +26,10 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-rls-'))
     copyFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), join(dir, 'config.yaml'))
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_GRPC_PORT: '0', FAIRVISOR_RLS_CONFIG: dir, FAIRVISOR_RLS_RESPONSE_HEADERS: 'true' })
+    // A bundle limiting the RLS domain `bundled` per descriptor entry `user`.
+    const bundle = join(mkdtempSync(join(tmpdir(), 'fv-rls-bundle-')), 'bundle.json')
+    writeFileSync(bundle, JSON.stringify({ bundle_version: 1, policies: [{ id: 'rls', spec: { selector: { pathExact: '/bundled' }, rules: [{ name: 'per_user', limit_keys: ['descriptor:user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 2 } }] } }] }))
+    gw = await startGateway({ FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_MODE: 'decision_service', FAIRVISOR_GRPC_PORT: '0', FAIRVISOR_RLS_CONFIG: dir, FAIRVISOR_RLS_RESPONSE_HEADERS: 'true' })
     const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
     c = grpcClients(line.grpcPort as number)
   })
@@ -113,6 +116,16 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
     // Alone, key1 is limited by its own 3/hour.
     for (let i = 0; i < 3; i++) assert.equal((await ask('example7', [desc([['key1', 'value1']])])).overall_code, OK)
     assert.equal((await ask('example7', [desc([['key1', 'value1']])])).overall_code, OVER_LIMIT)
+  })
+
+  test('bundles: descriptor:<key> limits RLS calls (a domain is the path /<domain>)', async () => {
+    for (let i = 0; i < 2; i++) assert.equal((await ask('bundled', [desc([['user', 'ann']])])).overall_code, OK)
+    const over = await ask('bundled', [desc([['user', 'ann']])])
+    assert.equal(over.overall_code, OVER_LIMIT)
+    assert.equal(over.statuses[0].limit_remaining, 0)
+    assert.equal((await ask('bundled', [desc([['user', 'ben']])])).statuses[0].limit_remaining, 1)
+    // Other domains are not matched by the policy's selector.
+    assert.equal((await ask('internal', [desc([['ldap', 'x']])])).overall_code, OK)
   })
 
   test('an unknown domain allows; malformed requests are INVALID_ARGUMENT', async () => {
