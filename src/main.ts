@@ -76,14 +76,14 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const llm = { bundle: () => bundles.current, exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks) }
   const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, llm })
+  // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
+  const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
+  rls?.reload()
+  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
   const listener = createListener({ settings, log, ...main })
   const address = await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
   const adminAddress = await adminListener?.listen(settings.adminPort!, settings.host)
-  // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener.
-  const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
-  rls?.reload()
-  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
   const onHup = (): void => {
     bundles.reload()
     rls?.reload()
