@@ -15,6 +15,8 @@ export interface WatchOptions {
   debounceMs?: number
   /** Watcher failures (e.g. the directory vanished); the loaded bundle stays. */
   onError?(err: Error): void
+  /** In directory mode, the file name endings that count. Default ['.json']. */
+  extensions?: readonly string[]
 }
 
 export interface FileWatcher {
@@ -39,12 +41,13 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
   const dirMode = isDirectory(target)
   const dir = dirMode ? target : dirname(target)
   const name = basename(target)
+  const extensions = opts.extensions ?? ['.json']
   const relevant = (p: string): boolean => {
     const abs = resolve(p)
     if (abs === dir) return true
     if (dirname(abs) !== dir) return false
     const b = basename(abs)
-    return b.startsWith('..') || (dirMode ? b.endsWith('.json') : b === name)
+    return b.startsWith('..') || (dirMode ? extensions.some((e) => b.endsWith(e)) : b === name)
   }
 
   let timer: NodeJS.Timeout | undefined

@@ -9,6 +9,9 @@ import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
+import { createGrpcMetrics } from './grpc/metrics.js'
+import { RlsSource } from './grpc/rls-source.js'
+import { startGrpc } from './grpc/server.js'
 import { decisionRecorder, engineObserver, evictionLog } from './observe/engine-observer.js'
 import { LlmExchange } from './llm/exchange.js'
 import { llmHooks } from './observe/llm-observer.js'
@@ -73,25 +76,33 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const llm = { bundle: () => bundles.current, exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks) }
   const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, llm })
+  // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
+  const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
+  rls?.reload()
+  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
   const listener = createListener({ settings, log, ...main })
   const address = await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
   const adminAddress = await adminListener?.listen(settings.adminPort!, settings.host)
-  const onHup = (): void => void bundles.reload()
+  const onHup = (): void => {
+    bundles.reload()
+    rls?.reload()
+  }
   process.on('SIGHUP', onHup)
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload.
   const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
   await watcher.ready
   await net.watch(log)
-  const started = { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION }
+  await rls?.watch()
+  const started = { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, grpcPort: grpc?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION }
   log.info(started, `fairvisor listening on ${address.address}:${address.port}`)
 
   let closing: Promise<void> | undefined
   const shutdown = (): Promise<void> => (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
-      await Promise.all([watcher.close(), net.close()])
-      await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs)])
+      await Promise.all([watcher.close(), net.close(), rls?.close()])
+      await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs), grpc?.shutdown(settings.shutdownTimeoutMs)])
       await Promise.allSettled([proxy?.close(), store.close()])
       log.info('shutdown complete')
     })())

@@ -72,6 +72,12 @@ export interface Settings {
   torExitListFile: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
+  /** gRPC listener (Envoy ext_authz v3, Rate Limit Service v3, health); off when unset. */
+  grpcPort: number | undefined
+  /** envoyproxy/ratelimit YAML configuration: a file or a directory of .yaml files. */
+  rlsConfig: string | undefined
+  /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
+  rlsResponseHeaders: boolean
 }
 
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
@@ -199,6 +205,9 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
     bundleSigningKey: signingKey(env),
+    grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
+    rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
+    rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError('FAIRVISOR_HEADERS_TIMEOUT_MS', `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`)

@@ -70,6 +70,9 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_ASN_MAP_FILE', 'unset', 'ASN to network type map for ip:type'],
   ['FAIRVISOR_GEOIP_COUNTRY_FILE', 'unset', 'MaxMind-format country database for ip:country when X-Country-Code is absent'],
   ['FAIRVISOR_GEOIP_ASN_FILE', 'unset', 'MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent'],
+  ['FAIRVISOR_GRPC_PORT', 'unset', 'gRPC listener for Envoy (ext_authz v3, Rate Limit Service v3, health); 0 picks a free one'],
+  ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
+  ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]
 

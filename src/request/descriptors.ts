@@ -34,6 +34,10 @@ export function compileDescriptor(key: string): DescriptorCompile {
       const h = headerKey(name)
       return { ok: true, extract: (v) => nonEmpty(v.header(h)) }
     }
+    case 'descriptor':
+      // An entry of the Rate Limit Service descriptor being decided (absent on HTTP requests).
+      if (!NAME.test(name)) return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
+      return { ok: true, extract: (v) => nonEmpty(v.descriptorEntry(name)) }
     case 'ip':
       switch (name) {
         case 'address': return { ok: true, extract: (v) => nonEmpty(v.ip) }
@@ -59,6 +63,6 @@ export function compileDescriptor(key: string): DescriptorCompile {
       if (name === 'bot_category') return { ok: true, extract: (v) => v.botCategory || undefined }
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
     default:
-      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip: or ua: keys` }
+      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua: or descriptor: keys` }
   }
 }

@@ -33,6 +33,8 @@ export interface RequestInput {
    * rule (http/llm-body.ts); absent otherwise and in decision-service mode.
    */
   body?: Buffer
+  /** The entries of a Rate Limit Service descriptor (gRPC ShouldRateLimit), read by `descriptor:<key>`. */
+  descriptorEntries?: ReadonlyMap<string, string>
 }
 
 /** Header names are compared case-insensitively with `-` and `_` equivalent (docs/behaviour.md §3). */
@@ -188,6 +190,10 @@ export class RequestView {
       this._claims = v !== undefined ? v : (decodeBearer(this.header('authorization')) ?? null)
     }
     return this._claims ?? undefined
+  }
+
+  descriptorEntry(key: string): string | undefined {
+    return this.input.descriptorEntries?.get(key)
   }
 
   claim(name: string): string | undefined {

@@ -1,0 +1,97 @@
+/**
+ * Envoy's external authorization, gRPC v3 (`envoy.service.auth.v3.Authorization/Check`):
+ * the HTTP request Envoy describes goes through the same decider as a request
+ * on the HTTP listener, and the decision is answered as the HTTP paths answer
+ * it (http/decision-response.ts): OK with the RateLimit-* headers for the
+ * client, or a denied response carrying the 429/503 status, headers and body.
+ */
+import { status as Code } from '@grpc/grpc-js'
+import type { Decision } from '../engine/evaluate.js'
+import type { Decide } from '../http/decide.js'
+import { decisionResponse } from '../http/decision-response.js'
+import type { RequestInput } from '../request/view.js'
+
+/** google.rpc.Code values used in CheckResponse.status. */
+const RPC_OK = 0
+const RPC_PERMISSION_DENIED = 7
+const RPC_UNAVAILABLE = 14
+
+interface HeaderValue { key?: string; value?: string; raw_value?: Buffer }
+interface HttpRequest {
+  method?: string
+  headers?: Record<string, string>
+  path?: string
+  host?: string
+  header_map?: { headers?: HeaderValue[] }
+}
+export interface CheckRequest {
+  attributes?: {
+    source?: { address?: { socket_address?: { address?: string } } }
+    request?: { http?: HttpRequest }
+  }
+}
+
+/** Thrown for a request that cannot describe an HTTP request; answered INVALID_ARGUMENT. */
+export class InvalidCheck extends Error {
+  readonly grpcCode = Code.INVALID_ARGUMENT
+}
+
+/** CheckRequest → the request the decider takes. Envoy's `path` is the request target: path and query. */
+export function inputFromCheck(req: CheckRequest): RequestInput {
+  const http = req.attributes?.request?.http
+  if (http === undefined || http === null) throw new InvalidCheck('attributes.request.http is required')
+  const target = http.path || '/'
+  if (!target.startsWith('/') && target !== '*') throw new InvalidCheck(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
+  const q = target.indexOf('?')
+  const rawHeaders: string[] = []
+  // Envoy sends either the `headers` map or, with encode_raw_headers, `header_map`; pseudo-headers are not HTTP headers here.
+  if (http.headers) for (const name in http.headers) if (name[0] !== ':') rawHeaders.push(name, http.headers[name]!)
+  if (http.header_map?.headers) {
+    for (const h of http.header_map.headers) {
+      if (h.key && h.key[0] !== ':') rawHeaders.push(h.key, h.raw_value && h.raw_value.length ? h.raw_value.toString('latin1') : (h.value ?? ''))
+    }
+  }
+  return {
+    method: http.method || 'GET',
+    path: q === -1 ? target : target.slice(0, q),
+    rawQuery: q === -1 ? '' : target.slice(q + 1),
+    host: http.host || '',
+    rawHeaders,
+    peer: req.attributes?.source?.address?.socket_address?.address ?? '',
+  }
+}
+
+const option = (headers: readonly string[]): Array<{ header: { key: string; value: string }; append_action: number }> => {
+  const out = []
+  // OVERWRITE_IF_EXISTS_OR_ADD: the gateway's value replaces one an upstream or earlier filter set.
+  for (let i = 0; i < headers.length; i += 2) out.push({ header: { key: headers[i]!, value: headers[i + 1]! }, append_action: 2 })
+  return out
+}
+
+/** Headers Envoy computes itself on a local reply: sending them would duplicate or contradict its own. */
+const HOP = new Set(['content-length'])
+
+export function checkResponse(d: Decision, exposeReason: boolean): object {
+  const r = decisionResponse(d, { exposeReason })
+  if (d.allowed) return { status: { code: RPC_OK }, ok_response: { response_headers_to_add: option(r.headers) } }
+  const headers: string[] = []
+  for (let i = 0; i < r.headers.length; i += 2) if (!HOP.has(r.headers[i]!)) headers.push(r.headers[i]!, r.headers[i + 1]!)
+  return {
+    status: { code: r.status === 503 ? RPC_UNAVAILABLE : RPC_PERMISSION_DENIED, message: d.reason },
+    denied_response: { status: { code: r.status }, headers: option(headers), body: r.body },
+  }
+}
+
+/** Check, as a continuation: `then(err, response)`. */
+export function createCheck(decide: Decide, exposeReason: boolean) {
+  return (req: CheckRequest, then: (err: InvalidCheck | null, res?: object) => void): void => {
+    let input: RequestInput
+    try {
+      input = inputFromCheck(req)
+    } catch (err) {
+      return then(err as InvalidCheck)
+    }
+    // A throttle delay is held by holding the answer, as the decision API does.
+    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(() => then(null, checkResponse(d, exposeReason)), d.delayMs) : then(null, checkResponse(d, exposeReason))))
+  }
+}

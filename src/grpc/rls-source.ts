@@ -1,0 +1,39 @@
+/**
+ * The RLS configuration in force (FAIRVISOR_RLS_CONFIG), reloaded when its
+ * file or directory changes and on SIGHUP; a configuration that does not load
+ * is logged and the last good one stays.
+ */
+import { watchPath, type FileWatcher } from '../file-watch.js'
+import type { Logger } from '../observe/logger.js'
+import { loadRlsConfig, type RlsConfig } from './rls-config.js'
+
+export class RlsSource {
+  current: RlsConfig = new Map()
+  private watcher: FileWatcher | undefined
+
+  constructor(private readonly path: string, private readonly log: Logger) {}
+
+  /** True when the configuration loaded (and replaced the one in force). */
+  reload(): boolean {
+    try {
+      this.current = loadRlsConfig(this.path)
+      this.log.info({ file: this.path, domains: [...this.current.keys()] }, 'rls config loaded')
+      return true
+    } catch (err) {
+      this.log.error({ file: this.path, err: { message: (err as Error).message } }, 'rls config rejected; the last good one stays')
+      return false
+    }
+  }
+
+  watch(): Promise<void> {
+    this.watcher = watchPath(this.path, () => void this.reload(), {
+      extensions: ['.yaml', '.yml'],
+      onError: (err) => this.log.error({ err: { message: err.message }, file: this.path }, 'rls config watcher failed; the loaded configuration stays'),
+    })
+    return this.watcher.ready
+  }
+
+  close(): Promise<void> {
+    return this.watcher?.close() ?? Promise.resolve()
+  }
+}

@@ -1,0 +1,62 @@
+/** gRPC clients for the gateway's services, built from the .proto files in proto/. */
+import { credentials, loadPackageDefinition, makeGenericClientConstructor, type Client, type ServiceError } from '@grpc/grpc-js'
+import { loadSync } from '@grpc/proto-loader'
+import { LOADER_OPTIONS, PROTO_FILES } from '../../src/grpc/protos.js'
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Any = any
+const pkg = loadPackageDefinition(loadSync(PROTO_FILES, LOADER_OPTIONS)) as Any
+
+export interface GrpcClients {
+  authz: Client
+  rls: Client
+  health: Client
+  check(req: object): Promise<Any>
+  shouldRateLimit(req: object): Promise<Any>
+  healthCheck(service?: string): Promise<Any>
+  /** Sends `bytes` as the request of `path` (a full method path), bypassing the encoder. */
+  raw(path: string, bytes: Buffer): Promise<Any>
+  close(): void
+}
+
+const unary = (client: Client, method: string) => (req: object): Promise<Any> =>
+  new Promise((resolve, reject) => (client as Any)[method](req, (err: ServiceError | null, res: Any) => (err ? reject(err) : resolve(res))))
+
+export function grpcClients(port: number): GrpcClients {
+  const address = `127.0.0.1:${port}`
+  const creds = credentials.createInsecure()
+  const authz = new pkg.envoy.service.auth.v3.Authorization(address, creds) as Client
+  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, creds) as Client
+  const health = new pkg.grpc.health.v1.Health(address, creds) as Client
+  const Raw = makeGenericClientConstructor({}, 'Raw')
+  const raw = new Raw(address, creds)
+  return {
+    authz,
+    rls,
+    health,
+    check: unary(authz, 'Check'),
+    shouldRateLimit: unary(rls, 'ShouldRateLimit'),
+    healthCheck: (service = '') => unary(health, 'Check')({ service }),
+    raw: (path, bytes) =>
+      new Promise((resolve, reject) =>
+        raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, (err, res) => (err ? reject(err) : resolve(res)))),
+    close() {
+      for (const c of [authz, rls, health, raw]) c.close()
+    },
+  }
+}
+
+/** A CheckRequest as Envoy's ext_authz filter sends it. */
+export function checkRequest(o: { method?: string; path: string; host?: string; headers?: Record<string, string>; peer?: string }): object {
+  return {
+    attributes: {
+      source: { address: { socket_address: { address: o.peer ?? '192.0.2.7', port_value: 40000 } } },
+      request: { http: { method: o.method ?? 'GET', path: o.path, host: o.host ?? 'api.example.com', scheme: 'http', protocol: 'HTTP/1.1', headers: { ':authority': o.host ?? 'api.example.com', ':method': o.method ?? 'GET', ':path': o.path, ...o.headers } } },
+    },
+  }
+}
+
+/** Flat header list of a HeaderValueOption list. */
+export function headerList(options: Array<{ header: { key: string; value: string } }> | undefined): string[] {
+  return (options ?? []).flatMap((o) => [o.header.key, o.header.value])
+}
