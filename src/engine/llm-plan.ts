@@ -24,13 +24,6 @@ export interface LlmPlanTarget {
   push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number }, llm?: number): void
 }
 
-/** Streams are announced by the body or by the Accept header (docs/behaviour.md §5 Streaming). */
-function wantsStream(plan: LlmPlanTarget): boolean {
-  if (plan.view.llmBody().stream) return true
-  const accept = plan.view.header('accept')
-  return accept !== undefined && accept.includes('text/event-stream')
-}
-
 export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
   const { config: c, dayPrefix, shadowDayPrefix } = rule.llm!
   const body = plan.view.llmBody()
@@ -59,7 +52,9 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
     day: dayKey === undefined ? undefined : { key: dayKey, limit: c.day! },
     prompt,
     reserved,
-    streaming: c.streaming.enabled && wantsStream(plan),
+    // Whatever the body said: an upstream may stream anyway (a lax `"stream": "yes"`), and the
+    // exchange meters and cuts any text/event-stream answer of an enabled rule.
+    streaming: c.streaming.enabled,
   })
   plan.push(policy, rule, shadow, composite, reserved, undefined, index)
   if (dayKey !== undefined) plan.push(policy, rule, shadow, composite, reserved, { algorithm: LLM_DAY, limit: c.day!, key: dayKey, llm: index })
