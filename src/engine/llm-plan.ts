@@ -10,6 +10,7 @@
 import { LLM_DAY, utcDay } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { estimatePrompt } from '../llm/estimate.js'
+import { logKey } from './log-key.js'
 import type { Algorithm, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { RequestView } from '../request/view.js'
 import type { EngineObserver, LlmReservation } from './decision.js'
@@ -36,7 +37,7 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
   else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
   if (early !== undefined) {
-    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite })
+    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite) })
     else plan.early ??= { policy, rule, reason: early }
     return
   }
