@@ -1,6 +1,6 @@
 /**
  * A token_bucket_llm rule in the documented order: prompt estimate → prompt_tokens_exceeded
- * → reserve the request's max_tokens (or default_max_completion), capped at
+ * → reserve the largest of the request's max_tokens / max_completion_tokens / max_output_tokens (or default_max_completion), capped at
  * max_completion_tokens → max_tokens_per_request_exceeded → the minute
  * bucket (tpm_exceeded) and the day counter (tpd_exceeded) as two checks of
  * the request's one store call. The pre-checks reject without a store call;

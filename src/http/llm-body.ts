@@ -86,3 +86,13 @@ export function readHead(req: IncomingMessage, budget: number, done: (h: HeldBod
   req.once('end', onEnd)
   req.once('close', onClose)
 }
+
+/**
+ * Answers a rejected request whose body was not read to its end: the rest is
+ * read and dropped (bounded by the server's request timeout) so the client,
+ * still uploading, gets the answer instead of a reset connection.
+ */
+export function rejectHeld(req: IncomingMessage, held: HeldBody | undefined, answer: () => void): void {
+  if (held !== undefined && !held.ended) req.resume()
+  answer()
+}
