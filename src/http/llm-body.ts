@@ -13,7 +13,7 @@
  * such request is bounded by that budget and MAX_COUNTED_BODY whatever the
  * upload's size; rules without max_prompt_tokens read one MiB as before.
  */
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { CompiledBundle, CompiledPolicy } from '../bundle/compile.js'
 import { MAX_HELD_BODY } from '../llm/request-body.js'
 import { RequestView, type RequestInput } from '../request/view.js'
@@ -87,12 +87,29 @@ export function readHead(req: IncomingMessage, budget: number, done: (h: HeldBod
   req.once('close', onClose)
 }
 
+/** How long a rejected upload on a `Connection: close` request may go on before the answer is sent anyway. */
+const LINGER_MS = 5000
+
 /**
  * Answers a rejected request whose body was not read to its end: the rest is
- * read and dropped (bounded by the server's request timeout) so the client,
- * still uploading, gets the answer instead of a reset connection.
+ * read and dropped so the client, still uploading, gets the answer instead of
+ * a reset connection. On a keep-alive connection the answer goes at once and
+ * the drain goes on behind it; on `Connection: close` Node closes the socket
+ * as soon as the answer is sent, so the answer waits for the upload's end (at
+ * most LINGER_MS).
  */
-export function rejectHeld(req: IncomingMessage, held: HeldBody | undefined, answer: () => void): void {
-  if (held !== undefined && !held.ended) req.resume()
-  answer()
+export function rejectHeld(req: IncomingMessage, res: ServerResponse, held: HeldBody | undefined, answer: () => void): void {
+  if (held === undefined || held.ended) return answer()
+  req.resume()
+  if (res.shouldKeepAlive) return answer()
+  let sent = false
+  const go = (): void => {
+    if (sent) return
+    sent = true
+    clearTimeout(timer)
+    answer()
+  }
+  const timer = setTimeout(go, LINGER_MS)
+  req.once('end', go)
+  req.once('error', go)
 }

@@ -57,13 +57,13 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
   const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined): void => {
     const tap = tapOf(d)
     if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d), held, tap), () => tap?.end(false))
-    else rejectHeld(req, held, () => sendRejection(res, d, exposeReason))
+    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason))
   }
   const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint, held: HeldBody | undefined): void => {
     const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason)
     const tap = tapOf(d)
     if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra], held, tap), () => tap?.end(false))
-    else rejectHeld(req, held, () => sendRejection(res, d, exposeReason, extra))
+    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason, extra))
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
