@@ -21,7 +21,7 @@ export const USAGE = 'usage: fairvisor validate <file|->... [--format text|json]
 function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
   return r.bundle.policies.map((p) => {
     const rules = [...p.rules, ...(p.fallback ? [{ ...p.fallback, name: `${p.fallback.name} (fallback)` }] : [])]
-    const list = rules.map((x) => `${x.name} ${x.algorithm}${x.supported ? '' : ' [skipped: not supported yet]'}`).join(', ')
+    const list = rules.map((x) => `${x.name} ${x.algorithmName}${x.supported ? '' : ' [skipped: not supported yet]'}`).join(', ')
     return `  policy "${p.id}" (${p.shadow ? 'shadow' : 'enforce'}): ${rules.length} rule${rules.length === 1 ? '' : 's'}${list ? `: ${list}` : ''}`
   })
 }

@@ -26,7 +26,7 @@ export interface LlmReservation {
   prompt: number
   /** Prompt estimate + completion reservation: the charge to each counter. */
   reserved: number
-  /** The client asked for a stream (`"stream": true` or Accept: text/event-stream) and streaming is enabled. */
+  /** The rule's streaming is enabled: any text/event-stream answer is metered and cut, whatever the body asked. */
   streaming: boolean
 }
 

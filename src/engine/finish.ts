@@ -10,6 +10,7 @@ import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
+import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
 
 /** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
@@ -39,7 +40,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     if (!o.allowed) {
       if (p.rule === p.policy.loop) obs.loopDetected?.(p.policy.id, 'reject')
       // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
-      if (p.shadow) obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: algorithm.rejectReason, key: checks[i]!.key })
+      if (p.shadow) obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: algorithm.rejectReason, key: logKey(p.rule, checks[i]!.key, p.composite) })
       else if (rejectedAt === -1) rejectedAt = i
       continue
     }
@@ -70,7 +71,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       policyId: p.policy.id,
       ruleName: p.rule.name,
       limit: h && { policyId: p.policy.id, ...h },
-      key: checks[rejectedAt]!.key,
+      key: logKey(p.rule, checks[rejectedAt]!.key, p.composite),
       cost: checks[rejectedAt]!.cost,
       retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
       matchedPolicies: ids,
@@ -95,7 +96,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     policyId: bestPlan?.policy.id,
     ruleName: bestPlan?.rule.name,
     limit: best,
-    key: bestAt === -1 ? undefined : checks[bestAt]!.key,
+    key: bestAt === -1 ? undefined : logKey(bestPlan!.rule, checks[bestAt]!.key, bestPlan!.composite),
     cost: bestAt === -1 ? undefined : checks[bestAt]!.cost,
     warning: advice?.warning,
     delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,

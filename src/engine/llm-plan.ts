@@ -1,6 +1,6 @@
 /**
  * A token_bucket_llm rule in the documented order: prompt estimate → prompt_tokens_exceeded
- * → reserve the request's max_tokens (or default_max_completion), capped at
+ * → reserve the largest of the request's max_tokens / max_completion_tokens / max_output_tokens (or default_max_completion), capped at
  * max_completion_tokens → max_tokens_per_request_exceeded → the minute
  * bucket (tpm_exceeded) and the day counter (tpd_exceeded) as two checks of
  * the request's one store call. The pre-checks reject without a store call;
@@ -10,6 +10,7 @@
 import { LLM_DAY, utcDay } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { estimatePrompt } from '../llm/estimate.js'
+import { logKey } from './log-key.js'
 import type { Algorithm, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { RequestView } from '../request/view.js'
 import type { EngineObserver, LlmReservation } from './decision.js'
@@ -24,13 +25,6 @@ export interface LlmPlanTarget {
   push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number }, llm?: number): void
 }
 
-/** Streams are announced by the body or by the Accept header (docs/behaviour.md §5 Streaming). */
-function wantsStream(plan: LlmPlanTarget): boolean {
-  if (plan.view.llmBody().stream) return true
-  const accept = plan.view.header('accept')
-  return accept !== undefined && accept.includes('text/event-stream')
-}
-
 export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
   const { config: c, dayPrefix, shadowDayPrefix } = rule.llm!
   const body = plan.view.llmBody()
@@ -43,7 +37,7 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
   else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
   if (early !== undefined) {
-    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite })
+    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite) })
     else plan.early ??= { policy, rule, reason: early }
     return
   }
@@ -59,7 +53,9 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
     day: dayKey === undefined ? undefined : { key: dayKey, limit: c.day! },
     prompt,
     reserved,
-    streaming: c.streaming.enabled && wantsStream(plan),
+    // Whatever the body said: an upstream may stream anyway (a lax `"stream": "yes"`), and the
+    // exchange meters and cuts any text/event-stream answer of an enabled rule.
+    streaming: c.streaming.enabled,
   })
   plan.push(policy, rule, shadow, composite, reserved, undefined, index)
   if (dayKey !== undefined) plan.push(policy, rule, shadow, composite, reserved, { algorithm: LLM_DAY, limit: c.day!, key: dayKey, llm: index })

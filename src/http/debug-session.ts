@@ -8,6 +8,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
+import { isSecretDescriptor, shortHash } from '../engine/log-key.js'
 import { sendJson } from './respond.js'
 import type { Handler } from './server.js'
 import { rawHeader } from '../request/view.js'
@@ -55,7 +56,7 @@ export function debugHeaders(d: Decision, latencyUs: number, withReason: boolean
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i]!
       out.push(`X-Fairvisor-Debug-Descriptor-${i + 1}-Key`, safe(k))
-      out.push(`X-Fairvisor-Debug-Descriptor-${i + 1}-Value`, safe(d.descriptors.get(k)!.slice(0, MAX_DESCRIPTOR_VALUE)))
+      out.push(`X-Fairvisor-Debug-Descriptor-${i + 1}-Value`, safe(isSecretDescriptor(k) ? shortHash(d.descriptors.get(k)!) : d.descriptors.get(k)!.slice(0, MAX_DESCRIPTOR_VALUE)))
     }
   }
   return out

@@ -14,7 +14,7 @@ import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import { debugHeaders, type DebugSessions } from './debug-session.js'
 import { decisionHandler } from './decision-api.js'
-import { needsBody, readHead } from './llm-body.js'
+import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy } from './proxy.js'
 import { afterDelay, allowHeaders, endRaw, inputFromRequest, sendJson, sendRejection } from './respond.js'
 import type { Handler } from './server.js'
@@ -57,13 +57,13 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
   const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined): void => {
     const tap = tapOf(d)
     if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d), held, tap), () => tap?.end(false))
-    else sendRejection(res, d, exposeReason)
+    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason))
   }
   const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint, held: HeldBody | undefined): void => {
     const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason)
     const tap = tapOf(d)
     if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra], held, tap), () => tap?.end(false))
-    else sendRejection(res, d, exposeReason, extra)
+    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason, extra))
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
@@ -75,9 +75,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
   const fallback: Handler = (req, res) => {
     const input = inputFromRequest(req)
     // Only a request that a policy with an LLM rule matches waits for (the first MiB of) its body.
-    if (llm !== undefined && needsBody(llm.bundle(), input)) {
-      return readHead(req, (held) => run(req, res, { ...input, body: held.held }, held))
-    }
+    const budget = llm === undefined ? undefined : bodyBudget(llm.bundle(), input)
+    if (budget !== undefined) return readHead(req, budget, (held) => run(req, res, { ...input, body: held.held, bodyComplete: held.ended }, held))
     run(req, res, input, undefined)
   }
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void =>

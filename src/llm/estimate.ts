@@ -1,6 +1,7 @@
 /**
- * Prompt token estimates (docs/behaviour.md §5 token_bucket_llm): `simple_word` (Fairvisor's
- * rule: ceil(characters of the messages' content / 4), else ceil(bytes / 4)),
+ * Prompt token estimates (docs/behaviour.md §5 token_bucket_llm), each over every billed part
+ * of the body (prompt-parts.ts): `simple_word` (ceil(characters / 4) of those
+ * texts, plus IMAGE_TOKENS per image; a body that is not such JSON: ceil(bytes / 4)),
  * `header_hint` (`X-Token-Estimate`, simple_word when absent), and
  * `tokenizer`: the real BPE count of the prompt text (gpt-tokenizer, pure JS;
  * measured 15× faster than js-tiktoken on a 4 KB prompt, README), plus the
@@ -9,7 +10,8 @@
  */
 import { createRequire } from 'node:module'
 import type { Estimator } from '../algorithms/llm.js'
-import { promptTexts, type LlmBody } from './request-body.js'
+import { IMAGE_TOKENS, promptParts } from './prompt-parts.js'
+import { MAX_HELD_BODY, type LlmBody } from './request-body.js'
 
 export const ENCODINGS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base'] as const
 
@@ -38,10 +40,13 @@ const PER_MESSAGE = 3
 const PER_REPLY = 3
 
 export function simpleWordEstimate(b: LlmBody): number {
-  if (b.json !== undefined && Array.isArray(b.json.messages)) {
-    let chars = 0
-    for (const t of promptTexts({ messages: b.json.messages }).texts) chars += t.length
-    return Math.ceil(chars / 4)
+  if (b.json !== undefined) {
+    const p = promptParts(b.json)
+    if (p.found) {
+      let chars = 0
+      for (const t of p.texts) chars += t.length
+      return Math.ceil(chars / 4) + p.images * IMAGE_TOKENS + p.tokenIds
+    }
   }
   return Math.ceil(b.totalBytes / 4)
 }
@@ -49,14 +54,17 @@ export function simpleWordEstimate(b: LlmBody): number {
 export function tokenizerEstimate(b: LlmBody, encoding: string): number {
   const count = tokenCounter(encoding)
   if (b.json !== undefined) {
-    const { texts, messages } = promptTexts(b.json)
-    let n = 0
-    for (const t of texts) n += count(t)
-    return n + (messages > 0 ? messages * PER_MESSAGE + PER_REPLY : 0)
+    const p = promptParts(b.json)
+    if (p.found) {
+      let n = 0
+      for (const t of p.texts) n += count(t)
+      return n + p.images * IMAGE_TOKENS + p.tokenIds + (p.messages > 0 ? p.messages * PER_MESSAGE + PER_REPLY : 0)
+    }
   }
   if (b.held === undefined || b.held.length === 0) return Math.ceil(b.totalBytes / 4)
-  // Not JSON, or only its first MiB held: count what is here, scale to the whole.
-  return Math.ceil(count(b.held.toString('utf8')) * (b.totalBytes / b.held.length))
+  // Not JSON, or not read whole: count the first MiB, scale to the whole.
+  const sample = b.held.length > MAX_HELD_BODY ? b.held.subarray(0, MAX_HELD_BODY) : b.held
+  return Math.ceil(count(sample.toString('utf8')) * (b.totalBytes / sample.length))
 }
 
 /** X-Token-Estimate as a positive integer, else undefined. */
@@ -67,7 +75,9 @@ export function headerHint(raw: string | undefined): number | undefined {
 }
 
 export function estimatePrompt(estimator: Estimator, encoding: string, body: LlmBody, hint: string | undefined): number {
-  if (estimator === 'header_hint') return headerHint(hint) ?? simpleWordEstimate(body)
-  if (estimator === 'tokenizer') return tokenizerEstimate(body, encoding)
-  return simpleWordEstimate(body)
+  const n = estimator === 'header_hint' ? headerHint(hint) ?? simpleWordEstimate(body) : estimator === 'tokenizer' ? tokenizerEstimate(body, encoding) : simpleWordEstimate(body)
+  // A chunked body read past its first MiB and not estimated as JSON (it passed its read
+  // budget, http/llm-body.ts) counts at least its size / 4, whatever the estimator: the budget is in those units.
+  if (body.json === undefined && body.held !== undefined && body.held.length > MAX_HELD_BODY) return Math.max(n, Math.ceil(body.totalBytes / 4))
+  return n
 }

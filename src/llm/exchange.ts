@@ -14,6 +14,7 @@
 import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { closingEvents } from './dialects/index.js'
+import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
 import { SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
@@ -42,6 +43,8 @@ export interface ExchangeHooks {
   /** Passed max_completion_tokens, not cut: `why` is `shadow`, `enforce_mid_stream_off` or `not_streaming` (the client did not ask for a stream). */
   wouldTruncate(r: LlmReservation, counted: number, why: string): void
   truncated(r: LlmReservation, counted: number): void
+  /** An overrun charge was capped (settle-cap.ts). */
+  overrunCapped?(c: OverrunCapped): void
 }
 
 export class LlmExchange {
@@ -144,10 +147,7 @@ export class LlmExchange {
         by = 'reserved'
       }
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
-      const amount = r.reserved - used
-      if (amount === 0) continue
-      adjustments.push({ key: r.minute.key, limit: r.minute.limit, amount })
-      if (r.day !== undefined) adjustments.push({ key: r.day.key, limit: r.day.limit, amount })
+      adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
     if (adjustments.length === 0) return this.hooks.settled(out)
     this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))

@@ -42,6 +42,7 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
     wouldTruncate(r, counted, why) {
       log.info({ event: 'would_truncate', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, why }, `stream passed max_completion_tokens; not cut (${why})`)
     },
+    overrunCapped: (c) => log.warn({ event: 'llm_overrun_capped', policy: c.reservation.policyId, rule: c.reservation.ruleName, reported_tokens: c.reported, reserved: c.reservation.reserved, minute_charge: c.minuteCharge, day_charge: c.dayCharge }, 'reported usage far above the reservation: overrun charge capped'),
     truncated(r, counted) {
       log.info({ event: 'stream_truncated', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, action: r.config.streaming.onLimitExceeded }, 'stream ended at max_completion_tokens')
     },

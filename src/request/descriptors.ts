@@ -2,6 +2,7 @@
  * Descriptor keys (docs/behaviour.md §3) compiled once per bundle into extractor functions.
  * A missing or empty value is `undefined` ("missing").
  */
+import { apiKey } from './api-key.js'
 import { IP_TYPES } from './asn-map.js'
 import { headerKey, type RequestView } from './view.js'
 
@@ -62,7 +63,11 @@ export function compileDescriptor(key: string): DescriptorCompile {
       // Absent (missing) for a non-bot, so a rule keyed on it applies to bots only.
       if (name === 'bot_category') return { ok: true, extract: (v) => v.botCategory || undefined }
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
+    case 'llm':
+      // A namespace of this gateway's own (not in Fairvisor Edge): LLM client conventions.
+      if (name === 'api_key') return { ok: true, extract: apiKey }
+      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; llm: takes api_key` }
     default:
-      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua: or descriptor: keys` }
+      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua:, llm: or descriptor: keys` }
   }
 }

@@ -29,12 +29,15 @@ export interface RequestInput {
    */
   verifiedClaims?: Claims | null
   /**
-   * The first MiB of the body, read only when a matched policy has an LLM
-   * rule (http/llm-body.ts); absent otherwise and in decision-service mode.
+   * The start of the body (its first MiB; more of a chunked one), read only
+   * when a matched policy has an LLM rule (http/llm-body.ts); absent
+   * otherwise and in decision-service mode.
    */
   body?: Buffer
   /** The entries of a Rate Limit Service descriptor (gRPC ShouldRateLimit), read by `descriptor:<key>`. */
   descriptorEntries?: ReadonlyMap<string, string>
+  /** `body` is the whole body. */
+  bodyComplete?: boolean
 }
 
 /** Header names are compared case-insensitively with `-` and `_` equivalent (docs/behaviour.md §3). */
@@ -139,7 +142,7 @@ export class RequestView {
     // A sidecar call has no body: a proxy may pass the original request's length in X-Original-Content-Length.
     const cl = rawHeader(this.input.rawHeaders, 'x-original-content-length') ?? rawHeader(this.input.rawHeaders, 'content-length')
     const n = cl === undefined ? undefined : Number(cl)
-    return (this._llm = parseLlmBody(this.input.body, n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined))
+    return (this._llm = parseLlmBody(this.input.body, n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined, this.input.bodyComplete === true))
   }
 
   get host(): string {

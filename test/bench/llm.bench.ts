@@ -19,7 +19,8 @@ import { performance } from 'node:perf_hooks'
 import { loadBundleBytes } from '../../src/bundle/load.js'
 import { Engine } from '../../src/engine/evaluate.js'
 import { estimatePrompt, tokenCounter } from '../../src/llm/estimate.js'
-import { parseLlmBody, promptTexts } from '../../src/llm/request-body.js'
+import { promptParts } from '../../src/llm/prompt-parts.js'
+import { parseLlmBody } from '../../src/llm/request-body.js'
 import { RequestView } from '../../src/request/view.js'
 import { MemoryStore } from '../../src/store/memory.js'
 
@@ -73,7 +74,7 @@ rows.push(['token_bucket_llm, tokenizer (o200k_base)', `${Math.round(tk)} decisi
 const prompts = Array.from({ length: 40 }, (_, i) => chat(text(200 + i * 200, i + 1)))
 const exact = prompts.map((b) => {
   const count = tokenCounter('o200k_base')
-  const { texts, messages } = promptTexts(JSON.parse(b.toString()) as Record<string, unknown>)
+  const { texts, messages } = promptParts(JSON.parse(b.toString()) as Record<string, unknown>)
   return texts.reduce((n, t) => n + count(t), 0) + messages * 3 + 3
 })
 for (const est of ['simple_word', 'tokenizer'] as const) {

@@ -38,6 +38,8 @@ describe('fairvisor validate', () => {
     assert.equal(text.code, 0, text.stderr)
     for (const f of files) assert.match(text.stdout, new RegExp(`^${f.replace(/\./g, '\\.')}: bundle_version \\d+, \\d+ polic(y|ies), \\d+ rules?`, 'm'), f)
     assert.equal(text.stdout.split('\n').filter((l) => /^ok( \(|$)/.test(l)).length, files.length)
+    assert.doesNotMatch(text.stdout, /\[object Object\]/)
+    assert.match(text.stdout, /policy "openai" \(enforce\): 1 rule: openai_tokens_per_key token_bucket_llm$/m, 'each rule is listed with its algorithm name')
     const json = cli(['validate', ...files, '--format', 'json'])
     assert.equal(json.code, 0, json.stdout)
     const objects = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok: boolean; file: string; errors: string[]; dropped: string[]; summary: { policies: number } })

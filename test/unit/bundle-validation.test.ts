@@ -63,7 +63,7 @@ const CASES: Record<string, Expect> = {
   rule_missing_name: { drops: ['/policies/0/spec/rules/0/name: policy "api", rule "#0": name is required but missing.'] },
   rule_missing_rate: { drops: ['/policies/0/spec/rules/0/algorithm_config: policy "api", rule "per_ip": algorithm_config must set tokens_per_second (or its alias rps).'] },
   rule_unknown_algorithm: { drops: ['/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", not "leaky_bucket".'] },
-  rule_unknown_descriptor_source: { drops: ['/policies/0/spec/rules/0/limit_keys/0: policy "api", rule "per_ip": descriptor "cookie:session" is unknown; use jwt:, header:, query:, ip:, ua: or descriptor: keys.'] },
+  rule_unknown_descriptor_source: { drops: ['/policies/0/spec/rules/0/limit_keys/0: policy "api", rule "per_ip": descriptor "cookie:session" is unknown; use jwt:, header:, query:, ip:, ua:, llm: or descriptor: keys.'] },
   rule_unknown_match_key: { drops: ['/policies/0/spec/rules/0/match/jwt:a~1b: policy "api", rule "per_ip": descriptor "jwt:a/b" has an invalid name; names match ^[A-Za-z0-9_-]+$.'] },
   selector_hosts_empty: { drops: ['/policies/0/spec/selector/hosts: policy "api": hosts must not be an empty list.'] },
   selector_prefix_no_slash: { drops: ['/policies/0/spec/selector/pathPrefix: policy "api": pathPrefix must start with /, not "v1/".'] },

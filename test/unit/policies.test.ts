@@ -53,12 +53,16 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req(chatBody(120_000))).reason, 'prompt_tokens_exceeded')
     assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')), 7) // 30000 / 4207
     assert.equal(h.run(req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')).reason, 'tpm_exceeded')
+    // Azure's api-key header carrying the same key is the same bucket.
+    assert.equal(h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason, 'tpm_exceeded')
   },
   'llm-anthropic.json': (h) => {
     const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })
     const d = h.run(req(chatBody(1200, { max_tokens: 100_000, stream: true })))
     assert.deepEqual(d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]), [[300, 300 + 8192, true]])
     assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 8192 }))), 6) // 60000 burst, 8492 already used
+    // The SDK with an auth token sends the key as a Bearer token: the same key, the same bucket.
+    assert.equal(h.run({ method: 'POST', path: '/v1/messages', headers: { authorization: 'Bearer k' }, body: chatBody(40) }).reason, 'tpm_exceeded')
   },
   'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
   'per-user-jwt.json': (h) => {

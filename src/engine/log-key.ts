@@ -1,0 +1,46 @@
+/**
+ * Limit-key values that are credentials (a bearer token, an API key) never
+ * reach a log line or a debug header: they are shown as `sha256:` and the
+ * first 12 hex characters of their SHA-256, enough to tell keys apart and to
+ * match a known key (`printf %s "$KEY" | sha256sum`), not to recover one.
+ */
+import { createHash } from 'node:crypto'
+import type { CompiledRule } from '../bundle/compile.js'
+
+/** Descriptors whose value is a credential. */
+export function isSecretDescriptor(name: string): boolean {
+  const n = name.toLowerCase().replace(/_/g, '-')
+  return n === 'llm:api-key' || n === 'header:authorization' || n === 'header:proxy-authorization' || n === 'header:x-api-key' || n === 'header:api-key' || n === 'header:cookie'
+}
+
+export function shortHash(value: string): string {
+  return `sha256:${createHash('sha256').update(value).digest('hex').slice(0, 12)}`
+}
+
+/** Per rule: which of its limit keys are secret (null: none, the usual case, one lookup per log). */
+const secretParts = new WeakMap<CompiledRule, boolean[] | null>()
+
+function secretsOf(rule: CompiledRule): boolean[] | null {
+  let s = secretParts.get(rule)
+  if (s === undefined) {
+    const flags = rule.keyNames.map(isSecretDescriptor)
+    s = flags.some(Boolean) ? flags : null
+    secretParts.set(rule, s)
+  }
+  return s
+}
+
+/**
+ * `key` (a counter key holding `composite`, the rule's limit-key values
+ * joined with `|`) with each secret value replaced by its short hash. When a
+ * value itself holds `|` the parts cannot be told apart: the whole composite
+ * is hashed.
+ */
+export function logKey(rule: CompiledRule, key: string, composite: string): string {
+  const flags = secretsOf(rule)
+  if (flags === null) return key
+  const parts = composite.split('|')
+  const shown = parts.length === flags.length ? parts.map((p, i) => (flags[i] ? shortHash(p) : p)).join('|') : shortHash(composite)
+  const at = key.indexOf(composite)
+  return at === -1 ? shortHash(key) : key.slice(0, at) + shown + key.slice(at + composite.length)
+}
