@@ -1,11 +1,12 @@
 /**
  * How many requests a shared store lets through unchecked at its deadline:
  * two gateways on one store, 128 keep-alive connections each, one key of a
- * `burst 10, 120/s` bucket (a limit of ~610 in 5 s), fail-open. Prints the
+ * `burst 10, 120/s` bucket (a limit of ~610 in 5 s; the rate is the fourth
+ * argument), fail-open. Prints the
  * exact allows (the store said yes), the fail-open allows
  * (fairvisor_store_fail_open_total) and the limit for the elapsed time.
  *
- *   flock /tmp/fv-heavy.lock npm run bench -- deadline [store URL] [deadline ms, default: the gateway's] [seconds, default 5]
+ *   flock /tmp/fv-heavy.lock npm run bench -- deadline [store URL] [deadline ms, '' for the gateway's default] [seconds, default 5] [tokens per second, default 120]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,20 +17,20 @@ import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { metricValue, startBackend, startGateway, type GatewayProcess } from '../helpers/processes.js'
 import { dropPrefix, PG_URL, uniquePrefix } from '../store/postgres-db.js'
 
-const [url = PG_URL, deadline, seconds = '5'] = process.argv.slice(2)
+const [url = PG_URL, deadline, seconds = '5', rate = '120'] = process.argv.slice(2)
 const PER_GATEWAY = 128
 const dir = mkdtempSync(join(tmpdir(), 'fv-deadline-'))
 const prefix = uniquePrefix('dl')
 const backend = await startBackend()
 const env = {
   FAIRVISOR_BACKEND_URL: backend.url,
-  FAIRVISOR_CONFIG_FILE: writeHeaderBucketBundle(dir, 'shared_key', { burst: 10, tokens_per_second: 120 }),
+  FAIRVISOR_CONFIG_FILE: writeHeaderBucketBundle(dir, 'shared_key', { burst: 10, tokens_per_second: Number(rate) }),
   FAIRVISOR_STORE: url,
   FAIRVISOR_PG_TABLE_PREFIX: prefix,
   FAIRVISOR_FAIL_POLICY: 'open',
   ...(deadline === undefined || deadline === '' ? {} : { FAIRVISOR_STORE_TIMEOUT_MS: deadline }),
 }
-const gws: GatewayProcess[] = await Promise.all([startGateway(env), startGateway(env)])
+const gws: GatewayProcess[] = await Promise.all([startGateway(env, { timeoutMs: 60_000 }), startGateway(env, { timeoutMs: 60_000 })])
 const pools = gws.map((gw) => new Pool(gw.url, { connections: PER_GATEWAY, pipelining: 1 }))
 try {
   let allowed = 0
@@ -48,7 +49,7 @@ try {
   const elapsed = (performance.now() - t0) / 1000
   let failOpen = 0
   for (const gw of gws) failOpen += (await metricValue(gw, 'fairvisor_store_fail_open_total')) ?? 0
-  console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(10 + 120 * elapsed) }))
+  console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(10 + Number(rate) * elapsed) }))
 } finally {
   await Promise.all(pools.map((p) => p.close()))
   await Promise.all(gws.map((g) => g.stop()))
