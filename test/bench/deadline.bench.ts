@@ -1,8 +1,8 @@
 /**
  * How many requests a shared store lets through unchecked at its deadline:
  * two gateways on one store, 128 keep-alive connections each, one key of a
- * `burst 10, 120/s` bucket (a limit of ~610 in 5 s; the rate is the fourth
- * argument), fail-open. Prints the
+ * `burst 120, 120/s` bucket (a limit of ~720 in 5 s; the rate, also the
+ * burst, is the fourth argument), fail-open. Prints the
  * exact allows (the store said yes), the fail-open allows
  * (fairvisor_store_fail_open_total) and the limit for the elapsed time.
  *
@@ -24,13 +24,16 @@ const prefix = uniquePrefix('dl')
 const backend = await startBackend()
 const env = {
   FAIRVISOR_BACKEND_URL: backend.url,
-  FAIRVISOR_CONFIG_FILE: writeHeaderBucketBundle(dir, 'shared_key', { burst: 10, tokens_per_second: Number(rate) }),
+  FAIRVISOR_CONFIG_FILE: writeHeaderBucketBundle(dir, 'shared_key', { burst: Number(rate), tokens_per_second: Number(rate) }),
   FAIRVISOR_STORE: url,
   FAIRVISOR_PG_TABLE_PREFIX: prefix,
   FAIRVISOR_FAIL_POLICY: 'open',
   ...(deadline === undefined || deadline === '' ? {} : { FAIRVISOR_STORE_TIMEOUT_MS: deadline }),
 }
 const gws: GatewayProcess[] = await Promise.all([startGateway(env, { timeoutMs: 60_000 }), startGateway(env, { timeoutMs: 60_000 })])
+// A bundle the gateway refuses would leave every request unlimited: measure nothing then.
+const applied = await gws[0]!.waitForLog((l) => l.msg === 'bundle applied', 30_000)
+if (applied.policies !== 1) throw new Error(`the benchmark's bundle was not applied: ${JSON.stringify(gws[0]!.logs.filter((l) => l.level === 'error'))}`)
 const pools = gws.map((gw) => new Pool(gw.url, { connections: PER_GATEWAY, pipelining: 1 }))
 try {
   let allowed = 0
@@ -49,7 +52,7 @@ try {
   const elapsed = (performance.now() - t0) / 1000
   let failOpen = 0
   for (const gw of gws) failOpen += (await metricValue(gw, 'fairvisor_store_fail_open_total')) ?? 0
-  console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(10 + Number(rate) * elapsed) }))
+  console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(Number(rate) * (1 + elapsed)) }))
 } finally {
   await Promise.all(pools.map((p) => p.close()))
   await Promise.all(gws.map((g) => g.stop()))
