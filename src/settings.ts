@@ -50,7 +50,7 @@ export interface Settings {
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
   failPolicy: FailPolicy
-  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 200). */
+  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
   /** The same value, under the name the Redis wiring reads. */
   redisTimeoutMs: number
@@ -118,11 +118,11 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
 
 /**
  * The store deadline: the new name wins when both are set. Unset, 50 ms for
- * Redis and 200 ms for PostgreSQL, whose batched statement under a hot key
+ * Redis and 500 ms for PostgreSQL, whose batched statement under a hot key
  * takes row locks and needs several times Redis' time (README, PostgreSQL).
  */
 function storeTimeout(env: Env, store: string): number {
-  const dflt = isPostgresUrl(store) ? 200 : 50
+  const dflt = isPostgresUrl(store) ? 500 : 50
   if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', dflt, 1, 60_000)
   return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
 }

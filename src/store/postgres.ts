@@ -30,7 +30,7 @@ import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
-  /** Deadline of each call in ms (FAIRVISOR_STORE_TIMEOUT_MS, default 200 for PostgreSQL). */
+  /** Deadline of each call in ms (FAIRVISOR_STORE_TIMEOUT_MS, default 500 for PostgreSQL). */
   timeoutMs: number
   /** Connections (FAIRVISOR_PG_POOL_SIZE, default 4). */
   poolSize: number

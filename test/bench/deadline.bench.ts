@@ -50,8 +50,9 @@ try {
   }
   await Promise.all(Array.from({ length: 2 * PER_GATEWAY }, (_, i) => client(i % 2)))
   const elapsed = (performance.now() - t0) / 1000
+  // Read from the decisions (as fairvisor_store_fail_open_total counts them), so releases without that metric compare too.
   let failOpen = 0
-  for (const gw of gws) failOpen += (await metricValue(gw, 'fairvisor_store_fail_open_total')) ?? 0
+  for (const gw of gws) failOpen += (await metricValue(gw, 'fairvisor_decisions_total', 'reason="store_unavailable_fail_open"')) ?? 0
   console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(Number(rate) * (1 + elapsed)) }))
 } finally {
   await Promise.all(pools.map((p) => p.close()))
