@@ -4,7 +4,8 @@
  * fix it, and fail-open would otherwise run without limits forever. A store
  * that is only unreachable keeps the start (connecting in the background),
  * /readyz answering 503 under fail-closed and 200 with `store: degraded`
- * under fail-open.
+ * under fail-open, where each request let through unchecked is counted in
+ * fairvisor_store_fail_open_total.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -12,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
-import { freePort, startGateway } from '../helpers/processes.js'
+import { freePort, metricValue, startGateway } from '../helpers/processes.js'
 import { startRedis, type RedisServer } from '../store/redis-servers.js'
 
 /** Never called: these tests only start the gateway and ask /readyz. */
@@ -59,7 +60,7 @@ describe('a Redis store that refuses the URL stops start-up (exit 2)', () => {
 describe('an unreachable store at start-up: the gateway starts and /readyz tells', () => {
   for (const [scheme, url] of [['redis', (p: number) => `redis://127.0.0.1:${p}`], ['postgres', (p: number) => `postgres://postgres@127.0.0.1:${p}/test`]] as const) {
     for (const policy of ['closed', 'open'] as const) {
-      it(`${scheme}, fail-${policy}: ${policy === 'closed' ? '503 not_ready' : '200 with store degraded'}`, async () => {
+      it(`${scheme}, fail-${policy}: ${policy === 'closed' ? '503 not_ready' : '200 with store degraded, each request counted as fail-open'}`, async () => {
         const gw = await startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: url(await freePort()), FAIRVISOR_FAIL_POLICY: policy }, { timeoutMs: 20_000 })
         try {
           await gw.waitForLog((l) => /not reachable at start-up/.test(l.msg))
@@ -67,6 +68,11 @@ describe('an unreachable store at start-up: the gateway starts and /readyz tells
           const body = (await r.json()) as { status: string; store: string }
           if (policy === 'closed') assert.deepEqual([r.status, body.status, body.store], [503, 'not_ready', 'connecting'])
           else assert.deepEqual([r.status, body.status, body.store], [200, 'ready', 'degraded'])
+          // A request meanwhile: fail-open lets it through unchecked (then the unreachable backend: 502), counted by store.
+          const q = await fetch(`${gw.url}/x`, { headers: { 'x-user': 'u' } })
+          await q.text()
+          assert.equal(q.status, policy === 'closed' ? 503 : 502)
+          assert.equal(await metricValue(gw, 'fairvisor_store_fail_open_total', `store="${scheme}"`), policy === 'closed' ? undefined : 1)
         } finally {
           await gw.stop()
         }
