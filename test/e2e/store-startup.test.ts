@@ -28,7 +28,12 @@ after(() => rmSync(dir, { recursive: true, force: true }))
 
 /** Starting on `store` fails with exit code 2 and a stderr line matching `reason`. */
 async function refused(store: string, reason: RegExp): Promise<void> {
-  await assert.rejects(startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: store }), (e: Error) => {
+  // A gateway that starts anyway is stopped, and the test fails.
+  const started = startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: store }).then(async (gw) => {
+    await gw.stop()
+    return gw
+  })
+  await assert.rejects(started, (e: Error) => {
     assert.match(e.message, /exited with 2 before listening/)
     assert.match(e.message, /invalid setting FAIRVISOR_STORE: the \S+ store refused the connection/)
     assert.match(e.message, reason)
