@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { BundleSource } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
 import { Engine } from './engine/evaluate.js'
+import { SettingError } from './errors.js'
 import { adminRoutes } from './http/admin.js'
 import { createDecider, type Decide } from './http/decide.js'
 import { createDebugSessions } from './http/debug-session.js'
@@ -60,7 +61,12 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const net = new NetworkData(settings)
   const store = createStore(settings, log)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
-  if (!(await store.ready(3000))) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
+  // A store that refuses the URL (password, role, database) is a wrong setting: waiting would not fix it (exit 2).
+  const reachable = await store.ready(3000).catch(async (err: Error) => {
+    await store.close()
+    throw new SettingError('FAIRVISOR_STORE', `the ${store.kind} store refused the connection: ${err.message}`)
+  })
+  if (!reachable) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
   const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
   bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })

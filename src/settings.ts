@@ -50,7 +50,7 @@ export interface Settings {
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
   failPolicy: FailPolicy
-  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50. */
+  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
   /** The same value, under the name the Redis wiring reads. */
   redisTimeoutMs: number
@@ -122,10 +122,15 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
   return url
 }
 
-/** The store deadline: the new name wins when both are set. */
-function storeTimeout(env: Env): number {
-  if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', 50, 1, 60_000)
-  return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', 50, 1, 60_000)
+/**
+ * The store deadline: the new name wins when both are set. Unset, 50 ms for
+ * Redis and 500 ms for PostgreSQL, whose batched statement under a hot key
+ * takes row locks and needs several times Redis' time (README, PostgreSQL).
+ */
+function storeTimeout(env: Env, store: string): number {
+  const dflt = isPostgresUrl(store) ? 500 : 50
+  if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', dflt, 1, 60_000)
+  return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
 }
 
 function tablePrefix(env: Env): string {
@@ -171,6 +176,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
+  const store = storeUrl(env)
   const settings: Settings = {
     mode,
     backendUrl: backendUrl(env, mode),
@@ -190,11 +196,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
-    store: storeUrl(env),
+    store,
     sharedDictBytes: size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'),
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
-    storeTimeoutMs: storeTimeout(env),
-    redisTimeoutMs: storeTimeout(env),
+    storeTimeoutMs: storeTimeout(env, store),
+    redisTimeoutMs: storeTimeout(env, store),
     pgPoolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
     pgTablePrefix: tablePrefix(env),
     pgUnlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),

@@ -19,10 +19,15 @@ export function storeReady(state: StoreState, failPolicy: FailPolicy): boolean {
   return failPolicy === 'open' || state !== 'connecting'
 }
 
-/** The store's state and whether /readyz reports it ready. */
+/**
+ * The store's state and whether /readyz reports it ready. Under fail-open a
+ * store that is not connected reads `degraded`, not `connecting`: the
+ * instance serves, but without limits, which an operator must not mistake
+ * for a normal start.
+ */
 export function storeHealth(store: Store, failPolicy: FailPolicy): { state: StoreState; ready: boolean } {
   const state = store.state()
-  return { state, ready: storeReady(state, failPolicy) }
+  return { state: failPolicy === 'open' && state === 'connecting' ? 'degraded' : state, ready: storeReady(state, failPolicy) }
 }
 
 export function livez(_req: IncomingMessage, res: ServerResponse): void {

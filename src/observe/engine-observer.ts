@@ -39,6 +39,7 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
     },
     storeError(err) {
       metrics.storeErrors.inc({ store: storeKind })
+      if (failPolicy === 'open') metrics.storeFailOpen.inc({ store: storeKind })
       // During an outage every request fails the same way: one line per second, with the count, not one per request.
       const n = storeErrors.hit()
       if (n > 0) log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: n, failPolicy }, 'store call failed')

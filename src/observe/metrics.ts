@@ -113,6 +113,7 @@ export function createMetrics() {
     shadowRejects: new Counter({ name: 'fairvisor_shadow_would_reject_total', help: 'Would-be rejects of shadow policies.', labelNames: ['policy'], registers: r }),
     reloads: new Counter({ name: 'fairvisor_config_reload_total', help: 'Bundle loads by result.', labelNames: ['result'], registers: r }),
     storeErrors: new Counter({ name: 'fairvisor_store_errors_total', help: 'Store calls that failed or missed their deadline.', labelNames: ['store'], registers: r }),
+    storeFailOpen: new Counter({ name: 'fairvisor_store_fail_open_total', help: 'Requests let through without a limit check because the store call failed (FAIRVISOR_FAIL_POLICY=open).', labelNames: ['store'], registers: r }),
     // A flood of new keys evicts the least recently used counters: visible here, not silent.
     storeEvictions: new Counter({
       name: 'fairvisor_store_evictions_total', help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).', registers: r,

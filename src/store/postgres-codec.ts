@@ -7,19 +7,21 @@
  */
 import { PARAMS } from '../algorithms/algorithm.js'
 import { TAKE_REPLY } from './postgres-sql.js'
+import { storedKey } from './stored-key.js'
 import type { Adjustment, Check, Outcomes } from './store.js'
 
 /** A text[] literal: every key quoted, `\` and `"` escaped. */
 const textArray = (xs: readonly string[]): string => `{${xs.map((x) => `"${x.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`
 
-/** Distinct keys (1-based index per key) and the numbers per item, via `row(item, keyIndex, nums)`. */
+/** Distinct keys as stored (stored-key.ts; 1-based index per key) and the numbers per item, via `row(item, keyIndex, nums)`. */
 function layout<T extends { key: string }>(items: Iterable<T>, row: (item: T, k: number, nums: number[]) => void): { keys: string; nums: number[] } {
   const keys: string[] = []
   const index = new Map<string, number>()
   const nums: number[] = []
   for (const it of items) {
-    let k = index.get(it.key)
-    if (k === undefined) index.set(it.key, (k = keys.push(it.key)))
+    const key = storedKey(it.key)
+    let k = index.get(key)
+    if (k === undefined) index.set(key, (k = keys.push(key)))
     row(it, k, nums)
   }
   return { keys: textArray(keys), nums }

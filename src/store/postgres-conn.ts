@@ -29,12 +29,22 @@ export interface Slot {
 /** Advisory lock key for schema creation: a constant of ours ("fvsc"), shared by every instance. */
 const SCHEMA_LOCK = 0x66767363
 
+/**
+ * SQLSTATEs that mean the store URL is wrong, not that the server is away:
+ * bad password (28P01), unknown role or no right to log in (28000), unknown
+ * database (3D000), no right to create the schema (42501). Waiting does not
+ * fix them, so before the first connection they fail start-up (whenReady).
+ */
+const REFUSED = new Set(['28P01', '28000', '3D000', '42501'])
+
 export class PgConnections {
   readonly slots: Slot[]
   private schema: Promise<void> | undefined
   private closed = false
   private lastError = ''
-  private readonly readyWaiters = new Set<() => void>()
+  private readonly readyWaiters = new Set<(refused?: Error) => void>()
+  /** Set when the server refused the URL before any connection was ready (REFUSED). */
+  private refused: Error | undefined
   /** Runs when a slot becomes free or ready (the store sends its next batch). */
   onFree: () => void = () => undefined
 
@@ -59,15 +69,18 @@ export class PgConnections {
     return undefined
   }
 
+  /** Resolves true once a connection is ready, false after `ms`; rejects with the reason when the server refuses the URL. */
   whenReady(ms: number): Promise<boolean> {
     if (this.anyReady) return Promise.resolve(true)
-    return new Promise((resolve) => {
-      const done = (v: boolean): void => {
+    if (this.refused) return Promise.reject(this.refused)
+    return new Promise((resolve, reject) => {
+      const done = (v: boolean, err?: Error): void => {
         clearTimeout(t)
         this.readyWaiters.delete(onReady)
-        resolve(v)
+        if (err) reject(err)
+        else resolve(v)
       }
-      const onReady = (): void => done(true)
+      const onReady = (refused?: Error): void => done(true, refused)
       const t = setTimeout(() => done(false), ms)
       this.readyWaiters.add(onReady)
     })
@@ -87,6 +100,7 @@ export class PgConnections {
           if (slot.client !== client) return
           slot.ready = true
           slot.attempt = 0
+          this.refused = undefined
           if (this.slots.filter((s) => s.ready).length === 1) {
             this.lastError = ''
             this.log?.('info', { store: 'postgres', target: this.target.display }, 'postgres store connected')
@@ -128,6 +142,11 @@ export class PgConnections {
     if (this.closed) return
     if (!this.anyReady) this.schema = undefined // a server that comes back may be a new one: check the schema again
     if (wasReady && !this.anyReady) this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
+    const code = (err as { code?: unknown } | undefined)?.code
+    if (err && !this.anyReady && typeof code === 'string' && REFUSED.has(code)) {
+      this.refused = new Error(`${code} ${err.message}`)
+      for (const w of [...this.readyWaiters]) w(this.refused)
+    }
     if (err && err.message !== this.lastError) {
       this.lastError = err.message
       this.log?.('warn', { store: 'postgres', err: err.message }, 'postgres store connection error')

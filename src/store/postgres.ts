@@ -17,7 +17,8 @@
  * unanswered long after the deadline (a hung server) is dropped and opened
  * again. Serialization failures and deadlocks (40001, 40P01; the lock order
  * rules deadlocks out, but a DBA's own statements may not) are retried, at
- * most RETRIES times, within the same deadline.
+ * most RETRIES times, within the same deadline. A statement that fails on
+ * one request's data is split until that request stands alone (split()).
  */
 import type pg from 'pg'
 import { adjustValues, readOutcomes, takeValues } from './postgres-codec.js'
@@ -29,7 +30,7 @@ import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
-  /** Deadline of each call in ms (FAIRVISOR_STORE_TIMEOUT_MS, default 50). */
+  /** Deadline of each call in ms (FAIRVISOR_STORE_TIMEOUT_MS, default 500 for PostgreSQL). */
   timeoutMs: number
   /** Connections (FAIRVISOR_PG_POOL_SIZE, default 4). */
   poolSize: number
@@ -45,6 +46,10 @@ export interface PostgresStoreOptions {
 
 const RETRIES = 3
 const RETRYABLE = new Set(['40001', '40P01'])
+
+/** SQLSTATE classes of errors caused by a statement's data (out of range, a program limit, a raise), not by the server: isolated (split()). */
+const DATA_CLASSES = new Set(['22', '23', '54', 'P0'])
+const isolable = (err: Error): boolean => DATA_CLASSES.has(String((err as { code?: unknown }).code ?? '').slice(0, 2))
 
 interface Pending {
   checks: readonly Check[]
@@ -129,16 +134,17 @@ export class PostgresStore implements Store {
     this.send(b, slot)
   }
 
-  private send(b: Batch, slot: Slot): void {
-    const sent = b.calls.filter((p) => !p.settled)
+  /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
+  private send(b: Batch, slot: Slot, calls: readonly Pending[] = b.calls.filter((p) => !p.settled)): void {
     this.statements++
-    this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(sent.map((p) => p.checks)), rowMode: 'array' }, (err, res) => {
+    this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls.map((p) => p.checks)), rowMode: 'array' }, (err, res) => {
       const again = err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
-      if (again) return this.send(b, again)
+      if (again) return this.send(b, again, calls)
+      if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
       this.lastCallFailed = err !== null
       const reply = res?.rows[0]?.[0] as number[] | undefined
       let off = 0
-      for (const p of sent) {
+      for (const p of calls) {
         const n = p.checks.length
         off += n * TAKE_REPLY
         if (p.settled) continue
@@ -148,6 +154,24 @@ export class PostgresStore implements Store {
         else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
       }
     })
+  }
+
+  /**
+   * The statement failed on the data of some request (the whole statement
+   * rolled back, nothing was charged): each half is sent again on its own,
+   * halving again while it fails, so only the offending request gets the
+   * error and the fail policy, its neighbours their outcomes, within the
+   * batch's deadline, at a cost of about log2(batch) statements per offender.
+   */
+  private split(b: Batch, calls: readonly Pending[]): void {
+    const mid = calls.length >> 1
+    for (const half of [calls.slice(0, mid), calls.slice(mid)]) {
+      this.jobs.push((slot) => {
+        const open = half.filter((p) => !p.settled)
+        if (open.length > 0) this.send(b, slot, open) // else the slot stays free for the next job
+      })
+    }
+    this.flush()
   }
 
   /** One statement on `slot`; the slot is busy until it answers. A statement stuck far past the deadline drops its connection. */

@@ -28,6 +28,7 @@ import { closeClient, redisState, waitForReady, watchConnection, type RedisStore
 import { callTimerMs, reconnectDelay, storeError } from './remote.js'
 import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
 import { sniFor, type RedisTarget } from './redis-url.js'
+import { storedKey } from './stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
 /** The take script's reply: TAKE_REPLY_BYTES per check (redis-script.ts). */
@@ -176,7 +177,7 @@ export class RedisClusterStore implements Store {
 function bySlot(items: readonly { key: string }[]): number[][] {
   const slots = new Map<number, number[]>()
   for (let i = 0; i < items.length; i++) {
-    const s = calculateSlot(items[i]!.key)
+    const s = calculateSlot(storedKey(items[i]!.key)) // the slot of the key sent (redis-codec.ts)
     const list = slots.get(s)
     if (list) list.push(i)
     else slots.set(s, [i])

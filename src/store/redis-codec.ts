@@ -7,6 +7,7 @@
 import { PARAMS } from '../algorithms/algorithm.js'
 import { TAKE_REPLY_BYTES } from './redis-script.js'
 import { bulk, bulkNumber } from './resp-connection.js'
+import { storedKey } from './stored-key.js'
 import type { Adjustment, Check, Outcomes } from './store.js'
 
 type Visit = (arg: string | number) => void
@@ -18,11 +19,11 @@ function visitLimit(limit: Check['limit'], visit: Visit): void {
   for (let j = 0; j < PARAMS; j++) visit(j < p.length ? p[j]! : 0)
 }
 
-/** TAKE_LUA arguments for checks[idx…] (all checks without idx): numkeys, keys, then kind, params, cost, group per check. */
+/** TAKE_LUA arguments for checks[idx…] (all checks without idx): numkeys, keys (as stored: stored-key.ts), then kind, params, cost, group per check. */
 export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] | undefined, visit: Visit): void {
   const n = idx === undefined ? checks.length : idx.length
   visit(n)
-  for (let k = 0; k < n; k++) visit(checks[idx === undefined ? k : idx[k]!]!.key)
+  for (let k = 0; k < n; k++) visit(storedKey(checks[idx === undefined ? k : idx[k]!]!.key))
   for (let k = 0; k < n; k++) {
     const c = checks[idx === undefined ? k : idx[k]!]!
     visitLimit(c.limit, visit)
@@ -34,7 +35,7 @@ export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] |
 /** ADJUST_LUA arguments: numkeys, keys, then kind, params, amount per key. */
 export function visitAdjustArgs(adjustments: readonly Adjustment[], visit: Visit): void {
   visit(adjustments.length)
-  for (const a of adjustments) visit(a.key)
+  for (const a of adjustments) visit(storedKey(a.key))
   for (const a of adjustments) {
     visitLimit(a.limit, visit)
     visit(a.amount)

@@ -10,6 +10,7 @@
  * resumes by itself on reconnect.
  */
 import type { RedisTarget } from './redis-url.js'
+import { REFUSED_RE } from './resp-connection.js'
 import type { StoreState } from './store.js'
 
 export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
@@ -53,17 +54,27 @@ export async function closeClient(client: { removeAllListeners(ev: string): unkn
   client.disconnect()
 }
 
-/** Resolves true once `client` is ready, false after `ms`. */
-export function waitForReady(client: { status: string; on(ev: 'ready', fn: () => void): unknown; off(ev: 'ready', fn: () => void): unknown }, ms: number): Promise<boolean> {
+/** Resolves true once `client` is ready, false after `ms`; rejects when the server refuses the URL (REFUSED_RE: waiting would not help). */
+export function waitForReady(client: { status: string; on(ev: string, fn: (...a: any[]) => void): unknown; off(ev: string, fn: (...a: any[]) => void): unknown }, ms: number): Promise<boolean> {
   if (client.status === 'ready') return Promise.resolve(true)
-  return new Promise((resolve) => {
-    const done = (v: boolean): void => {
+  return new Promise((resolve, reject) => {
+    const done = (v: boolean, err?: Error): void => {
       clearTimeout(t)
       client.off('ready', onReady)
-      resolve(v)
+      client.off('error', onError)
+      client.off('node error', onError)
+      if (err) reject(err)
+      else resolve(v)
     }
     const onReady = (): void => done(true)
+    // The standalone connection marks a refusal; the cluster client (ioredis) passes the node's reply on.
+    const onError = (err: Error & { refused?: boolean; lastNodeError?: Error }): void => {
+      const reason = err.lastNodeError?.message ?? err.message.replace(/^redis handshake failed: /, '')
+      if (err.refused === true || REFUSED_RE.test(reason)) done(false, new Error(reason))
+    }
     const t = setTimeout(() => done(false), ms)
     client.on('ready', onReady)
+    client.on('error', onError)
+    client.on('node error', onError)
   })
 }

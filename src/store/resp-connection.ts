@@ -30,6 +30,9 @@ export type Reply = Buffer | number | null | Reply[]
 /** Called once per command: with its reply, or with an error (a Redis error reply, or the connection's). */
 export type ReplyCallback = (err: Error | null, reply?: Reply) => void
 
+/** Handshake replies that mean the URL is wrong (password, ACL user, database number), not that the server is away. */
+export const REFUSED_RE = /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (invalid password|AUTH .*without any password|.*DB index is out of range|invalid DB index)/
+
 export type ConnectionStatus = 'connecting' | 'ready' | 'closed'
 
 export interface RespConnectionOptions {
@@ -146,16 +149,17 @@ export class RespConnection extends EventEmitter {
     })
   }
 
-  /** AUTH and SELECT, written before anything else; ready once every reply is OK. */
+  /** AUTH, SELECT and PING, written before anything else; ready once every reply is OK. An error that waiting cannot fix carries `refused: true`. */
   private handshake(socket: Socket): void {
     const t = this.target
     const steps: string[][] = []
     if (t.password !== undefined) steps.push(t.username !== undefined ? ['AUTH', t.username, t.password] : ['AUTH', t.password])
     if (t.db !== 0) steps.push(['SELECT', String(t.db)])
-    if (steps.length === 0) return this.ready()
+    // A server that wants a password we do not send answers NOAUTH here, not on the first request.
+    steps.push(['PING'])
     let left = steps.length
     const cb: ReplyCallback = (err) => {
-      if (err) return socket.destroy(new Error(`redis handshake failed: ${err.message}`))
+      if (err) return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
       if (--left === 0) this.ready()
     }
     for (const s of steps) this.queue.push(cb)

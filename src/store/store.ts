@@ -59,7 +59,7 @@ export interface Store {
   state(): StoreState
   /** A bounded in-process store's fill and evictions (metrics); absent for shared stores. */
   fill?(): { evictions: number; bytesUsed: number; maxBytes: number }
-  /** Resolves true once the store can serve, false after `timeoutMs`. */
+  /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */
   ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>
 }

@@ -6,6 +6,7 @@
  * and every figure is exact.
  */
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
@@ -134,6 +135,21 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(r!.retryAfter, 1) // max(1, ceil((6 - 5) / 2))
       const [ok] = await apply([tb(k, 5, 2, 5)])
       assert.deepEqual(ok, { allowed: true, value: 0, retryAfter: 0 })
+    })
+
+    it('keys of any length and content are limited exactly, each on its own counter', async () => {
+      // Limit keys come from request data: 3.5 KB (above PostgreSQL's index entry limit), a NUL, a long key
+      // that differs from another only past its first few hundred characters, and one whose cut falls in a surrogate pair.
+      const long = key('long') + randomBytes(2625).toString('base64')
+      const twin = long.slice(0, -1) + (long.endsWith('A') ? 'B' : 'A')
+      const nul = key('nul') + '\0x'
+      const pair = key('pair') + '\u{1F600}'.repeat(200)
+      for (const k of [long, twin, nul, pair]) {
+        const results = await Promise.all(Array.from({ length: 5 }, () => apply([tb(k, 3, 0.001)])))
+        assert.equal(results.filter(([o]) => o!.allowed).length, 3, `allowed on a key of ${k.length} characters`)
+      }
+      const [n] = await apply([tb(nul.replace('\0', ''), 3, 0.001)])
+      assert.equal(n!.value, 2, 'the key without its NUL is another counter')
     })
 
     it('never over-grants under concurrency: 200 parallel calls on burst 50 → exactly 50', async () => {
