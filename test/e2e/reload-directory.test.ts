@@ -79,3 +79,21 @@ describe('the bundle directory removed and recreated', () => {
     await gw.waitForLog(applied(9), WAIT_MS)
   })
 })
+
+test('a bundle whose directory does not exist yet: applied once the directory and the file appear', async () => {
+  const backend = await startBackend()
+  const root = mkdtempSync(join(tmpdir(), 'fv-reload-dir-'))
+  const file = join(root, 'later', 'bundle.json')
+  const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file })
+  try {
+    mkdirSync(join(root, 'later'))
+    writeFileSync(file, bundle(1))
+    await gw.waitForLog(applied(1), WAIT_MS)
+    writeFileSync(file, bundle(2))
+    await gw.waitForLog(applied(2), WAIT_MS)
+  } finally {
+    await gw.stop()
+    await backend.close()
+    rmSync(root, { recursive: true, force: true })
+  }
+})
