@@ -5,6 +5,13 @@
  * write, write-then-rename, delete-and-recreate, a Kubernetes ConfigMap
  * `..data` swap — and events are debounced so a file written in several
  * chunks is read once it has stopped.
+ *
+ * A watch on a directory dies with it: once the directory is removed, a new
+ * directory of the same name is another inode nobody watches. So the
+ * directory's own parent is watched as well, for that one name: when the
+ * directory goes the owner is told (`onDirectory('gone')`), and when it is
+ * back the directory watch is armed anew, the owner told (`'back'`) and the
+ * file re-read. `rearm()` does the same on demand (SIGHUP).
  */
 import { statSync } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
@@ -13,15 +20,19 @@ import { watch, type FSWatcher } from 'chokidar'
 export interface WatchOptions {
   /** Quiet time after the last file-system event before the file is read, in ms. Default 100. */
   debounceMs?: number
-  /** Watcher failures (e.g. the directory vanished); the loaded bundle stays. */
+  /** Watcher failures; the loaded bundle stays. */
   onError?(err: Error): void
   /** In directory mode, the file name endings that count. Default ['.json']. */
   extensions?: readonly string[]
+  /** The watched directory was removed (`gone`), or is there again and watched anew (`back`). */
+  onDirectory?(state: 'gone' | 'back', dir: string): void
 }
 
 export interface FileWatcher {
   /** Resolves once the initial scan is done and changes are being seen. */
   ready: Promise<void>
+  /** Drops the directory watch and sets up a new one (the directory may be another inode now), then re-reads. */
+  rearm(): Promise<void>
   close(): Promise<void>
 }
 
@@ -33,6 +44,17 @@ function isDirectory(path: string): boolean {
   }
 }
 
+function inodeOf(path: string): number | undefined {
+  try {
+    const st = statSync(path)
+    return st.isDirectory() ? st.ino : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const readyOf = (w: FSWatcher): Promise<void> => new Promise<void>((r) => w.once('ready', () => r()))
+
 /** `reload` runs once the events on `path` have settled, and decides itself whether the new bytes are good. */
 export function watchPath(path: string, reload: () => void, opts: WatchOptions = {}): FileWatcher {
   const debounceMs = opts.debounceMs ?? 100
@@ -40,6 +62,7 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
   // FAIRVISOR_CONFIG_FILE may name a directory holding the bundle (a ConfigMap mount point).
   const dirMode = isDirectory(target)
   const dir = dirMode ? target : dirname(target)
+  const parent = dirname(dir)
   const name = basename(target)
   const extensions = opts.extensions ?? ['.json']
   const relevant = (p: string): boolean => {
@@ -61,24 +84,59 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
     timer = setTimeout(fire, debounceMs)
   }
 
-  const watcher: FSWatcher = watch(dir, {
-    depth: 0,
-    ignoreInitial: true,
-    persistent: true,
-    ignored: (p: string) => !relevant(p),
-  })
-  watcher.on('all', (_event, p) => {
-    if (relevant(p)) schedule()
-  })
-  watcher.on('error', (err) => opts.onError?.(err as Error))
-  const ready = new Promise<void>((r) => watcher.once('ready', () => r()))
+  const watchDir = (): FSWatcher => {
+    const w = watch(dir, { depth: 0, ignoreInitial: true, persistent: true, ignored: (p: string) => !relevant(p) })
+    w.on('all', (_event, p) => {
+      if (relevant(p)) schedule()
+    })
+    w.on('error', (err) => opts.onError?.(err as Error))
+    return w
+  }
+  let inner = watchDir()
+  // Re-arms run one after another, each on the directory as it is when it runs.
+  let rearming: Promise<void> = Promise.resolve()
+  const rearm = (): Promise<void> =>
+    (rearming = rearming.then(async () => {
+      if (closed) return
+      const old = inner
+      inner = watchDir()
+      await Promise.all([old.close(), readyOf(inner)])
+      schedule() // whatever was written while nothing watched is read now
+    }))
+
+  // The directory's parent, for the directory's own name only (not what else the parent holds).
+  // A quick remove-and-recreate gives chokidar no event (the name is a directory whenever it looks),
+  // so raw events on the name count too, and the inode tells a new directory from the old one.
+  let inode = inodeOf(dir)
+  let settle: NodeJS.Timeout | undefined
+  const directoryChanged = (): void => {
+    settle = undefined
+    if (closed) return
+    const now = inodeOf(dir)
+    if (now === inode) return
+    if (inode !== undefined) opts.onDirectory?.('gone', dir)
+    inode = now
+    if (now !== undefined) rearm().then(() => !closed && opts.onDirectory?.('back', dir), (err: Error) => opts.onError?.(err))
+  }
+  const onName = (p: string): void => {
+    if (basename(p) !== basename(dir)) return
+    if (settle) clearTimeout(settle)
+    settle = setTimeout(directoryChanged, debounceMs)
+  }
+  const outer = parent === dir ? undefined : watch(parent, { depth: 0, ignoreInitial: true, persistent: true, ignored: (p: string) => resolve(p) !== parent && resolve(p) !== dir })
+  outer?.on('all', (_event, p) => onName(p))
+  outer?.on('raw', (_event, p) => typeof p === 'string' && onName(p))
+  outer?.on('error', (err) => opts.onError?.(err as Error))
 
   return {
-    ready,
+    ready: Promise.all([readyOf(inner), outer && readyOf(outer)]).then(() => undefined),
+    rearm,
     async close() {
       closed = true
       if (timer) clearTimeout(timer)
-      await watcher.close()
+      if (settle) clearTimeout(settle)
+      await rearming
+      await Promise.all([inner.close(), outer?.close()])
     },
   }
 }

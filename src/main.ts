@@ -90,13 +90,20 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const address = await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
   const adminAddress = await adminListener?.listen(settings.adminPort!, settings.host)
+  // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload
+  // and also sets the watch up anew, whatever became of the directory it was on.
+  const watcher = watchBundle(bundles, {
+    onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
+    onDirectory: (state, dir) => state === 'gone'
+      ? log.warn({ dir, file: settings.configFile }, 'bundle directory removed; the loaded bundle stays, and the directory is watched for its return')
+      : log.info({ dir, file: settings.configFile }, 'bundle directory (re)created; watching it again'),
+  })
   const onHup = (): void => {
     bundles.reload()
+    void watcher.rearm()
     rls?.reload()
   }
   process.on('SIGHUP', onHup)
-  // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload.
-  const watcher = watchBundle(bundles, { onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays') })
   await watcher.ready
   await net.watch(log)
   await rls?.watch()

@@ -31,6 +31,8 @@ export interface CompiledRule {
   /** The normalised algorithm_config: the limit's kind and parameters (undefined when the algorithm is not implemented). */
   limit: Limit | undefined
   cost: (view: RequestView) => number
+  /** The most one request can spend on this rule's limit: burst (token_bucket), budget (cost_based); Infinity otherwise. */
+  costCap: number
   /** `<prefix><name>:` and `shadow:<prefix><name>:`, e.g. `tb:per_user:` */
   counterPrefix: string
   shadowCounterPrefix: string
@@ -107,6 +109,11 @@ function costFunction(source: string, fixed: number, dflt: number, min: number):
   return () => fixed
 }
 
+function capacityOf(limit: Limit | undefined): number {
+  const l = limit as { burst?: number; budget?: number } | undefined
+  return l?.burst ?? l?.budget ?? Infinity
+}
+
 function extractorOf(key: string): Extractor {
   const d = compileDescriptor(key)
   // Unsupported descriptors are validated earlier; the rule is marked unsupported and never extracts.
@@ -137,6 +144,7 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
     limit,
     // token_bucket names it cost_source, cost_based cost_key.
     cost: costFunction(String(c.cost_source ?? c.cost_key ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
+    costCap: capacityOf(limit),
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
     llm,

@@ -24,6 +24,10 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
     else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
       out.push({ pointer: `${base}/algorithm_config/fixed_cost`, message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
     }
+    const lease = c.lease as { tokens?: unknown } | undefined
+    if (typeof lease?.tokens === 'number' && typeof c.burst === 'number' && lease.tokens >= c.burst) {
+      out.push({ pointer: `${base}/algorithm_config/lease/tokens`, message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`, warning: true })
+    }
   } else if (rule.algorithm === 'cost_based') {
     // Stages are sorted by threshold at load, so file order does not matter; thresholds must differ.
     const stages = c.staged_actions as { threshold_percent: number; action: string }[]

@@ -16,11 +16,15 @@
  * not used because it polls for ~2 s. A file read half-written is just an
  * `invalid` reload (the old bundle stays) and the write's next event reads
  * it again. Bytes identical to the last ones tried are not reloaded.
+ *
+ * The directory itself may be removed and recreated (a deploy that replaces
+ * the whole directory): file-watch.ts then watches the new directory and
+ * re-reads the bundle, and the owner logs both moments.
  */
 import { watchPath, type FileWatcher, type WatchOptions } from '../file-watch.js'
 import type { BundleSource } from './source.js'
 
 export function watchBundle(source: BundleSource, opts: WatchOptions = {}): FileWatcher {
-  if (source.path === undefined) return { ready: Promise.resolve(), close: async () => {} }
+  if (source.path === undefined) return { ready: Promise.resolve(), rearm: async () => {}, close: async () => {} }
   return watchPath(source.path, () => source.reloadIfChanged(), opts)
 }

@@ -1,8 +1,13 @@
 /**
  * `fairvisor --help`: every command with its flags, and every setting. The
  * settings list is checked against src/settings.ts by test/e2e/cli-usage.test.ts,
- * so a new variable cannot be left out of it.
+ * so a new variable cannot be left out of it. The init templates are listed
+ * from the templates themselves, so a new one cannot be left out either.
  */
+import { TEMPLATES } from './init-templates.js'
+
+const TEMPLATE_NAMES = Object.keys(TEMPLATES).join('|')
+
 const COMMANDS = `usage: fairvisor <command> [flags]
 
 commands:
@@ -19,7 +24,8 @@ commands:
       --format table|json    output format (default table)
       --start <time>         start time, e.g. 2026-01-01T00:00:00Z (default: now)
   init                       write a starter bundle (to standard output by default)
-      --template api|llm|webhook   which starter (default api)
+      --template ${TEMPLATE_NAMES}
+                             which starter (default api)
       --out <file>           write to this file instead
       --force                overwrite an existing --out file
   sign --key-file <file> <bundle.json|->

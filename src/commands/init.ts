@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs'
 import { parseArgs, UsageError } from './args.js'
 import { TEMPLATES } from './init-templates.js'
 
-const USAGE = 'usage: fairvisor init [--template api|llm|webhook|budget|agent] [--out file] [--force]'
+const USAGE = `usage: fairvisor init [--template ${Object.keys(TEMPLATES).join('|')}] [--out file] [--force]`
 
 export async function run(args: string[]): Promise<number> {
   let template: string, out: string | undefined, force: boolean

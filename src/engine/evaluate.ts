@@ -45,6 +45,7 @@ export class Engine {
     const plan = new Plan(view, nowMs, this.opts.observer, collectDescriptors ? new Map<string, string>() : undefined)
     const fingerprint = (p: Parameters<typeof loopFingerprint>[0]): string => loopFingerprint(p, view)
     for (const policy of matched) plan.policy(policy, policy.shadow || globalShadow, fingerprint)
+    plan.guards()
     const ids = matched.map((p) => p.id)
     const descriptors = plan.descriptors
     if (plan.early !== undefined) {

@@ -3,10 +3,15 @@ import type { CompiledBundle } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
 
-/** The jitter identity: JWT subject (sub, user_id or uid), client address and path (docs/behaviour.md §7). */
+/**
+ * The jitter identity: JWT subject (sub, user_id or uid), client address and path with its query
+ * (docs/behaviour.md §7). Fairvisor Edge's decision service takes X-Original-URI whole, query
+ * included; both our modes do the same, so one request gets one Retry-After however it arrives.
+ */
 export function identityOf(view: RequestView): string {
   const subject = view.claim('sub') ?? view.claim('user_id') ?? view.claim('uid') ?? ''
-  return jitterIdentity(subject, view.ip, view.path)
+  const query = view.rawQuery
+  return jitterIdentity(subject, view.ip, query === '' ? view.path : `${view.path}?${query}`)
 }
 
 /** Retry-After of the first kill switch that fires for this request, else undefined. */

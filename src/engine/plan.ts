@@ -1,7 +1,10 @@
 /**
- * Planning one request: per matched policy the guards (loop detection,
- * circuit breaker), then the rules whose match holds (or the fallback), each
- * turned into checks for the single store call. Most rules give one check;
+ * Planning one request: per matched policy loop detection, then the rules
+ * whose match holds (or the fallback), each turned into checks for the single
+ * store call; the circuit breakers of every policy come last (`guards()`), so
+ * a request that any rule rejects never reaches a breaker: the store stops a
+ * group at its first reject, and a breaker's opening is the one step that is
+ * committed although its group rejects. Most rules give one check;
  * a token_bucket_llm rule gives two (minute bucket, day counter), each with
  * its own reject reason, after two pre-checks that need no store
  * (engine/llm-plan.ts).
@@ -37,6 +40,8 @@ export class Plan {
   readonly planned: Planned[] = []
   readonly llm: LlmReservation[] = []
   early: EarlyReject | undefined = undefined
+  /** Breakers of the planned policies, checked after every rule (guards()). */
+  private readonly breakers: { policy: CompiledPolicy; shadow: boolean }[] = []
 
   constructor(
     readonly view: RequestView,
@@ -47,9 +52,9 @@ export class Plan {
 
   policy(policy: CompiledPolicy, shadow: boolean, fingerprint: (p: CompiledPolicy) => string): void {
     const view = this.view
-    // docs/behaviour.md §4 step 4: loop detection, then the circuit breaker, then the rules.
+    // docs/behaviour.md §4 step 4: loop detection, then the rules; breakers after every policy's rules (guards()).
     if (policy.loop) this.push(policy, policy.loop, shadow, fingerprint(policy), 1)
-    if (policy.breaker) this.push(policy, policy.breaker, shadow, 'spend', policy.rules[0]?.cost(view) ?? 1)
+    if (policy.breaker) this.breakers.push({ policy, shadow })
     // The fallback applies when no rule could be applied: none selected, or every selected one
     // skipped for a missing key (a garbage token must not pass unlimited; README).
     let applied = 0
@@ -57,6 +62,19 @@ export class Plan {
       if (matches(rule, view) && this.rule(policy, rule, shadow)) applied++
     }
     if (applied === 0 && policy.fallback && matches(policy.fallback, view)) this.rule(policy, policy.fallback, shadow)
+  }
+
+  /**
+   * The breakers, once every policy is planned. A breaker's spend is the cost of its policy's first
+   * rule, capped at that rule's capacity (burst or budget): a client-chosen cost larger than that
+   * is rejected by the rule itself, and where the rule does not apply, one request still cannot
+   * count for more than a full bucket.
+   */
+  guards(): void {
+    for (const { policy, shadow } of this.breakers) {
+      const first = policy.rules[0]
+      this.push(policy, policy.breaker!, shadow, 'spend', first ? Math.min(first.cost(this.view), first.costCap) : 1)
+    }
   }
 
   /** Plans the rule's checks; false when it cannot apply (not supported, or a limit key is missing). */

@@ -23,6 +23,7 @@ import { isTorExit, parseTorExits } from './tor-exits.js'
 /** The two pino methods used here, so tests can pass a recorder. */
 export interface DataLog {
   info(fields: object, msg: string): void
+  warn?(fields: object, msg: string): void
   error(fields: object, msg: string): void
 }
 
@@ -116,6 +117,9 @@ export class NetworkData {
       this.watchers.push(watchPath(f.file, () => f.reload(log), {
         debounceMs,
         onError: (err) => log.error({ setting: f.setting, file: f.file, err: { message: err.message } }, 'data file watcher failed; the loaded data stays'),
+        onDirectory: (state, dir) => state === 'gone'
+          ? log.warn?.({ setting: f.setting, file: f.file, dir }, 'data file directory removed; the loaded data stays, and the directory is watched for its return')
+          : log.info({ setting: f.setting, file: f.file, dir }, 'data file directory (re)created; watching it again'),
       }))
     }
     await Promise.all(this.watchers.map((w) => w.ready))

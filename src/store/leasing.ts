@@ -30,6 +30,9 @@ interface Lease {
   timer: NodeJS.Timeout
 }
 
+/** Shortest interval between two sweeps of the exact-mode keys (each sweep walks the whole map). */
+const MIN_SWEEP_MS = 100
+
 const leaseOf = (c: Check): LeaseConfig | undefined => (c.limit as BucketLimit & { lease?: LeaseConfig }).lease
 
 export class LeasingStore implements Store {
@@ -37,8 +40,9 @@ export class LeasingStore implements Store {
   private readonly leases = new Map<string, Lease>()
   /** Keys whose slice is being fetched → requests waiting for it. */
   private readonly fetching = new Map<string, (() => void)[]>()
-  /** Keys decided exactly until this time (ms): their last slice did not fit. */
+  /** Keys decided exactly until this time (ms): their last slice did not fit. Swept (sweep()). */
   private readonly exactUntil = new Map<string, number>()
+  private sweepTimer: NodeJS.Timeout | undefined
   /** Calls made to the shared store by apply() (tests and benchmarks read it). */
   calls = 0
 
@@ -86,7 +90,7 @@ export class LeasingStore implements Store {
         continue
       }
       remote.push(i)
-      if (fetches.has(c.key) || (this.exactUntil.get(c.key) ?? 0) > this.clock() || c.cost >= cfg.tokens) sent.push(c)
+      if (fetches.has(c.key) || this.exact(c.key) || c.cost >= cfg.tokens) sent.push(c)
       else {
         fetches.add(c.key)
         this.fetching.set(c.key, [])
@@ -112,7 +116,7 @@ export class LeasingStore implements Store {
       if (sliceRefused) {
         // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
         this.giveBack(checks, local)
-        for (const key of fetches) this.exactUntil.set(key, this.clock() + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
+        for (const key of fetches) this.markExact(key, leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
         this.release(fetches)
         return this.applyLeased(checks, now, done)
       }
@@ -134,6 +138,41 @@ export class LeasingStore implements Store {
       this.release(fetches)
       done(null, out)
     })
+  }
+
+  /** Whether `key` is decided exactly now; an entry found expired is dropped. */
+  private exact(key: string): boolean {
+    const until = this.exactUntil.get(key)
+    if (until === undefined) return false
+    if (until > this.clock()) return true
+    this.exactUntil.delete(key)
+    return false
+  }
+
+  private markExact(key: string, ttlMs: number): void {
+    this.exactUntil.set(key, this.clock() + ttlMs)
+    this.sweepTimer ??= this.scheduleSweep(ttlMs)
+  }
+
+  /**
+   * Drops the expired exact-mode entries, so that a stream of distinct keys (an attacker
+   * rotating limit keys) cannot grow the map: an entry outlives its TTL by at most one
+   * sweep period. Runs only while the map is not empty; the timer never holds the process.
+   */
+  private scheduleSweep(periodMs: number): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      this.sweepTimer = undefined
+      const now = this.clock()
+      for (const [key, until] of this.exactUntil) if (until <= now) this.exactUntil.delete(key)
+      if (this.exactUntil.size > 0) this.sweepTimer = this.scheduleSweep(periodMs)
+    }, Math.max(MIN_SWEEP_MS, periodMs))
+    t.unref()
+    return t
+  }
+
+  /** Per-key bookkeeping held now (leases, keys being fetched, keys in exact mode): bounded by the live keys. */
+  get trackedKeys(): number {
+    return this.leases.size + this.fetching.size + this.exactUntil.size
   }
 
   /** The live lease of `c`'s key; a lease of another limit (the bundle changed) is returned first. */
@@ -201,6 +240,7 @@ export class LeasingStore implements Store {
 
   /** Gives every unspent lease back (bounded by the store's own deadline), then closes the store. */
   async close(): Promise<void> {
+    if (this.sweepTimer) clearTimeout(this.sweepTimer)
     const returns = [...this.leases].map(([key, lease]) => new Promise<void>((resolve) => this.endLease(key, lease, () => resolve())))
     await Promise.all(returns)
     await this.inner.close()

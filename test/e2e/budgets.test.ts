@@ -13,6 +13,8 @@
  * - loop_detection: the threshold-th identical request is rejected;
  * - circuit_breaker: opens at the threshold, closes after
  *   auto_reset_after_minutes; gauge, loop counter and transition log lines;
+ *   `x-request-cost: 999999` from one tenant (cost from a header) leaves the
+ *   breaker closed for the others;
  * - shadow: a shadow budget neither delays nor rejects.
  *
  * Periods are real UTC periods: a test that needs several requests in one
@@ -64,7 +66,7 @@ const policy = (id: string, prefix: string, rules: object[], more: object = {}):
 
 const ids = (store: string) => {
   const s = `${store}_${RUN}`
-  return { one: `one_${s}`, ten: `ten_${s}`, thr: `thr_${s}`, loop: `loop_${s}`, brk: `brk_${s}`, shadow: `shadow_${s}` }
+  return { one: `one_${s}`, ten: `ten_${s}`, thr: `thr_${s}`, loop: `loop_${s}`, brk: `brk_${s}`, spend: `spend_${s}`, shadow: `shadow_${s}` }
 }
 
 function bundleFile(store: string): string {
@@ -79,6 +81,9 @@ function bundleFile(store: string): string {
       policy(n.thr, '/throttle/', [budgetRule(n.thr, 10, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }], { cost_key: 'header:x-cost' })]),
       policy(n.loop, '/loop/', [bigBucket(n.loop)], { loop_detection: { enabled: true, window_seconds: 60, threshold_identical_requests: 3, action: 'reject', similarity: 'exact' } }),
       policy(n.brk, '/breaker/', [bigBucket(n.brk)], { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 5, action: 'reject', auto_reset_after_minutes: 0.05 } }),
+      // The cost comes from the client: one tenant's huge cost must not open the breaker for all.
+      policy(n.spend, '/spend/', [{ name: n.spend, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 100, burst: 100, cost_source: 'header:x-request-cost' } }],
+        { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 1000, action: 'reject', auto_reset_after_minutes: 0 } }),
       policy(n.shadow, '/shadow/', [budgetRule(n.shadow, 1, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }])], { mode: 'shadow' }),
     ],
   }))
@@ -251,6 +256,20 @@ for (const store of ['memory', SHARED_REDIS]) {
       await sleep(100)
       const lines = gw.logs.filter((l) => l.policy === n.brk && (l.event === 'circuit_open' || l.event === 'circuit_closed')).map((l) => l.event)
       assert.deepEqual(lines, ['circuit_open', 'circuit_closed'])
+    })
+
+    test('circuit breaker on a client-chosen cost: x-request-cost 999999 from one tenant leaves every other tenant unaffected', async () => {
+      const attack = await get(gw, '/spend/a', { 'x-tenant': `evil-${tag}`, 'x-request-cost': '999999' })
+      assert.equal(attack.status, 429)
+      assert.equal(attack.headers['x-fairvisor-reason'], 'token_bucket_exceeded', 'rejected by its own rule, which keeps it off the breaker')
+      // Without a tenant the rule does not apply; the breaker still counts the cost, capped at the rule's burst (100).
+      assert.equal((await get(gw, '/spend/a', { 'x-request-cost': '999999' })).status, 200)
+      for (let i = 0; i < 5; i++) {
+        const r = await get(gw, '/spend/b', { 'x-tenant': `victim${i}-${tag}`, 'x-request-cost': '10' })
+        assert.equal(r.status, 200, `tenant ${i}: ${r.headers['x-fairvisor-reason']}`)
+      }
+      assert.equal(await metricValue(gw, 'fairvisor_circuit_state', `target="${n.spend}"`), 0)
+      assert.equal(gw.logs.filter((l) => l.event === 'circuit_open' && l.policy === n.spend).length, 0)
     })
 
     test('shadow: a shadow budget never delays and never rejects (no Retry-After, no reason), and logs would_reject', async () => {

@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
+import { TEMPLATES } from '../../src/commands/init-templates.js'
 import { CLI, ROOT } from '../helpers/processes.js'
 
 function cli(args: string[], env: Record<string, string> = {}): { code: number | null; stdout: string; stderr: string } {
@@ -26,6 +27,10 @@ describe('fairvisor --help', () => {
     assert.equal(help.code, 0)
     for (const cmd of ['serve', 'validate', 'test', 'init', 'sign', 'version', 'help']) assert.match(help.stdout, new RegExp(`^  ${cmd}\\b`, 'm'), cmd)
     for (const flag of ['--format', '--key-file', '--requests', '--start', '--template', '--out', '--force']) assert.ok(help.stdout.includes(flag), flag)
+    // Every template `init` accepts, the budget and agent ones included.
+    const listed = /--template (\S+)/.exec(help.stdout)?.[1]?.split('|') ?? []
+    assert.deepEqual([...listed].sort(), Object.keys(TEMPLATES).sort())
+    for (const t of ['api', 'llm', 'webhook', 'budget', 'agent']) assert.ok(listed.includes(t), t)
   })
   test('lists every environment variable that src/settings.ts reads', () => {
     const names = new Set(readFileSync(join(ROOT, 'src/settings.ts'), 'utf8').match(/FAIRVISOR_[A-Z_]+[A-Z]/g))

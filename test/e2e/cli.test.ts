@@ -98,6 +98,13 @@ describe('fairvisor validate', () => {
     assert.match(r.stdout, /^ok \(1 warning\)$/m)
   })
 
+  test('a lease of burst tokens or more is a warning', () => {
+    const doc = { bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 10, burst: 20, lease: { tokens: 20, ttl_ms: 100 } } }] } }] }
+    const r = cli(['validate', '-'], JSON.stringify(doc))
+    assert.equal(r.code, 0, r.stderr)
+    assert.match(r.stdout, /warning: .*lease\.tokens \(20\) is not below burst \(20\)/)
+  })
+
   test('reads standard input for -', () => {
     const ok = cli(['validate', '-'], readFileSync(join(ROOT, 'policies', policies[0]!), 'utf8'))
     assert.equal(ok.code, 0, ok.stderr)

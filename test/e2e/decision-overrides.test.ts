@@ -60,6 +60,32 @@ describe('kill switches and overrides', () => {
   const gateways: GatewayProcess[] = []
   after(() => Promise.all(gateways.map((g) => g.stop())))
 
+  /**
+   * A gateway on `build(expiresMs)`, expires_at a few whole seconds ahead (the bundle format has no
+   * fractions). A loaded machine may take longer than that to start or reload, so the bundle is
+   * written again (a newer version, a later expiry) until one is applied with `marginMs` of its
+   * window left: each wait is on the gateway's own "bundle applied" line.
+   */
+  async function startWithWindow(build: (expiresMs: number) => object, marginMs: number): Promise<{ gw: GatewayProcess; expires: number }> {
+    const file = writeBundle({})
+    let version = 1
+    const write = (): number => {
+      const expires = (Math.floor(Date.now() / 1000) + 3) * 1000
+      writeFileSync(file, JSON.stringify({ ...build(expires), bundle_version: version }))
+      return expires
+    }
+    let expires = write()
+    const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: file })
+    gateways.push(gw)
+    for (;;) {
+      const v = version
+      await gw.waitForLog((l) => l.msg === 'bundle applied' && l.version === v, 20_000)
+      if (Date.now() < expires - marginMs) return { gw, expires }
+      version++
+      expires = write()
+    }
+  }
+
   test('a kill switch on header:x-kill rejects with the docs/behaviour.md §7 Retry-After (base 3600) per subject, never shadowed', async () => {
     const gw = await startGateway({
       FAIRVISOR_MODE: 'decision_service',
@@ -79,10 +105,11 @@ describe('kill switches and overrides', () => {
       assert.equal(r.headers.get('x-fairvisor-reason'), 'kill_switch')
       const retry = Number(r.headers.get('retry-after'))
       // Kill switch seed: empty policy id and rule name (README, "choices"); the client is the socket peer.
-      assert.equal(retry, expectedRetryAfter(3600, '', '', 'kill_switch', sub, '127.0.0.1', '/orders/7'), sub)
+      // The path of the identity is X-Original-URI with its query, as Fairvisor Edge takes it.
+      assert.equal(retry, expectedRetryAfter(3600, '', '', 'kill_switch', sub, '127.0.0.1', '/orders/7?x=1'), sub)
       assert.ok(retry >= 3600 && retry <= 5400)
       // The same subject always gets the same value.
-      const again = await decide(gw, '/orders/7', { 'x-kill': 'on', authorization: `Bearer ${jwt({ sub })}` })
+      const again = await decide(gw, '/orders/7?x=1', { 'x-kill': 'on', authorization: `Bearer ${jwt({ sub })}` })
       assert.equal(Number(again.headers.get('retry-after')), retry)
       seen.add(retry)
     }
@@ -95,44 +122,30 @@ describe('kill switches and overrides', () => {
   })
 
   test('a kill switch limited to a route, and one that has expired, do not fire elsewhere', async () => {
-    const expires = (Math.floor(Date.now() / 1000) + 3) * 1000
-    const gw = await startGateway({
-      FAIRVISOR_MODE: 'decision_service',
-      FAIRVISOR_CONFIG_FILE: writeBundle({
-        bundle_version: 1,
-        policies: [POLICY],
-        kill_switches: [
-          { scope_key: 'header:x-kill', scope_value: 'route', route: '/admin' },
-          { scope_key: 'query:tenant', scope_value: 'acme', expires_at: stamp(expires) },
-        ],
-      }),
-    })
-    gateways.push(gw)
-    assert.equal((await decide(gw, '/admin?a=1', { 'x-kill': 'route' })).status, 429)
-    assert.equal((await decide(gw, '/admin/x', { 'x-kill': 'route' })).status, 200)
-    assert.ok(Date.now() < expires - 200, 'test started too late to observe the active window')
+    const { gw, expires } = await startWithWindow((at) => ({
+      policies: [POLICY],
+      kill_switches: [
+        { scope_key: 'header:x-kill', scope_value: 'route', route: '/admin' },
+        { scope_key: 'query:tenant', scope_value: 'acme', expires_at: stamp(at) },
+      ],
+    }), 1000)
     assert.equal((await decide(gw, '/x?tenant=acme')).status, 429)
     assert.equal(await gauge(gw, 'fairvisor_kill_switch_active'), 2)
+    assert.equal((await decide(gw, '/admin?a=1', { 'x-kill': 'route' })).status, 429)
+    assert.equal((await decide(gw, '/admin/x', { 'x-kill': 'route' })).status, 200)
     await sleep(Math.max(0, expires - Date.now()) + 200)
     assert.equal((await decide(gw, '/x?tenant=acme')).status, 200, 'expired kill switch no longer fires')
     assert.equal(await gauge(gw, 'fairvisor_kill_switch_active'), 1)
   })
 
   test('global_shadow and kill_switch_override hold until expires_at, then enforcement returns without a reload', async () => {
-    // Whole seconds (the bundle format has no fractions), at least ~2.5 s ahead of load.
-    const until = (Math.floor(Date.now() / 1000) + 4) * 1000
-    const gw = await startGateway({
-      FAIRVISOR_MODE: 'decision_service',
-      FAIRVISOR_CONFIG_FILE: writeBundle({
-        bundle_version: 1,
-        policies: [POLICY],
-        kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on' }],
-        global_shadow: { enabled: true, reason: 'dry run of the new limits', expires_at: stamp(until) },
-        kill_switch_override: { enabled: true, reason: 'false positive in the kill list', expires_at: stamp(until) },
-      }),
-    })
-    gateways.push(gw)
-    assert.ok(Date.now() < until - 500, 'test started too late to observe the active window')
+    const { gw, expires: until } = await startWithWindow((at) => ({
+      policies: [POLICY],
+      kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on' }],
+      global_shadow: { enabled: true, reason: 'dry run of the new limits', expires_at: stamp(at) },
+      kill_switch_override: { enabled: true, reason: 'false positive in the kill list', expires_at: stamp(at) },
+    }), 1500)
+    const reloads = gw.logs.filter((l) => l.msg === 'bundle applied').length
     for (let i = 0; i < 4; i++) {
       const r = await decide(gw, '/a', { 'x-user': 'before' })
       assert.equal(r.status, 200, 'every policy is shadow')
@@ -154,6 +167,6 @@ describe('kill switches and overrides', () => {
     assert.equal(await gauge(gw, 'fairvisor_global_shadow_active'), 0)
     assert.equal(await gauge(gw, 'fairvisor_kill_switch_override_active'), 0)
     assert.equal(await gauge(gw, 'fairvisor_shadow_mode_active'), 0)
-    assert.equal(gw.logs.filter((l) => l.msg === 'bundle applied').length, 1, 'no reload happened')
+    assert.equal(gw.logs.filter((l) => l.msg === 'bundle applied').length, reloads, 'no reload happened')
   })
 })

@@ -29,7 +29,8 @@ async function status(gw: GatewayProcess, path: string): Promise<number> {
   await r.arrayBuffer()
   return r.status
 }
-async function waitFor(what: string, fn: () => Promise<boolean>, ms = 3000): Promise<void> {
+/** Polls `fn` until it holds; the limit is generous so that a loaded machine slows the test, not fails it. */
+async function waitFor(what: string, fn: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms
   while (!(await fn())) {
     if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`)
@@ -75,7 +76,10 @@ describe('a 6-policy bundle replaced by a schema-invalid one', () => {
     const seen = gw.logs.length
     writeFileSync(file, SCHEMA_INVALID)
     await waitFor('invalid counted', async () => (await reloads(gw, 'invalid')) === invalid + 1)
-    const lines = gw.logs.slice(seen).filter((l) => l.file === file)
+    // The metric can be read before the log lines have come through the pipe: wait for all three.
+    const mine = (): typeof gw.logs => gw.logs.slice(seen).filter((l) => l.file === file)
+    await waitFor('three error lines', async () => mine().length >= 3)
+    const lines = mine()
     assert.deepEqual(lines.map((l) => [l.level, l.result, l.msg]), [
       ['error', 'invalid', `${file}: /policies/0/spec/selector: policy "x": selector is required but missing.`],
       ['error', 'invalid', `${file}: /policies/0/spec/rules: policy "x": rules must be an array, not "nope".`],
@@ -95,6 +99,7 @@ describe('a 6-policy bundle replaced by a schema-invalid one', () => {
 test('a FAIRVISOR_CONFIG_FILE that does not exist: one error line naming it, 503 until it appears, then applied', async () => {
   const file = tmpFile()
   const gw = await gateway(file)
+  await gw.waitForLog((l) => l.level === 'error', 20_000)
   const errors = gw.logs.filter((l) => l.level === 'error')
   assert.deepEqual(errors.map((l) => l.msg), [`${file}: /: the file does not exist (ENOENT).`])
   assert.equal(await status(gw, '/a/x'), 503)
@@ -110,7 +115,7 @@ test('at start-up a bundle with a bad policy loads the good ones and logs each d
   const file = tmpFile()
   writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [JSON.parse(sixPolicies(1)).policies[0], { id: 'x', spec: { rules: 'nope' } }] }))
   const gw = await gateway(file)
-  await gw.waitForLog((l) => String(l.msg).includes('/policies/1/spec/rules') && l.level === 'error', 2000)
+  await gw.waitForLog((l) => String(l.msg).includes('/policies/1/spec/rules') && l.level === 'error', 20_000)
   assert.deepEqual([await status(gw, '/a/x'), await status(gw, '/a/x'), await status(gw, '/a/x')], [200, 200, 429])
 })
 
@@ -122,7 +127,7 @@ test('with FAIRVISOR_BUNDLE_SIGNING_KEY only signed bundles load; an unsigned re
   assert.equal(await readyVersion(gw), 1)
   const invalid = await reloads(gw, 'invalid')
   writeFileSync(file, sixPolicies(2))
-  await gw.waitForLog((l) => String(l.msg).includes('bundle_signature_missing') && l.level === 'error', 2000)
+  await gw.waitForLog((l) => String(l.msg).includes('bundle_signature_missing') && l.level === 'error', 20_000)
   assert.equal(await reloads(gw, 'invalid'), invalid + 1)
   assert.equal(await readyVersion(gw), 1)
 })

@@ -56,7 +56,8 @@ export async function startGateway(env: Record<string, string | undefined>, opts
   createInterface({ input: proc.stderr! }).on('line', (line) => stderr.push(line))
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
 
-  const waitForLog = (pred: (l: LogLine) => boolean, timeoutMs = 5000): Promise<LogLine> => {
+  // Generous by default: a loaded machine makes a line late, and only a missing line should fail a test.
+  const waitForLog = (pred: (l: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> => {
     const found = logs.find(pred)
     if (found) return Promise.resolve(found)
     return new Promise((resolve, reject) => {

@@ -106,3 +106,38 @@ test('circuit_breaker with auto_reset_after_minutes 0 stays open until the bundl
   assert.notEqual(first.policies[0]!.breaker!.counterPrefix, reloaded.bundle.policies[0]!.breaker!.counterPrefix)
   assert.equal(reloaded.run({}, 86_400 * 30).allowed, true)
 })
+
+/** A breaker on spend whose cost the client sends in `x-request-cost`, per-tenant buckets of burst 100. */
+const spendBreaker = (threshold: number): object =>
+  bundle([policy('p', [rule('per_tenant', ['header:x-tenant'], { tokens_per_second: 10, burst: 100, cost_source: 'header:x-request-cost' })], { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: threshold, action: 'reject', auto_reset_after_minutes: 0 } })])
+
+test('circuit_breaker: a request its own rule rejects (cost 999999 above burst) neither opens the breaker nor spends on it', () => {
+  const h = new Harness(compile(spendBreaker(1000)))
+  const attack = h.run({ headers: { 'x-tenant': 'evil', 'x-request-cost': '999999' } }, 0)
+  assert.equal(attack.reason, 'token_bucket_exceeded', 'the attacker gets its own rule reason')
+  for (let i = 0; i < 9; i++) assert.equal(h.run({ headers: { 'x-tenant': `t${i}`, 'x-request-cost': '100' } }, 1).allowed, true, `tenant t${i} (spend ${(i + 1) * 100} of 1000)`)
+  assert.equal(h.run({ headers: { 'x-tenant': 't9', 'x-request-cost': '100' } }, 1).reason, 'circuit_breaker_open', 'the 10th 100 reaches the threshold: admitted spend still counts')
+})
+
+test('circuit_breaker: a drained bucket rejecting a request keeps its cost off the breaker', () => {
+  const h = new Harness(compile(spendBreaker(150)))
+  assert.equal(h.run({ headers: { 'x-tenant': 'a', 'x-request-cost': '100' } }, 0).allowed, true)
+  for (let i = 0; i < 5; i++) assert.equal(h.run({ headers: { 'x-tenant': 'a', 'x-request-cost': '100' } }, 0).reason, 'token_bucket_exceeded', `request ${i + 2} of tenant a: its bucket is empty`)
+  // Spend admitted: 100 of 150. Had a rejected 100 counted, the breaker would be open (200).
+  assert.equal(h.run({ headers: { 'x-tenant': 'b', 'x-request-cost': '10' } }, 0).allowed, true)
+})
+
+test('circuit_breaker: where the first rule does not apply, a client-chosen cost counts at most the rule\'s burst', () => {
+  const h = new Harness(compile(spendBreaker(150)))
+  // No x-tenant: the rule is skipped (missing key), the breaker still counts its cost, capped at burst 100.
+  assert.equal(h.run({ headers: { 'x-request-cost': '999999' } }, 0).allowed, true)
+  assert.equal(h.run({ headers: { 'x-tenant': 'b', 'x-request-cost': '10' } }, 0).allowed, true, '100 + 10 < 150: still closed')
+})
+
+test('loop_detection counts only what the rules admitted: requests a bucket rejects do not advance the loop counter', () => {
+  // The client's count is still 1: a second admitted identical request is not a loop.
+  const refill = new Harness(compile(bundle([policy('p', [rule('per_ip', ['ip:address'], tb(1, 1))], { loop_detection: { enabled: true, window_seconds: 60, threshold_identical_requests: 3, action: 'reject', similarity: 'exact' } })])))
+  assert.equal(refill.run({}, 0).allowed, true)
+  for (let i = 0; i < 5; i++) assert.equal(refill.run({}, 0.1).reason, 'token_bucket_exceeded')
+  assert.equal(refill.run({}, 1.2).allowed, true, 'the second admitted identical request, after five rejected ones, is not the third of a loop')
+})

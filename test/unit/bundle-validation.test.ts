@@ -149,6 +149,19 @@ test('a rule whose fixed_cost is above burst loads with a warning', () => {
   assert.deepEqual(r.warnings, ['mem.json: /policies/0/spec/rules/0/algorithm_config/fixed_cost: policy "p", rule "r": fixed_cost (3) is above burst (2), so every request this rule selects is rejected.'])
 })
 
+test('a lease of burst tokens or more loads with a warning; a smaller one without', () => {
+  const doc = (tokens: number, burst: number) => ({ bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', algorithm: 'token_bucket', algorithm_config: { rps: 10, burst, lease: { tokens, ttl_ms: 100 } } }] } }] })
+  for (const [tokens, burst] of [[20, 20], [50, 20]] as const) {
+    const r = loadBundleBytesOf(doc(tokens, burst))
+    assert.ok(r.ok)
+    assert.equal(r.warnings.length, 1, `lease ${tokens}, burst ${burst}`)
+    assert.match(r.warnings[0]!, new RegExp(`/algorithm_config/lease/tokens: policy "p", rule "r": lease.tokens \\(${tokens}\\) is not below burst \\(${burst}\\)`))
+  }
+  const fine = loadBundleBytesOf(doc(5, 20))
+  assert.ok(fine.ok)
+  assert.deepEqual(fine.warnings, [])
+})
+
 test('a UTF-8 byte-order mark before the JSON is accepted and kept in the hash', () => {
   const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"bundle_version":3,"policies":[]}')])
   const r = loadBundleBytes(bytes, 'bom.json', NOW)
