@@ -14,8 +14,12 @@ export interface ThreadContext {
   metricsText(): Promise<string>
 }
 
+/** This thread's servers listening on a shared socket (worker.ts tells the supervisor once none accepts any more). */
+export const sharedListeners: Server[] = []
+
 /** Serve `server` on an already bound socket's descriptor. */
 export function listenOnFd(server: Server, fd: number): Promise<AddressInfo> {
+  sharedListeners.push(server)
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen({ fd }, () => {

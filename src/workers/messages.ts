@@ -13,6 +13,7 @@ export type FromWorker =
   | { type: 'ready'; port: number; adminPort: number | undefined }
   | { type: 'fatal'; setting: boolean; message: string }
   | { type: 'reloaded'; version: number | null }
+  | { type: 'closing' }
   | { type: 'collected'; id: number; json: MetricsJson }
   | { type: 'metrics'; id: number }
 

@@ -179,16 +179,19 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       restarted.delete(id)
     },
     async stop(signal) {
-      log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
       stopping = true
       process.off('SIGHUP', onHup)
-      await watcher?.close()
-      await Promise.all(slots.map((s) => new Promise<void>((resolve) => {
-        s.worker.once('exit', () => resolve())
-        post(s.worker, { type: 'shutdown' })
-      })))
+      // This thread's descriptors first: once the workers close theirs, the port refuses connections.
       sock.close()
       adminSock?.close()
+      const exited = slots.map((s) => new Promise<void>((resolve) => s.worker.once('exit', () => resolve())))
+      await Promise.all(slots.map((s) => new Promise<void>((resolve) => {
+        s.worker.once('exit', () => resolve())
+        s.worker.on('message', (m: FromWorker) => m.type === 'closing' && resolve())
+        post(s.worker, { type: 'shutdown' })
+      })))
+      log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
+      await Promise.all([watcher?.close(), ...exited])
       log.info('shutdown complete')
     },
   }

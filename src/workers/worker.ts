@@ -7,6 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { SettingError } from '../errors.js'
 import { startGateway, type Gateway } from '../main.js'
 import { loadSettings } from '../settings.js'
+import { sharedListeners } from './context.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 
 const port = parentPort!
@@ -48,9 +49,14 @@ port.on('message', (m: ToWorker) => {
       else w?.reject(new Error(m.error ?? 'metrics unavailable'))
       break
     }
-    case 'shutdown':
-      void gw.shutdown().finally(() => process.exit(0))
+    case 'shutdown': {
+      const done = gw.shutdown()
+      // The supervisor reports the drain once no worker accepts connections any more.
+      const closed = (): void => void (sharedListeners.every((s) => !s.listening) ? send({ type: 'closing' }) : setImmediate(closed))
+      closed()
+      void done.finally(() => process.exit(0))
       break
+    }
   }
 })
 send({ type: 'ready', port: gw.address.port, adminPort: gw.adminAddress?.port })
