@@ -32,6 +32,8 @@ export interface BoundSocket {
   port: number
   /** A new descriptor of the socket for one worker (closed when that worker's server closes). */
   dup(): Promise<number>
+  /** End the helper process until the next dup() (it is only needed while duplicating). */
+  idle(): void
   close(): void
 }
 
@@ -57,6 +59,7 @@ export function bindSocket(host: string, port: number): BoundSocket {
   const dupOnce = async (): Promise<number> => {
     if (!echo || echo.exitCode !== null || !echo.connected) {
       echo = fork(ECHO, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] })
+      echo.on('error', () => {}) // a helper that cannot start or send shows as a failed dup() (no message)
       echo.unref()
       echo.channel?.unref()
     }
@@ -74,6 +77,11 @@ export function bindSocket(host: string, port: number): BoundSocket {
       const next = chain.then(dupOnce)
       chain = next.catch(() => undefined)
       return next
+    },
+    idle() {
+      void chain.then(() => {
+        if (echo?.connected) echo.disconnect()
+      })
     },
     close() {
       echo?.kill()

@@ -98,6 +98,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
 
   async function start(id: number): Promise<void> {
     const data: WorkerData = { workerId: id, table: table?.buffer, listenFd: await sock.dup(), adminFd: await adminSock?.dup() }
+    sock.idle()
+    adminSock?.idle()
     const worker = new Worker(ENTRY, { workerData: data, env })
     const slot: Slot = { id, worker, ready: false }
     slots[id - 1] = slot
@@ -191,7 +193,13 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
         post(s.worker, { type: 'shutdown' })
       })))
       log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
+      // A worker whose drain outlives the deadline (plus its own forced close) is ended, so the process always exits.
+      const deadline = setTimeout(() => {
+        log.warn({ timeoutMs: settings.shutdownTimeoutMs }, 'a worker did not finish draining; ending it')
+        for (const s of slots) void s.worker.terminate()
+      }, settings.shutdownTimeoutMs + 5000)
       await Promise.all([watcher?.close(), ...exited])
+      clearTimeout(deadline)
       log.info('shutdown complete')
     },
   }
