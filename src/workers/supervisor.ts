@@ -149,8 +149,9 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null)
   }))
 
-  if (settings.configFile !== undefined) logReload(log, metrics, bundles.reload(), bundles.current)
   const started = Promise.all(Array.from({ length: settings.workers }, (_, i) => start(i + 1)))
+  // While the workers start (each loads the bundle itself), this thread loads it for the reload reports.
+  if (settings.configFile !== undefined) logReload(log, metrics, bundles.reload(), bundles.current)
   const first = await Promise.race([started.then(() => undefined), failure])
   if (first !== undefined) {
     stopping = true
