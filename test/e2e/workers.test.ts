@@ -50,8 +50,9 @@ async function load(port: number, path: string, user: string, clients: number, e
 
 describe('FAIRVISOR_WORKERS=2', () => {
   let gw: GatewayProcess
+  let dir: string
   before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fv-workers-'))
+    dir = mkdtempSync(join(tmpdir(), 'fv-workers-'))
     gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(dir), FAIRVISOR_WORKERS: '2', FAIRVISOR_ACCESS_LOG: 'true' }, { timeoutMs: 30000 })
   })
   after(async () => {
@@ -74,6 +75,18 @@ describe('FAIRVISOR_WORKERS=2', () => {
     assert.equal(value('allow', 'tb'), BURST)
     assert.equal(value('allow', 'cb'), BUDGET)
     assert.match(text, /^fairvisor_config_info\{version="1",hash="[^"]+"\} 1$/m)
+  })
+
+  it('a reload is reported once every worker runs the new version: right after it, no worker decides with the old one', async () => {
+    writeFileSync(join(dir, 'bundle.json'), JSON.stringify({
+      bundle_version: 2,
+      policies: [{ id: 'tb', spec: { selector: { pathPrefix: '/tb' }, rules: [{ name: 'bucket_v2', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 5, tokens_per_second: 0.0001 } }] } }],
+    }))
+    gw.proc.kill('SIGHUP')
+    await gw.waitForLog((l) => l.msg === 'bundle applied' && l.version === 2, 15000)
+    // 64 fresh connections spread over both workers: version 1 would allow up to 300 for a new user.
+    const r = await load(gw.port, '/tb/x', 'dave', 64, 2)
+    assert.deepEqual([...r.entries()].sort(), [[200, 5], [429, 123]])
   })
 })
 
