@@ -29,10 +29,17 @@ const CONNECTIONS = Number(process.argv[4] ?? 64)
 const GEN_CPU = '1'
 const dir = tempDir('fv-bench-workers-')
 
+/**
+ * Lua for wrk: each request names one of `n` users in X-User (n = 1: the same user throughout).
+ * A per-request Lua function roughly doubles wrk's CPU, which here shares CPU 1 with the second
+ * worker, so the figures printed are for one user.
+ */
+const usersLua = (n: number): string[] => (n === 1 ? [] : ['local i = 0', 'request = function()', '  i = i + 1', `  wrk.headers["X-User"] = "user-" .. (i % ${n})`, '  return wrk.format()', 'end'])
+
 /** wrk pinned to GEN_CPU. */
-async function wrk(url: string, headers: Record<string, string>, method = 'GET'): Promise<LoadResult> {
+async function wrk(url: string, headers: Record<string, string>, method: string, users: number): Promise<LoadResult> {
   const script = join(dir, `s${Math.random().toString(36).slice(2)}.lua`)
-  writeFileSync(script, [`wrk.method = ${JSON.stringify(method)}`, ...Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`)].join('\n'))
+  writeFileSync(script, [`wrk.method = ${JSON.stringify(method)}`, ...Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`), ...usersLua(users)].join('\n'))
   const proc = spawn('taskset', ['-c', GEN_CPU, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   proc.stdout.on('data', (c: Buffer) => (out += c))
@@ -48,14 +55,14 @@ function gateway(env: Record<string, string>, workers: number): Promise<Running>
   return startGatewayProcess({ ...env, FAIRVISOR_WORKERS: String(workers) }, [], cpusFor(workers))
 }
 
-async function measure(label: string, env: Record<string, string>, path: string, headers: Record<string, string>, method: string): Promise<Map<number, LoadResult[]>> {
+async function measure(label: string, env: Record<string, string>, path: string, headers: Record<string, string>, method: string, users = 1): Promise<Map<number, LoadResult[]>> {
   const runs = new Map<number, LoadResult[]>([[1, []], [2, []]])
   for (let round = 0; round < ROUNDS; round++) {
     for (const workers of round % 2 ? [2, 1] : [1, 2]) {
       const gw = await gateway(env, workers)
       try {
-        await wrk(`${gw.url}${path}`, headers, method) // warm-up (JIT, every worker's connections)
-        const r = await wrk(`${gw.url}${path}`, headers, method)
+        await wrk(`${gw.url}${path}`, headers, method, users) // warm-up (JIT, every worker's connections)
+        const r = await wrk(`${gw.url}${path}`, headers, method, users)
         runs.get(workers)!.push(r)
         process.stderr.write(`${label} workers=${workers} round ${round + 1}: ${Math.round(r.rps)}/s (non-2xx ${r.non2xx}, errors ${r.errors})\n`)
       } finally {
@@ -96,13 +103,15 @@ function tableRss(keys: number, bytes: number): { mb: number; heapMb: number; pe
 
 async function main(): Promise<void> {
   const bundle = allowRejectBundle(dir)
-  const decision = await measure('decision', { FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: bundle }, '/v1/decision', { 'X-Original-Method': 'GET', 'X-Original-URI': '/allow/items?page=1', 'X-User': 'bench-user' }, 'POST')
+  const decisionEnv = { FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: bundle }
+  const call = { 'X-Original-Method': 'GET', 'X-Original-URI': '/allow/items?page=1', 'X-User': 'bench-user' }
+  const decision = await measure('decision', decisionEnv, '/v1/decision', call, 'POST')
   const backend = await startBackendProcess()
   spawn('taskset', ['-apc', GEN_CPU, String(backend.proc.pid)], { stdio: 'ignore' })
   const proxied = await measure('proxy', { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle }, '/allow/items?page=1', { 'X-User': 'bench-user' }, 'GET')
   await stopAll()
   const rows: string[][] = [['', '1 worker /s', '2 workers /s', 'ratio', 'p99 ms (1 / 2)']]
-  for (const [name, runs] of [['decision service (allow)', decision], ['proxied (allow)', proxied]] as const) {
+  for (const [name, runs] of [['decision service (allow, 1 key)', decision], ['proxied (allow, 1 key)', proxied]] as const) {
     const one = median(runs.get(1)!.map((r) => r.rps))
     const two = median(runs.get(2)!.map((r) => r.rps))
     const p99 = (w: number): string => median(runs.get(w)!.map((r) => r.p99Ms)).toFixed(2)
