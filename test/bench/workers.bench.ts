@@ -21,7 +21,7 @@ import { bucketLimit } from '../../src/algorithms/token-bucket.js'
 import { SharedMemoryStore } from '../../src/store/shared/store.js'
 import { SharedTable } from '../../src/store/shared/table.js'
 import type { Check } from '../../src/store/store.js'
-import { allowRejectBundle, median, parseWrk, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult, type Running } from './lib.js'
+import { allowRejectBundle, cpuMicros, median, parseWrk, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult, type Running } from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 6)
 const ROUNDS = Number(process.argv[3] ?? 3)
@@ -55,16 +55,24 @@ function gateway(env: Record<string, string>, workers: number): Promise<Running>
   return startGatewayProcess({ ...env, FAIRVISOR_WORKERS: String(workers) }, [], cpusFor(workers))
 }
 
-async function measure(label: string, env: Record<string, string>, path: string, headers: Record<string, string>, method: string, users = 1): Promise<Map<number, LoadResult[]>> {
-  const runs = new Map<number, LoadResult[]>([[1, []], [2, []]])
+/** A run plus the gateway's CPU over it: cores busy on average, and CPU µs per request. */
+interface Run extends LoadResult {
+  cores: number
+  cpuUsPerReq: number
+}
+
+async function measure(label: string, env: Record<string, string>, path: string, headers: Record<string, string>, method: string, users = 1): Promise<Map<number, Run[]>> {
+  const runs = new Map<number, Run[]>([[1, []], [2, []]])
   for (let round = 0; round < ROUNDS; round++) {
     for (const workers of round % 2 ? [2, 1] : [1, 2]) {
       const gw = await gateway(env, workers)
       try {
         await wrk(`${gw.url}${path}`, headers, method, users) // warm-up (JIT, every worker's connections)
+        const cpu0 = cpuMicros(gw.proc.pid)
         const r = await wrk(`${gw.url}${path}`, headers, method, users)
-        runs.get(workers)!.push(r)
-        process.stderr.write(`${label} workers=${workers} round ${round + 1}: ${Math.round(r.rps)}/s (non-2xx ${r.non2xx}, errors ${r.errors})\n`)
+        const cpu = (cpuMicros(gw.proc.pid) ?? NaN) - (cpu0 ?? NaN)
+        runs.get(workers)!.push({ ...r, cores: cpu / (SECONDS * 1e6), cpuUsPerReq: cpu / r.requests })
+        process.stderr.write(`${label} workers=${workers} round ${round + 1}: ${Math.round(r.rps)}/s (non-2xx ${r.non2xx}, errors ${r.errors}), gateway ${(cpu / (SECONDS * 1e6)).toFixed(2)} cores\n`)
       } finally {
         await gw.stop()
       }
@@ -110,12 +118,13 @@ async function main(): Promise<void> {
   spawn('taskset', ['-apc', GEN_CPU, String(backend.proc.pid)], { stdio: 'ignore' })
   const proxied = await measure('proxy', { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle }, '/allow/items?page=1', { 'X-User': 'bench-user' }, 'GET')
   await stopAll()
-  const rows: string[][] = [['', '1 worker /s', '2 workers /s', 'ratio', 'p99 ms (1 / 2)']]
+  const rows: string[][] = [['', '1 worker /s', '2 workers /s', 'ratio', 'p99 ms (1 / 2)', 'gateway cores (1 / 2)', 'CPU µs/req (1 / 2)']]
   for (const [name, runs] of [['decision service (allow, 1 key)', decision], ['proxied (allow, 1 key)', proxied]] as const) {
     const one = median(runs.get(1)!.map((r) => r.rps))
     const two = median(runs.get(2)!.map((r) => r.rps))
     const p99 = (w: number): string => median(runs.get(w)!.map((r) => r.p99Ms)).toFixed(2)
-    rows.push([name, Math.round(one).toString(), Math.round(two).toString(), (two / one).toFixed(2), `${p99(1)} / ${p99(2)}`])
+    const med = (w: number, f: (r: Run) => number, digits: number): string => median(runs.get(w)!.map(f)).toFixed(digits)
+    rows.push([name, Math.round(one).toString(), Math.round(two).toString(), (two / one).toFixed(2), `${p99(1)} / ${p99(2)}`, `${med(1, (r) => r.cores, 2)} / ${med(2, (r) => r.cores, 2)}`, `${med(1, (r) => r.cpuUsPerReq, 1)} / ${med(2, (r) => r.cpuUsPerReq, 1)}`])
   }
   console.log(`workers benchmark: ${SECONDS} s × ${ROUNDS} rounds, ${CONNECTIONS} connections, wrk on CPU ${GEN_CPU}, gateway on CPU 0 (1 worker) or 0-1 (2 workers), medians`)
   console.log(table(rows))
