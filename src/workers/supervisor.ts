@@ -78,7 +78,10 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const slots: Slot[] = []
   let stopping = false
   let seq = 0
-  const waiting = new Map<number, (json: MetricsJson) => void>()
+  /** Metrics asked of a worker and not answered yet; a worker that exits answers nothing (empty). */
+  const waiting = new Map<number, { worker: Worker; resolve(json: MetricsJson): void }>()
+  const restarted = new Map<number, () => void>()
+  const readyBefore = new Set<number>()
   const acks = new Map<Worker, (version: number | null) => void>()
   let failed: (m: Extract<FromWorker, { type: 'fatal' }>) => void = () => {}
   const failure = new Promise<Extract<FromWorker, { type: 'fatal' }>>((resolve) => (failed = resolve))
@@ -90,7 +93,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   async function metricsText(): Promise<string> {
     const parts = await Promise.all(live().map((s) => new Promise<MetricsJson>((resolve) => {
       const id = ++seq
-      waiting.set(id, resolve)
+      waiting.set(id, { worker: s.worker, resolve })
       post(s.worker, { type: 'collect', id })
     })))
     parts.push(await metrics.registry.getMetricsAsJSON())
@@ -110,7 +113,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       if (m.type === 'ready') (slot.ready = true), readyNow()
       else if (m.type === 'fatal') failed(m)
       else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
-      else if (m.type === 'collected') waiting.get(m.id)?.(m.json), waiting.delete(m.id)
+      else if (m.type === 'collected') waiting.get(m.id)?.resolve(m.json), waiting.delete(m.id)
       else if (m.type === 'metrics') {
         metricsText().then((text) => post(worker, { type: 'metrics-text', id: m.id, text }), (err: Error) => post(worker, { type: 'metrics-text', id: m.id, error: err.message }))
       }
@@ -119,6 +122,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     worker.on('exit', (code) => {
       slot.ready = false
       acks.get(worker)?.(null)
+      for (const [n, w] of waiting) if (w.worker === worker) w.resolve([]), waiting.delete(n)
       // A worker killed inside a critical section must not leave its buckets locked for the others.
       const freed = table?.releaseLocksOf(worker.threadId) ?? 0
       if (stopping) return
@@ -131,8 +135,6 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     readyBefore.add(id)
     restarted.get(id)?.()
   }
-  const restarted = new Map<number, () => void>()
-  const readyBefore = new Set<number>()
 
   /** Reload in this thread (the report), then in every worker, and report once they all run it. */
   let reloading = Promise.resolve()
