@@ -15,8 +15,11 @@ type Command = (args: string[]) => Promise<number>
 async function serve(): Promise<number> {
   let gw
   try {
+    const settings = loadSettings()
+    // Several worker threads: the supervisor runs them (workers/supervisor.ts) and handles the signals.
+    if (settings.workers > 1) return await (await import('./workers/supervisor.js')).runSupervisor(settings)
     // Some settings (JWT key files) are only checked as their parts start: both stages exit 2.
-    gw = await startGateway(loadSettings())
+    gw = await startGateway(settings)
   } catch (err) {
     if (err instanceof SettingError) {
       process.stderr.write(`fairvisor: invalid setting ${err.message}\n`)

@@ -31,6 +31,10 @@ import { RedisStore } from './store/redis.js'
 import { RedisClusterStore } from './store/redis-cluster.js'
 import { parseRedisUrl, type RedisTarget } from './store/redis-url.js'
 import type { Store } from './store/store.js'
+import { SharedMemoryStore } from './store/shared/store.js'
+import { SharedTable } from './store/shared/table.js'
+import { threadId } from 'node:worker_threads'
+import { listenOnFd, type ThreadContext } from './workers/context.js'
 import { VERSION } from './version.js'
 
 export const clock = (): number => Date.now()
@@ -44,7 +48,9 @@ export interface Gateway {
   shutdown(): Promise<void>
 }
 
-function createStore(s: Readonly<Settings>, log: Logger): Store {
+function createStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | undefined): Store {
+  // Worker threads share one table (store/shared/); one thread keeps the in-process store of its own.
+  if (s.store === 'memory' && thread?.table) return new SharedMemoryStore({ table: new SharedTable(thread.table, threadId), clock, onEvict: evictionLog(log, clock) })
   if (s.store === 'memory') return new MemoryStore({ maxBytes: s.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
   const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
   const redis = (target: RedisTarget): Store => (target.kind === 'cluster' ? new RedisClusterStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }) : new RedisStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }))
@@ -52,14 +58,15 @@ function createStore(s: Readonly<Settings>, log: Logger): Store {
   return new LeasingStore(shared, clock) // leases (opt-in per rule) only make sense on a shared store
 }
 
-export async function startGateway(settings: Readonly<Settings>): Promise<Gateway> {
-  const log = createLogger(settings.logLevel)
+/** `thread`: this gateway is one worker thread of several (workers/): the supervisor owns the socket, reloads and /metrics. */
+export async function startGateway(settings: Readonly<Settings>, thread?: ThreadContext): Promise<Gateway> {
+  const log = thread ? createLogger(settings.logLevel).child({ worker: thread.workerId }) : createLogger(settings.logLevel)
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
   // Before any connection opens: a bad JWT key source or data file stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
   const net = new NetworkData(settings)
-  const store = createStore(settings, log)
+  const store = createStore(settings, log, thread)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
   // A store that refuses the URL (password, role, database) is a wrong setting: waiting would not fix it (exit 2).
   const reachable = await store.ready(3000).catch(async (err: Error) => {
@@ -68,7 +75,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   })
   if (!reachable) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
   const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
-  bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
+  if (!thread) bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
@@ -76,7 +83,7 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
   const proxy = settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
-  const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics)
+  const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics, thread?.metricsText)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
@@ -85,14 +92,15 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
-  const grpc = settings.grpcPort === undefined ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
+  // With worker threads the first worker serves gRPC (grpc-js binds its own port; one listener per process).
+  const grpc = settings.grpcPort === undefined || (thread && thread.workerId !== 1) ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
   const listener = createListener({ settings, log, ...main })
-  const address = await listener.listen(settings.port, settings.host)
+  const address = thread ? await listenOnFd(listener.server, thread.listenFd) : await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
-  const adminAddress = await adminListener?.listen(settings.adminPort!, settings.host)
+  const adminAddress = adminListener && (thread ? await listenOnFd(adminListener.server, thread.adminFd!) : await adminListener.listen(settings.adminPort!, settings.host))
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload
-  // and also sets the watch up anew, whatever became of the directory it was on.
-  const watcher = watchBundle(bundles, {
+  // and also sets the watch up anew, whatever became of the directory it was on. Workers reload when their supervisor says.
+  const watcher = thread ? undefined : watchBundle(bundles, {
     onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
     onDirectory: (state, dir) => state === 'gone'
       ? log.warn({ dir, file: settings.configFile }, 'bundle directory removed; the loaded bundle stays, and the directory is watched for its return')
@@ -100,21 +108,21 @@ export async function startGateway(settings: Readonly<Settings>): Promise<Gatewa
   })
   const onHup = (): void => {
     bundles.reload()
-    void watcher.rearm()
+    void watcher?.rearm()
     rls?.reload()
   }
-  process.on('SIGHUP', onHup)
-  await watcher.ready
+  if (!thread) process.on('SIGHUP', onHup)
+  await watcher?.ready
   await net.watch(log)
   await rls?.watch()
   const started = { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, grpcPort: grpc?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION }
-  log.info(started, `fairvisor listening on ${address.address}:${address.port}`)
+  log.info(started, thread ? 'worker listening' : `fairvisor listening on ${address.address}:${address.port}`)
 
   let closing: Promise<void> | undefined
   const shutdown = (): Promise<void> => (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
-      await Promise.all([watcher.close(), net.close(), rls?.close()])
+      await Promise.all([watcher?.close(), net.close(), rls?.close()])
       await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs), grpc?.shutdown(settings.shutdownTimeoutMs)])
       await Promise.allSettled([proxy?.close(), store.close()])
       log.info('shutdown complete')

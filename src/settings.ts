@@ -49,6 +49,10 @@ export interface Settings {
   store: string
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
+  /** Worker threads serving the listeners (FAIRVISOR_WORKERS); 1: one thread, as without workers. */
+  workers: number
+  /** Size in bytes of the counter table the workers share (FAIRVISOR_SHARED_TABLE_SIZE; default FAIRVISOR_SHARED_DICT_SIZE's value). */
+  sharedTableBytes: number
   failPolicy: FailPolicy
   /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
@@ -84,6 +88,7 @@ export interface Settings {
 export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
 
 import { bool, integer, oneOf, optional, size, type Env } from './settings-env.js'
+import { defaultWorkers } from './workers/cores.js'
 
 
 export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
@@ -198,6 +203,8 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
     store,
     sharedDictBytes: size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'),
+    workers: integer(env, 'FAIRVISOR_WORKERS', defaultWorkers(), 1, 256),
+    sharedTableBytes: size(env, 'FAIRVISOR_SHARED_TABLE_SIZE', optional(env, 'FAIRVISOR_SHARED_DICT_SIZE') ?? '128m'),
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
     storeTimeoutMs: storeTimeout(env, store),
     redisTimeoutMs: storeTimeout(env, store),

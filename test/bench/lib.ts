@@ -125,7 +125,8 @@ require('http').createServer((q, s) => { s.writeHead(200, { 'content-type': 'tex
  * `nodeArgs` go before the script, e.g. ['--cpu-prof', '--cpu-prof-dir', dir].
  */
 export function startGatewayProcess(env: Record<string, string>, nodeArgs: string[] = [], cpus?: string): Promise<Running> {
-  const gwEnv = { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', ...env }
+  // One thread unless a benchmark asks for workers (workers.bench.ts compares them).
+  const gwEnv = { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_WORKERS: '1', ...env }
   // taskset execs node in place, so the pid (and stop()) stay the gateway's own.
   if (cpus !== undefined) return spawnServer('gateway', 'taskset', ['-c', cpus, process.execPath, ...nodeArgs, CLI], gwEnv)
   return spawnServer('gateway', process.execPath, [...nodeArgs, CLI], gwEnv)

@@ -35,7 +35,8 @@ export interface GatewayProcess {
 export async function startGateway(env: Record<string, string | undefined>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<GatewayProcess> {
   const proc = spawn(process.execPath, [CLI], {
     cwd: opts.cwd ?? ROOT,
-    env: { PATH: process.env.PATH, FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', ...env },
+    // One thread unless a test asks for workers: the start-up bounds here are set for one.
+    env: { PATH: process.env.PATH, FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_WORKERS: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const logs: LogLine[] = []

@@ -1,0 +1,30 @@
+/** What a worker thread's gateway gets from its supervisor (supervisor.ts, worker.ts) on top of the settings. */
+import type { Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface ThreadContext {
+  /** 1-based, stable across restarts of the same worker; logged as `worker`. */
+  workerId: number
+  /** The shared counter table (memory store), made by the supervisor. */
+  table: SharedArrayBuffer | undefined
+  /** This worker's descriptor of the listening socket (and of the admin one). */
+  listenFd: number
+  adminFd: number | undefined
+  /** /metrics summed over all workers, from the supervisor. */
+  metricsText(): Promise<string>
+}
+
+/** This thread's servers listening on a shared socket (worker.ts tells the supervisor once none accepts any more). */
+export const sharedListeners: Server[] = []
+
+/** Serve `server` on an already bound socket's descriptor. */
+export function listenOnFd(server: Server, fd: number): Promise<AddressInfo> {
+  sharedListeners.push(server)
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen({ fd }, () => {
+      server.off('error', reject)
+      resolve(server.address() as AddressInfo)
+    })
+  })
+}

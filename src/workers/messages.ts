@@ -1,0 +1,26 @@
+/** The messages between the supervisor (main thread) and its worker threads. */
+import type { MetricObjectWithValues, MetricValue } from 'prom-client'
+
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[]
+
+export type ToWorker =
+  | { type: 'reload' }
+  | { type: 'collect'; id: number }
+  | { type: 'metrics-text'; id: number; text?: string; error?: string }
+  | { type: 'shutdown' }
+
+export type FromWorker =
+  | { type: 'ready'; port: number; adminPort: number | undefined }
+  | { type: 'fatal'; setting: boolean; message: string }
+  | { type: 'reloaded'; version: number | null }
+  | { type: 'closing' }
+  | { type: 'collected'; id: number; json: MetricsJson }
+  | { type: 'metrics'; id: number }
+
+/** What the supervisor hands a worker at start (workerData). */
+export interface WorkerData {
+  workerId: number
+  table: SharedArrayBuffer | undefined
+  listenFd: number
+  adminFd: number | undefined
+}

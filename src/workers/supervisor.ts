@@ -1,0 +1,210 @@
+/**
+ * FAIRVISOR_WORKERS > 1: the main thread binds the listening sockets,
+ * creates the shared counter table, and runs one gateway per worker thread
+ * on them. It restarts a worker that dies (its in-flight requests fail; the
+ * table, the socket and the other workers go on), reloads the bundle in
+ * every worker before reporting a reload, sums /metrics over the workers,
+ * and drains them all on SIGTERM / SIGINT.
+ */
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import { AggregatorRegistry } from 'prom-client'
+import { BundleSource } from '../bundle/source.js'
+import { watchPath } from '../file-watch.js'
+import { clock } from '../main.js'
+import { createLogger } from '../observe/logger.js'
+import { createMetrics } from '../observe/metrics.js'
+import { logReload } from '../observe/reload-log.js'
+import type { Settings } from '../settings.js'
+import { isPostgresUrl } from '../store/postgres-url.js'
+import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
+import { VERSION } from '../version.js'
+import { bindSocket, type BoundSocket } from './listen-handle.js'
+import type { FromWorker, MetricsJson, ToWorker, WorkerData } from './messages.js'
+
+const ENTRY = fileURLToPath(new URL('./worker.js', import.meta.url))
+
+interface Slot {
+  id: number
+  worker: Worker
+  ready: boolean
+}
+
+/** Runs until SIGTERM / SIGINT; resolves with the process exit code. */
+export async function runSupervisor(settings: Readonly<Settings>): Promise<number> {
+  const sup = await startSupervisor(settings)
+  if (typeof sup === 'number') return sup
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'))
+    process.once('SIGINT', () => resolve('SIGINT'))
+  })
+  await sup.stop(signal)
+  return 0
+}
+
+export interface Supervisor {
+  port: number
+  adminPort: number | undefined
+  table: SharedTable | undefined
+  /** End worker `id` abruptly, as a crash would; resolves once its replacement serves. */
+  kill(id: number): Promise<void>
+  /** Drain every worker, then release the sockets. */
+  stop(reason: string): Promise<void>
+}
+
+/**
+ * Bind, start the workers and serve; resolves once every worker listens, or
+ * with an exit code when start-up failed. `env`: the workers' environment
+ * (they read their settings from it, as the single-thread process does).
+ */
+export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.ProcessEnv = process.env): Promise<Supervisor | number> {
+  const log = createLogger(settings.logLevel).child({ worker: 0 })
+  const metrics = createMetrics()
+  metrics.buildInfo.set({ version: VERSION }, 1)
+  const table = settings.store === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
+  const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
+  let sock: BoundSocket
+  let adminSock: BoundSocket | undefined
+  try {
+    sock = bindSocket(settings.host, settings.port)
+    adminSock = separateAdmin ? bindSocket(settings.host, settings.adminPort!) : undefined
+  } catch (err) {
+    log.fatal({ err: { message: (err as Error).message } }, 'cannot bind the listening port')
+    return 1
+  }
+  const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
+  const fill = table && ((): { evictions: number; bytesUsed: number; maxBytes: number } => ({ evictions: table.evictions, bytesUsed: table.used * SLOT_BYTES, maxBytes: table.bytes }))
+  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: fill })
+  const slots: Slot[] = []
+  let stopping = false
+  let seq = 0
+  /** Metrics asked of a worker and not answered yet; a worker that exits answers nothing (empty). */
+  const waiting = new Map<number, { worker: Worker; resolve(json: MetricsJson): void }>()
+  const restarted = new Map<number, () => void>()
+  const readyBefore = new Set<number>()
+  const acks = new Map<Worker, (version: number | null) => void>()
+  let failed: (m: Extract<FromWorker, { type: 'fatal' }>) => void = () => {}
+  const failure = new Promise<Extract<FromWorker, { type: 'fatal' }>>((resolve) => (failed = resolve))
+
+  const post = (w: Worker, m: ToWorker): void => w.postMessage(m)
+  const live = (): Slot[] => slots.filter((s) => s.ready)
+
+  /** Every live worker's registry plus this thread's (reloads, bundle gauges), summed per metric's aggregator. */
+  async function metricsText(): Promise<string> {
+    const parts = await Promise.all(live().map((s) => new Promise<MetricsJson>((resolve) => {
+      const id = ++seq
+      waiting.set(id, { worker: s.worker, resolve })
+      post(s.worker, { type: 'collect', id })
+    })))
+    parts.push(await metrics.registry.getMetricsAsJSON())
+    return AggregatorRegistry.aggregate(parts).metrics()
+  }
+
+  async function start(id: number): Promise<void> {
+    const data: WorkerData = { workerId: id, table: table?.buffer, listenFd: await sock.dup(), adminFd: await adminSock?.dup() }
+    sock.idle()
+    adminSock?.idle()
+    const worker = new Worker(ENTRY, { workerData: data, env })
+    const slot: Slot = { id, worker, ready: false }
+    slots[id - 1] = slot
+    let readyNow: () => void = () => {}
+    const ready = new Promise<void>((resolve) => (readyNow = resolve))
+    worker.on('message', (m: FromWorker) => {
+      if (m.type === 'ready') (slot.ready = true), readyNow()
+      else if (m.type === 'fatal') failed(m)
+      else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
+      else if (m.type === 'collected') waiting.get(m.id)?.resolve(m.json), waiting.delete(m.id)
+      else if (m.type === 'metrics') {
+        metricsText().then((text) => post(worker, { type: 'metrics-text', id: m.id, text }), (err: Error) => post(worker, { type: 'metrics-text', id: m.id, error: err.message }))
+      }
+    })
+    worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
+    worker.on('exit', (code) => {
+      slot.ready = false
+      acks.get(worker)?.(null)
+      for (const [n, w] of waiting) if (w.worker === worker) w.resolve([]), waiting.delete(n)
+      // A worker killed inside a critical section must not leave its buckets locked for the others.
+      const freed = table?.releaseLocksOf(worker.threadId) ?? 0
+      if (stopping) return
+      if (!slot.ready && !readyBefore.has(id)) return failed({ type: 'fatal', setting: false, message: `worker ${id} exited with code ${code} while starting` })
+      log.error({ worker: id, code, locksFreed: freed }, 'worker exited; starting a new one')
+      // Paced, so a worker that dies at once does not spin the supervisor.
+      setTimeout(() => void start(id).catch((err: Error) => log.error({ worker: id, err: { message: err.message } }, 'worker restart failed')), 100)
+    })
+    await ready
+    readyBefore.add(id)
+    restarted.get(id)?.()
+  }
+
+  /** Reload in this thread (the report), then in every worker, and report once they all run it. */
+  let reloading = Promise.resolve()
+  const reload = (force: boolean): Promise<void> => (reloading = reloading.then(async () => {
+    const r = force ? bundles.reload() : bundles.reloadIfChanged()
+    if (r === undefined) return
+    if (r.result === 'applied') {
+      const versions = await Promise.all(live().map((s) => new Promise<number | null>((resolve) => {
+        acks.set(s.worker, resolve)
+        post(s.worker, { type: 'reload' })
+      }).finally(() => acks.delete(s.worker))))
+      const behind = versions.filter((v) => v !== null && v < bundles.current!.version).length
+      if (behind > 0) log.warn({ behind, version: bundles.current!.version }, 'some workers could not load the bundle the supervisor applied; they keep theirs')
+    }
+    logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null)
+  }))
+
+  const started = Promise.all(Array.from({ length: settings.workers }, (_, i) => start(i + 1)))
+  // While the workers start (each loads the bundle itself), this thread loads it for the reload reports.
+  if (settings.configFile !== undefined) logReload(log, metrics, bundles.reload(), bundles.current)
+  const first = await Promise.race([started.then(() => undefined), failure])
+  if (first !== undefined) {
+    stopping = true
+    await Promise.all(slots.map((s) => s?.worker.terminate()))
+    sock.close()
+    adminSock?.close()
+    if (first.setting) process.stderr.write(`fairvisor: invalid setting ${first.message}\n`)
+    else log.fatal({ err: { message: first.message } }, 'a worker could not start')
+    return first.setting ? 2 : 1
+  }
+  const onHup = (): void => void reload(true)
+  process.on('SIGHUP', onHup)
+  const watcher = settings.configFile === undefined ? undefined : watchPath(settings.configFile, () => void reload(false), {
+    onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
+  })
+  await watcher?.ready
+  log.info({ mode: settings.mode, host: settings.host, port: sock.port, adminPort: adminSock?.port, backend: settings.backendUrl?.origin, store: settings.store === 'memory' ? 'memory' : isPostgresUrl(settings.store) ? 'postgres' : 'redis', workers: settings.workers, version: VERSION },
+    `fairvisor listening on ${settings.host}:${sock.port}`)
+
+  return {
+    port: sock.port,
+    adminPort: adminSock?.port,
+    table,
+    async kill(id) {
+      const back = new Promise<void>((resolve) => restarted.set(id, resolve))
+      await slots[id - 1]!.worker.terminate()
+      await back
+      restarted.delete(id)
+    },
+    async stop(signal) {
+      stopping = true
+      process.off('SIGHUP', onHup)
+      // This thread's descriptors first: once the workers close theirs, the port refuses connections.
+      sock.close()
+      adminSock?.close()
+      const exited = slots.map((s) => new Promise<void>((resolve) => s.worker.once('exit', () => resolve())))
+      await Promise.all(slots.map((s) => new Promise<void>((resolve) => {
+        s.worker.once('exit', () => resolve())
+        s.worker.on('message', (m: FromWorker) => m.type === 'closing' && resolve())
+        post(s.worker, { type: 'shutdown' })
+      })))
+      log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
+      // A worker whose drain outlives the deadline (plus its own forced close) is ended, so the process always exits.
+      const deadline = setTimeout(() => {
+        log.warn({ timeoutMs: settings.shutdownTimeoutMs }, 'a worker did not finish draining; ending it')
+        for (const s of slots) void s.worker.terminate()
+      }, settings.shutdownTimeoutMs + 5000)
+      await Promise.all([watcher?.close(), ...exited])
+      clearTimeout(deadline)
+      log.info('shutdown complete')
+    },
+  }
+}

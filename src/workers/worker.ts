@@ -1,0 +1,62 @@
+/**
+ * A worker thread's entry: one whole gateway (main.ts's startGateway) on its
+ * descriptor of the shared listening socket and on the shared counter table,
+ * driven by the supervisor's messages (reload, metrics, shutdown).
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import { SettingError } from '../errors.js'
+import { startGateway, type Gateway } from '../main.js'
+import { loadSettings } from '../settings.js'
+import { sharedListeners } from './context.js'
+import type { FromWorker, ToWorker, WorkerData } from './messages.js'
+
+const port = parentPort!
+const data = workerData as WorkerData
+const send = (m: FromWorker): void => port.postMessage(m)
+const asked = new Map<number, { resolve(text: string): void; reject(err: Error): void }>()
+let seq = 0
+
+/** /metrics of this worker's listener: the sum over every worker, which only the supervisor can make. */
+function metricsText(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const id = ++seq
+    asked.set(id, { resolve, reject })
+    send({ type: 'metrics', id })
+  })
+}
+
+let gw: Gateway
+try {
+  gw = await startGateway(loadSettings(), { ...data, metricsText })
+} catch (err) {
+  send({ type: 'fatal', setting: err instanceof SettingError, message: (err as Error).message })
+  process.exit(1)
+}
+
+port.on('message', (m: ToWorker) => {
+  switch (m.type) {
+    case 'reload':
+      gw.bundles.reload()
+      send({ type: 'reloaded', version: gw.bundles.current?.version ?? null })
+      break
+    case 'collect':
+      void gw.metrics.registry.getMetricsAsJSON().then((json) => send({ type: 'collected', id: m.id, json }))
+      break
+    case 'metrics-text': {
+      const w = asked.get(m.id)
+      asked.delete(m.id)
+      if (m.text !== undefined) w?.resolve(m.text)
+      else w?.reject(new Error(m.error ?? 'metrics unavailable'))
+      break
+    }
+    case 'shutdown': {
+      const done = gw.shutdown()
+      // The supervisor reports the drain once no worker accepts connections any more.
+      const closed = (): void => void (sharedListeners.every((s) => !s.listening) ? send({ type: 'closing' }) : setImmediate(closed))
+      closed()
+      void done.finally(() => process.exit(0))
+      break
+    }
+  }
+})
+send({ type: 'ready', port: gw.address.port, adminPort: gw.adminAddress?.port })
