@@ -1,5 +1,5 @@
 /**
- * The README's nginx adapter for callers that cannot POST, run for real: the
+ * The nginx adapter for callers that cannot POST, run for real: the
  * installed nginx (one process, temp prefix) in front of the real gateway in
  * decision_service mode. Envoy and Traefik are not installed, so the test
  * sends exactly what each of them sends to its auth server: Envoy ext_authz
@@ -23,10 +23,10 @@ import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx adapter (Envoy ext_authz / Traefik ForwardAuth) test is SKIPPED (apt-get install nginx) ***\n\n')
 
-/** The ```nginx block between the README markers. */
+/** The ```nginx block between the markers of docs/integrations.md. */
 function readmeSnippet(): string {
   const block = readmeNginxBlock('nginx-adapter')
-  assert.ok(block, 'README has the nginx adapter block between its markers')
+  assert.ok(block, 'docs/integrations.md has the nginx adapter block between its markers')
   return block
 }
 
@@ -95,7 +95,7 @@ interface Nginx {
   stop(): Promise<void>
 }
 
-/** The README block, with its listen address and the sidecar's address replaced, in a one-process nginx. */
+/** The docs/integrations.md block, with its listen address and the sidecar's address replaced, in a one-process nginx. */
 async function startAdapter(upstreamPort: number): Promise<Nginx> {
   const dir = mkdtempSync(join(tmpdir(), 'fv-adapter-'))
   const port = await freePort()
@@ -137,7 +137,7 @@ async function startAdapter(upstreamPort: number): Promise<Nginx> {
   }
 }
 
-describe('nginx adapter for Envoy ext_authz and Traefik ForwardAuth (README block)', { skip: !HAVE_NGINX }, () => {
+describe('nginx adapter for Envoy ext_authz and Traefik ForwardAuth (docs/integrations.md block)', { skip: !HAVE_NGINX }, () => {
   let gw: GatewayProcess | undefined
   let nginx: Nginx | undefined
   let port = 0

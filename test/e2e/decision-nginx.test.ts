@@ -1,5 +1,5 @@
 /**
- * The README's nginx auth_request snippet, run for real: the installed nginx
+ * The nginx auth_request snippet, run for real: the installed nginx
  * (one process, temp prefix) in front of a backend, asking the real gateway in
  * decision_service mode. Proves the error_page/auth_request_set mapping turns
  * the sidecar's 429 back into a 429 with its headers. Skipped loudly where
@@ -18,10 +18,10 @@ import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx auth_request test is SKIPPED (apt-get install nginx) ***\n\n')
 
-/** The ```nginx block between the README markers. */
+/** The ```nginx block between the markers of docs/integrations.md. */
 function readmeSnippet(): string {
   const block = readmeNginxBlock('nginx-auth-request')
-  assert.ok(block, 'README has the nginx auth_request snippet between its markers')
+  assert.ok(block, 'docs/integrations.md has the nginx auth_request snippet between its markers')
   return block
 }
 
@@ -33,7 +33,7 @@ const BUNDLE = {
   ],
 }
 
-describe('nginx auth_request in front of the decision service (README snippet)', { skip: !HAVE_NGINX }, () => {
+describe('nginx auth_request in front of the decision service (docs/integrations.md snippet)', { skip: !HAVE_NGINX }, () => {
   let gw: GatewayProcess
   let backend: Backend
   let nginx: ChildProcess

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ROOT } from './processes.js'
 
-/** The ```nginx block of README.md between `<!-- <marker>:begin -->` and `<!-- <marker>:end -->`, or undefined. */
+/** The ```nginx block of docs/integrations.md (the page operators copy it from) between `<!-- <marker>:begin -->` and `<!-- <marker>:end -->`, or undefined. */
 export function readmeNginxBlock(marker: string): string | undefined {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const readme = readFileSync(join(ROOT, 'docs', 'integrations.md'), 'utf8')
   return new RegExp(`<!-- ${marker}:begin -->\\s*\`\`\`nginx\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${marker}:end -->`).exec(readme)?.[1]
 }
 

@@ -61,7 +61,8 @@ export async function scrapeBusyGateway(): Promise<Scrape> {
     s.setHeader('content-type', 'application/json')
     s.end(JSON.stringify({ usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } }))
   })
-  const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file })
+  // The gRPC listener is on so that its metric families are exported too.
+  const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_GRPC_PORT: '0' })
   try {
     const applied = await gw.waitForLog((l) => l.msg === 'bundle applied')
     assert.equal(applied.policies, BUNDLE.policies.length, 'every policy of the scrape bundle loaded')
