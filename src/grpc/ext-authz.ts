@@ -71,8 +71,9 @@ const option = (headers: readonly string[]): Array<{ header: { key: string; valu
 /** Headers Envoy computes itself on a local reply: sending them would duplicate or contradict its own. */
 const HOP = new Set(['content-length'])
 
-export function checkResponse(d: Decision, exposeReason: boolean): object {
-  const r = decisionResponse(d, { exposeReason })
+/** `path`: the request target Envoy describes (an LLM reject answers in the error shape of the API it names). */
+export function checkResponse(d: Decision, exposeReason: boolean, path?: string): object {
+  const r = decisionResponse(d, { exposeReason, path })
   if (d.allowed) return { status: { code: RPC_OK }, ok_response: { response_headers_to_add: option(r.headers) } }
   const headers: string[] = []
   for (let i = 0; i < r.headers.length; i += 2) if (!HOP.has(r.headers[i]!)) headers.push(r.headers[i]!, r.headers[i + 1]!)
@@ -92,6 +93,7 @@ export function createCheck(decide: Decide, exposeReason: boolean) {
       return then(err as InvalidCheck)
     }
     // A throttle delay is held by holding the answer, as the decision API does.
-    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(() => then(null, checkResponse(d, exposeReason)), d.delayMs) : then(null, checkResponse(d, exposeReason))))
+    const answer = (d: Decision): void => then(null, checkResponse(d, exposeReason, input.path))
+    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(answer, d.delayMs, d) : answer(d)))
   }
 }

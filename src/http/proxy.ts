@@ -38,7 +38,7 @@ export interface Proxy {
    * response. `held`: the body's start already read (LLM rules); `tap`: the
    * LLM exchange that reads (and may cut) the response as it passes.
    */
-  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
+  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
   /** Proxy a WebSocket (or other) upgrade; `head` is the first chunk already read. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
   close(): Promise<void>
@@ -70,7 +70,7 @@ class Forwarding {
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    readonly extraHeaders: string[] | undefined,
+    readonly extraHeaders: readonly string[] | undefined,
     readonly failure: (f: Forwarding, err: Error & { code?: string }) => void,
   ) {
     this.client = req.socket
@@ -172,7 +172,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
   const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
 
-  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
+  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
     const f = new Forwarding(req, res, extraHeaders, failure)
     f.tap = tap
     ;(res as ForwardedResponse)[kForwarding] = f
