@@ -1,13 +1,22 @@
 /**
  * One catalogue of coded errors. Codes are stable strings operators can grep
- * for in logs; messages are sentences. Bundle problems are not thrown: they
- * are reported as issues with a file and a JSON pointer (bundle/validate.ts)
- * and counted by reload result.
+ * for in logs and code can branch on (never the message, which is a sentence
+ * for people). Bundle problems found by validation are not thrown: they are
+ * reported as issues with a file and a JSON pointer (bundle/validate.ts) and
+ * counted by reload result; BundleError is for a bundle that cannot be read.
  */
 export type ErrorCode =
   | 'FV_SETTING_INVALID'
+  | 'FV_DATA_FILE_INVALID'
+  | 'FV_BUNDLE_UNREADABLE'
   | 'FV_STORE_UNAVAILABLE'
   | 'FV_STORE_TIMEOUT'
+  | 'FV_STORE_PROTOCOL'
+  | 'FV_CLIENT_CLOSED'
+  | 'FV_LLM_STREAM_CUT'
+  | 'FV_GRPC_INVALID_REQUEST'
+  | 'FV_GRPC_SERVICE_MISSING'
+  | 'FV_RLS_CONFIG_INVALID'
 
 export class FairvisorError extends Error {
   readonly code: ErrorCode
@@ -18,14 +27,6 @@ export class FairvisorError extends Error {
   }
 }
 
-/** Thrown by a store only when its backend is broken (never for "over limit"). */
-export class StoreError extends FairvisorError {
-  constructor(message: string, code: 'FV_STORE_UNAVAILABLE' | 'FV_STORE_TIMEOUT' = 'FV_STORE_UNAVAILABLE', options?: { cause?: unknown }) {
-    super(code, message, options)
-    this.name = 'StoreError'
-  }
-}
-
 /** A bad environment variable: the process prints `message` and exits 2. */
 export class SettingError extends FairvisorError {
   readonly variable: string
@@ -33,5 +34,103 @@ export class SettingError extends FairvisorError {
     super('FV_SETTING_INVALID', `${variable}: ${message}`)
     this.variable = variable
     this.name = 'SettingError'
+  }
+}
+
+/** A data file (Tor exit list, GeoIP database) whose content is not what its setting names; wrapped in a SettingError at startup, logged on reload. */
+export class DataFileError extends FairvisorError {
+  constructor(message: string) {
+    super('FV_DATA_FILE_INVALID', message)
+    this.name = 'DataFileError'
+  }
+}
+
+/** A bundle (or its signing key) that cannot be read at all: missing file, ambiguous directory, short key. */
+export class BundleError extends FairvisorError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('FV_BUNDLE_UNREADABLE', message, options)
+    this.name = 'BundleError'
+  }
+}
+
+type StoreCode = 'FV_STORE_UNAVAILABLE' | 'FV_STORE_TIMEOUT' | 'FV_STORE_PROTOCOL'
+
+/**
+ * Thrown by a store only when its backend is broken (never for "over limit");
+ * the engine answers it by the fail policy. Store code throws one of the
+ * three subclasses below, so a caller tells them apart by class or code.
+ */
+export class StoreError extends FairvisorError {
+  constructor(message: string, code: StoreCode = 'FV_STORE_UNAVAILABLE', options?: { cause?: unknown }) {
+    super(code, message, options)
+    this.name = 'StoreError'
+  }
+}
+
+/** The backend did not answer within the store's deadline. */
+export class StoreTimeoutError extends StoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'FV_STORE_TIMEOUT', options)
+    this.name = 'StoreTimeoutError'
+  }
+}
+
+/** No connection to the backend (refused, lost, not ready) or the backend answered with an error. */
+export class StoreUnavailableError extends StoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'FV_STORE_UNAVAILABLE', options)
+    this.name = 'StoreUnavailableError'
+  }
+}
+
+/** The backend answered something the gateway's scripts never return (wrong length, wrong type). */
+export class StoreProtocolError extends StoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 'FV_STORE_PROTOCOL', options)
+    this.name = 'StoreProtocolError'
+  }
+}
+
+/**
+ * Upstream side of the reverse proxy: the reason an upstream call is aborted
+ * by the gateway. undici reports the upstream's own failures with its coded
+ * errors (UND_ERR_*), which the proxy maps by code to 502/504.
+ */
+export class ClientClosedError extends FairvisorError {
+  constructor() {
+    super('FV_CLIENT_CLOSED', 'client closed the connection')
+    this.name = 'ClientClosedError'
+  }
+}
+
+/** The gateway ended an LLM stream at max_completion_tokens and drops the upstream call (expected, not a failure). */
+export class StreamCutError extends FairvisorError {
+  constructor() {
+    super('FV_LLM_STREAM_CUT', 'stream ended at max_completion_tokens')
+    this.name = 'StreamCutError'
+  }
+}
+
+/** A gRPC request that does not describe what the service needs; answered INVALID_ARGUMENT. */
+export class InvalidGrpcRequest extends FairvisorError {
+  constructor(message: string) {
+    super('FV_GRPC_INVALID_REQUEST', message)
+    this.name = 'InvalidGrpcRequest'
+  }
+}
+
+/** A gRPC service the gateway serves is missing from the shipped proto files (a broken install). */
+export class GrpcServiceMissing extends FairvisorError {
+  constructor(service: string) {
+    super('FV_GRPC_SERVICE_MISSING', `gRPC service ${service} is missing from proto/`)
+    this.name = 'GrpcServiceMissing'
+  }
+}
+
+/** An envoyproxy/ratelimit YAML configuration that does not parse or breaks its rules. */
+export class RlsConfigError extends FairvisorError {
+  constructor(message: string) {
+    super('FV_RLS_CONFIG_INVALID', message)
+    this.name = 'RlsConfigError'
   }
 }

@@ -5,8 +5,8 @@
  * it (http/decision-response.ts): OK with the RateLimit-* headers for the
  * client, or a denied response carrying the 429/503 status, headers and body.
  */
-import { status as Code } from '@grpc/grpc-js'
 import type { Decision } from '../engine/evaluate.js'
+import { InvalidGrpcRequest } from '../errors.js'
 import type { Decide } from '../http/decide.js'
 import { decisionResponse } from '../http/decision-response.js'
 import type { RequestInput } from '../request/view.js'
@@ -31,17 +31,12 @@ export interface CheckRequest {
   }
 }
 
-/** Thrown for a request that cannot describe an HTTP request; answered INVALID_ARGUMENT. */
-export class InvalidCheck extends Error {
-  readonly grpcCode = Code.INVALID_ARGUMENT
-}
-
 /** CheckRequest → the request the decider takes. Envoy's `path` is the request target: path and query. */
 export function inputFromCheck(req: CheckRequest): RequestInput {
   const http = req.attributes?.request?.http
-  if (http === undefined || http === null) throw new InvalidCheck('attributes.request.http is required')
+  if (http === undefined || http === null) throw new InvalidGrpcRequest('attributes.request.http is required')
   const target = http.path || '/'
-  if (!target.startsWith('/') && target !== '*') throw new InvalidCheck(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
+  if (!target.startsWith('/') && target !== '*') throw new InvalidGrpcRequest(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
   const q = target.indexOf('?')
   const rawHeaders: string[] = []
   // Envoy sends either the `headers` map or, with encode_raw_headers, `header_map`; pseudo-headers are not HTTP headers here.
@@ -71,8 +66,9 @@ const option = (headers: readonly string[]): Array<{ header: { key: string; valu
 /** Headers Envoy computes itself on a local reply: sending them would duplicate or contradict its own. */
 const HOP = new Set(['content-length'])
 
-export function checkResponse(d: Decision, exposeReason: boolean): object {
-  const r = decisionResponse(d, { exposeReason })
+/** `path`: the request target Envoy describes (an LLM reject answers in the error shape of the API it names). */
+export function checkResponse(d: Decision, exposeReason: boolean, path?: string): object {
+  const r = decisionResponse(d, { exposeReason, path })
   if (d.allowed) return { status: { code: RPC_OK }, ok_response: { response_headers_to_add: option(r.headers) } }
   const headers: string[] = []
   for (let i = 0; i < r.headers.length; i += 2) if (!HOP.has(r.headers[i]!)) headers.push(r.headers[i]!, r.headers[i + 1]!)
@@ -84,14 +80,16 @@ export function checkResponse(d: Decision, exposeReason: boolean): object {
 
 /** Check, as a continuation: `then(err, response)`. */
 export function createCheck(decide: Decide, exposeReason: boolean) {
-  return (req: CheckRequest, then: (err: InvalidCheck | null, res?: object) => void): void => {
+  return (req: CheckRequest, then: (err: InvalidGrpcRequest | null, res?: object) => void): void => {
     let input: RequestInput
     try {
       input = inputFromCheck(req)
     } catch (err) {
-      return then(err as InvalidCheck)
+      if (err instanceof InvalidGrpcRequest) return then(err)
+      throw err // a bug, not a bad request: the server answers INTERNAL
     }
     // A throttle delay is held by holding the answer, as the decision API does.
-    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(() => then(null, checkResponse(d, exposeReason)), d.delayMs) : then(null, checkResponse(d, exposeReason))))
+    const answer = (d: Decision): void => then(null, checkResponse(d, exposeReason, input.path))
+    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(answer, d.delayMs, d) : answer(d)))
   }
 }

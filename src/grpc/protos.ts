@@ -7,6 +7,7 @@
 import { fileURLToPath } from 'node:url'
 import type { ServiceDefinition } from '@grpc/grpc-js'
 import { loadSync, type PackageDefinition } from '@grpc/proto-loader'
+import { GrpcServiceMissing } from '../errors.js'
 
 /** proto/ at the package root: two levels above dist/grpc/ (and src/grpc/ under tsx). */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url))
@@ -28,7 +29,7 @@ export function packageDefinition(): PackageDefinition {
 /** One service, with its request decoder turned into one that never throws. */
 export function service(name: string): ServiceDefinition {
   const def = packageDefinition()[name] as ServiceDefinition | undefined
-  if (def === undefined) throw new Error(`gRPC service ${name} is missing from proto/`)
+  if (def === undefined) throw new GrpcServiceMissing(name)
   const out: Record<string, ServiceDefinition[string]> = {}
   for (const [method, m] of Object.entries(def)) {
     const decode = m.requestDeserialize

@@ -8,6 +8,9 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseAllDocuments } from 'yaml'
+import { RlsConfigError } from '../errors.js'
+
+export { RlsConfigError }
 
 /** Seconds per unit, as envoyproxy/ratelimit divides time (a month is 30 days, a year 365): windows start at multiples of it since the epoch. */
 export const UNIT_SECONDS = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800, month: 2_592_000, year: 31_536_000 } as const
@@ -35,7 +38,6 @@ export interface RlsNode {
 
 export type RlsConfig = Map<string, RlsNode>
 
-export class RlsConfigError extends Error {}
 
 const newNode = (limit?: RlsLimit): RlsNode => ({ limit, children: new Map(), wildcards: [] })
 

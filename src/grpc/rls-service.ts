@@ -6,6 +6,7 @@
  * own group. Answers one DescriptorStatus per descriptor, in request order.
  */
 import { counterLimit } from '../algorithms/window-counter.js'
+import { InvalidGrpcRequest } from '../errors.js'
 import type { Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store.js'
 import { UNIT_CODE, UNIT_SECONDS, type RlsConfig, type RlsLimit } from './rls-config.js'
 import { matchLimit, type Entry } from './rls-match.js'
@@ -34,8 +35,6 @@ export interface RateLimitResponse {
   response_headers_to_add?: Array<{ key: string; value: string }>
 }
 
-export class InvalidRateLimitRequest extends Error {}
-
 export interface RlsOptions {
   store: Store
   config(): RlsConfig
@@ -59,15 +58,15 @@ interface Planned {
 
 /** The request's descriptors as entries, validated (envoyproxy/ratelimit refuses an empty domain or descriptor list the same way). */
 function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ entries: Entry[]; hits: number }> } {
-  if (!req.domain) throw new InvalidRateLimitRequest('rate limit domain must not be empty')
-  if (!req.descriptors?.length) throw new InvalidRateLimitRequest('rate limit descriptor list must not be empty')
+  if (!req.domain) throw new InvalidGrpcRequest('rate limit domain must not be empty')
+  if (!req.descriptors?.length) throw new InvalidGrpcRequest('rate limit descriptor list must not be empty')
   const hits = req.hits_addend || 1
   return {
     domain: req.domain,
     descriptors: req.descriptors.map((d, i) => {
-      if (!d.entries?.length) throw new InvalidRateLimitRequest(`descriptor ${i} has no entries`)
+      if (!d.entries?.length) throw new InvalidGrpcRequest(`descriptor ${i} has no entries`)
       const entries = d.entries.map((e) => {
-        if (!e.key) throw new InvalidRateLimitRequest(`descriptor ${i} has an entry without a key`)
+        if (!e.key) throw new InvalidGrpcRequest(`descriptor ${i} has an entry without a key`)
         return { key: e.key, value: e.value ?? '' }
       })
       const own = d.hits_addend?.value
@@ -108,7 +107,8 @@ export function createShouldRateLimit(o: RlsOptions) {
     try {
       parsed = parse(req)
     } catch (err) {
-      return then(err as Error)
+      if (err instanceof InvalidGrpcRequest) return then(err)
+      throw err // a bug, not a bad request: the server answers INTERNAL
     }
     const domainNode = o.config().get(parsed.domain)
     const statuses: DescriptorStatus[] = parsed.descriptors.map(() => ({ code: OK, limit_remaining: 0 }))

@@ -15,8 +15,8 @@ import type { Decision } from '../engine/evaluate.js'
 import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
-import { debugHeaders } from './debug-session.js'
-import { afterDelay, allowHeaders, sendJson, sendRejection } from './respond.js'
+import { decisionResponse } from './decision-response.js'
+import { afterDelay, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface DecisionApiOptions {
@@ -61,12 +61,13 @@ export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
 }
 
 export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOptions): Handler {
-  const answer = (res: ServerResponse, d: Decision, debugging: boolean, startNs: bigint): void => {
-    const extra = debugging ? debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason) : undefined
-    if (!d.allowed) return sendRejection(res, d, exposeReason, extra)
-    const headers = allowHeaders(d) ?? []
-    if (extra) headers.push(...extra)
-    headers.push('content-length', '0', 'cache-control', 'no-store')
+  const answer = (res: ServerResponse, input: RequestInput, d: Decision, debugging: boolean, startNs: bigint): void => {
+    const debugLatencyUs = debugging ? Number((process.hrtime.bigint() - startNs) / 1000n) : undefined
+    // The path of the request the call describes: an LLM reject answers in the error shape of its API.
+    const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
+    if (!d.allowed) return writeDecision(res, r)
+    // The answer to the calling proxy is its own HTTP message: framed, and never cached.
+    const headers = [...r.headers, 'content-length', '0', 'cache-control', 'no-store']
     // A throttled request is held by holding the answer: the calling proxy waits for it.
     afterDelay(d, res, () => {
       res.writeHead(200, headers)
@@ -79,6 +80,7 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
-    decide(inputFromDecisionCall(req), debugging, (d) => answer(res, d, debugging, start))
+    const input = inputFromDecisionCall(req)
+    decide(input, debugging, (d) => answer(res, input, d, debugging, start))
   }
 }

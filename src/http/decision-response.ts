@@ -1,30 +1,34 @@
 /**
- * Decision → response, as data: the status, flat header list and body a
- * transport sends for a decision (docs/behaviour.md §7). The same answer the
- * HTTP paths write (respond.ts), so a front end that is not an HTTP listener
- * (the gRPC ext_authz service) answers exactly as they do. Pure: no I/O.
+ * Decision → response, as data: the status, flat header list and body every
+ * transport sends for a decision (docs/behaviour.md §7). The reverse proxy,
+ * the decision API, the debug path and the gRPC ext_authz service all write
+ * what this returns, so they cannot answer differently. Pure: no I/O.
  */
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
+import { rejectBody } from '../llm/dialects/index.js'
+import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
   status: 200 | 429 | 503
-  /** Flat [name, value, …]. */
-  headers: string[]
+  /** Flat [name, value, …]; for an allowed request, the headers added to the upstream's response. */
+  headers: readonly string[]
   body: string
 }
 
 export interface DecisionResponseOptions {
   /** FAIRVISOR_EXPOSE_REASON: the reason code in the body and X-Fairvisor-Reason. */
   exposeReason: boolean
-  /** Headers appended last (debug-session headers). */
-  extra?: readonly string[]
+  /** The request target (path, query allowed): an LLM reject answers in the error shape of the API it names. */
+  path?: string
+  /** Set for a client holding a debug session: the decision's latency, and the X-Fairvisor-Debug-* headers are added. */
+  debugLatencyUs?: number
 }
 
-/**
- * LLM rejects answer in the shape OpenAI clients (and their SDKs' retry
- * logic) understand, whatever the backend.
- */
+/** An allowed request with no limit to report and no debug session: nothing to add (no allocation on the hot path). */
+const ALLOW_BARE: DecisionResponse = Object.freeze({ status: 200, headers: Object.freeze([]), body: '' })
+
+/** LLM reject messages, in the words the APIs' own rate-limit errors use (docs/behaviour.md §5 token_bucket_llm). */
 const LLM_MESSAGES: Partial<Record<string, string>> = {
   prompt_tokens_exceeded: 'The prompt is longer than this API key may send in one request.',
   max_tokens_per_request_exceeded: 'The prompt plus the requested completion exceed the tokens allowed per request.',
@@ -32,33 +36,44 @@ const LLM_MESSAGES: Partial<Record<string, string>> = {
   tpd_exceeded: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.',
 }
 
-/** The JSON body of a rejected request. */
-export function rejectBody(d: Decision, exposeReason: boolean): string {
-  const llm = LLM_MESSAGES[d.reason]
-  if (llm !== undefined) return JSON.stringify({ error: { message: llm, type: 'rate_limit_error', code: 'rate_limit_exceeded' } })
-  let body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
-  if (exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
-  if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
-  return `${body}}`
-}
+/** Rejects no retry can turn into a pass: the request itself is over the rule's per-request limits. */
+const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_exceeded'])
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
  * warning, empty body. Rejected: 429/503 with the JSON body, RateLimit-*,
- * Retry-After and X-Fairvisor-Reason.
+ * Retry-After (or `x-should-retry: false` for a request that can never pass)
+ * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
+ * header list and the small JSON body are built by hand; the body's values
+ * are fixed reason codes and integers.
  */
 export function decisionResponse(d: Decision, o: DecisionResponseOptions): DecisionResponse {
+  const debug = o.debugLatencyUs === undefined ? undefined : debugHeaders(d, o.debugLatencyUs, d.allowed || !o.exposeReason)
   if (d.allowed) {
+    if (d.limit === undefined && d.warning === undefined && debug === undefined) return ALLOW_BARE
     const headers = d.limit === undefined ? [] : rateLimitHeaders(d.limit)
     if (d.warning !== undefined) headers.push('X-Fairvisor-Warning', d.warning)
-    if (o.extra) headers.push(...o.extra)
+    if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)
     return { status: 200, headers, body: '' }
   }
-  const body = rejectBody(d, o.exposeReason)
-  const headers = ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store']
-  if (d.limit) headers.push(...rateLimitHeaders(d.limit))
-  if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
+  let body: string
+  const llm = LLM_MESSAGES[d.reason]
+  if (llm !== undefined) body = rejectBody(o.path, llm)
+  else {
+    body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
+    if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
+    if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
+    body += '}'
+  }
+  const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'cache-control', 'no-store']
+  if (d.limit) {
+    const rl = rateLimitHeaders(d.limit)
+    for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
+  }
+  // The SDKs read x-should-retry before Retry-After.
+  if (NEVER_PASSES.has(d.reason)) headers.push('x-should-retry', 'false')
+  else if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
-  if (o.extra) headers.push(...o.extra)
+  if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)
   return { status: d.status, headers, body }
 }

@@ -81,7 +81,7 @@ export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: str
 }
 
 /** Response headers for the client: raw buffers from undici, hop-by-hop removed. */
-export function downstreamHeaders(raw: Buffer[], extra: string[] | undefined): string[] {
+export function downstreamHeaders(raw: Buffer[], extra: readonly string[] | undefined): string[] {
   const out: string[] = []
   let listed: Set<string> | undefined
   for (let i = 0; i < raw.length; i += 2) {

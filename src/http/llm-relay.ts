@@ -12,13 +12,16 @@
 import type { ServerResponse } from 'node:http'
 import * as zlib from 'node:zlib'
 import type { Transform } from 'node:stream'
+import { StreamCutError } from '../errors.js'
 import type { LlmExchange } from '../llm/exchange.js'
 
 /** The forwarding state the relay drives (the proxy's per-request handler). */
 export interface RelayHost {
   readonly res: ServerResponse
-  abort: ((err?: Error) => void) | undefined
-  resume: (() => void) | undefined
+  /** Drop the upstream call. */
+  abort(err: Error): void
+  /** Read the upstream again after a pause. */
+  resume(): void
   cut: boolean
   done: boolean
 }
@@ -84,17 +87,17 @@ export class LlmRelay {
     return mayCut ? without(raw, ['content-length']) : raw
   }
 
-  /** One upstream chunk (undici onData): false pauses the upstream until the client (or decoder) drains. */
+  /** One upstream chunk (undici onResponseData): false pauses the upstream until the client (or decoder) drains. */
   data(chunk: Buffer): boolean {
     const d = this.decoder
     if (d === undefined) {
       if (this.deliver(chunk)) return true
-      if (!this.f.cut) this.f.res.once('drain', this.f.resume!)
+      if (!this.f.cut) this.f.res.once('drain', () => this.f.resume())
       return false
     }
     if (this.f.cut || d.destroyed) return false
     if (d.write(chunk)) return true
-    d.once('drain', this.f.resume!)
+    d.once('drain', () => this.f.resume())
     return false
   }
 
@@ -130,7 +133,7 @@ export class LlmRelay {
     if (at > 0) this.f.res.write(at === chunk.length ? chunk : chunk.subarray(0, at))
     this.f.res.end(this.tap.closing())
     this.decoder?.destroy()
-    this.f.abort?.(new Error('stream ended at max_completion_tokens'))
+    this.f.abort(new StreamCutError())
     return false
   }
 
@@ -140,6 +143,6 @@ export class LlmRelay {
     this.f.done = true
     this.tap.end(false)
     this.f.res.destroy(err)
-    this.f.abort?.(err)
+    this.f.abort(err)
   }
 }

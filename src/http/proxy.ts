@@ -6,14 +6,15 @@
  * so response headers are copied as raw buffers without a parse/re-serialise
  * round trip and no Readable is allocated per response.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 import { Readable, type Duplex } from 'node:stream'
 import { Pool, type Dispatcher } from 'undici'
+import { ClientClosedError } from '../errors.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { downstreamHeaders, upstreamHeaders } from './forward-headers.js'
-import { LlmRelay } from './llm-relay.js'
+import { LlmRelay, type RelayHost } from './llm-relay.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
@@ -38,7 +39,7 @@ export interface Proxy {
    * response. `held`: the body's start already read (LLM rules); `tap`: the
    * LLM exchange that reads (and may cut) the response as it passes.
    */
-  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
+  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
   /** Proxy a WebSocket (or other) upgrade; `head` is the first chunk already read. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
   close(): Promise<void>
@@ -49,15 +50,30 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 const kForwarding = Symbol('forwarding')
 type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
 
+/** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
+function isBufferList(v: unknown): v is Buffer[] {
+  return Array.isArray(v) && (v.length === 0 || Buffer.isBuffer(v[0]))
+}
+
+/** The head as raw [name, value, …] buffers: the controller's own list, else (never on a Pool) rebuilt from the parsed object. */
+function rawHeadersOf(c: Dispatcher.DispatchController, parsed: IncomingHttpHeaders): Buffer[] {
+  if (isBufferList(c.rawHeaders)) return c.rawHeaders
+  const out: Buffer[] = []
+  for (const name in parsed) {
+    const v = parsed[name]
+    for (const one of Array.isArray(v) ? v : [v ?? '']) out.push(Buffer.from(name, 'latin1'), Buffer.from(one, 'latin1'))
+  }
+  return out
+}
+
 /**
  * One proxied request as an undici dispatch handler (the core callback API:
  * raw header buffers, no per-response Readable). A class with prototype
  * methods instead of a closure-built object keeps the per-request allocation
- * to one small object.
+ * to one small object. Backpressure: pause the controller until the client drains.
  */
-class Forwarding {
-  abort: ((err?: Error) => void) | undefined = undefined
-  resume: (() => void) | undefined = undefined
+class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
+  controller: Dispatcher.DispatchController | undefined = undefined
   done = false
   /** Set when an LLM stream was ended here (max_completion_tokens): the upstream abort that follows is expected. */
   cut = false
@@ -70,44 +86,54 @@ class Forwarding {
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    readonly extraHeaders: string[] | undefined,
+    readonly extraHeaders: readonly string[] | undefined,
     readonly failure: (f: Forwarding, err: Error & { code?: string }) => void,
   ) {
     this.client = req.socket
   }
 
-  onConnect(abort: (err?: Error) => void): void {
-    this.abort = abort
-    if (this.res.destroyed) abort(new Error('client closed the connection'))
+  resume(): void {
+    this.controller?.resume()
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-    if (statusCode < 200) return true // interim responses are not relayed
-    this.resume = resume
+  abort(err: Error): void {
+    this.controller?.abort(err)
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.res.destroyed) controller.abort(new ClientClosedError())
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
+    if (statusCode < 200) return // interim responses are not relayed
+    let raw = rawHeadersOf(controller, headers)
     if (this.tap !== undefined) {
       this.relay = new LlmRelay(this, this.tap)
-      rawHeaders = this.relay.head(statusCode, rawHeaders, this.req.url ?? '')
+      raw = this.relay.head(statusCode, raw, this.req.url ?? '')
     }
-    this.res.writeHead(statusCode, statusText, downstreamHeaders(rawHeaders, this.extraHeaders))
-    return true
+    this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
   }
 
-  onData(chunk: Buffer): boolean {
-    if (this.relay !== undefined) return this.relay.data(chunk)
-    if (this.res.write(chunk)) return true
-    // Backpressure: undici pauses reading the backend until the client drains.
-    this.res.once('drain', this.resume!)
-    return false
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.relay !== undefined) {
+      if (!this.relay.data(chunk)) controller.pause()
+      return
+    }
+    if (this.res.write(chunk)) return
+    // Backpressure: undici stops reading the backend until the client drains.
+    controller.pause()
+    this.res.once('drain', onResponseDrain)
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     if (this.relay !== undefined) return this.relay.complete()
     this.done = true
     this.tap?.end(true)
     this.res.end()
   }
 
-  onError(err: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     if (this.cut) return
     this.done = true
     this.tap?.end(false)
@@ -115,12 +141,17 @@ class Forwarding {
   }
 }
 
+/** 'drain' listener shared by every response (no closure per request): the client caught up, read the backend again. */
+function onResponseDrain(this: ForwardedResponse): void {
+  this[kForwarding]?.resume()
+}
+
 /** 'close' listener shared by every response (no closure per request): a client that left cancels its upstream request. */
 function onResponseClose(this: ForwardedResponse): void {
   const f = this[kForwarding]
   if (f === undefined || f.done) return
   f.tap?.end(false) // an LLM call the client left settles on what was streamed
-  if (f.abort !== undefined) f.abort(new Error('client closed the connection'))
+  f.abort(new ClientClosedError())
 }
 
 /** An LLM call asks the upstream for an uncompressed answer, which the gateway can count and cut (a compressed one is decoded). */
@@ -172,7 +203,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
   const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
 
-  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
+  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
     const f = new Forwarding(req, res, extraHeaders, failure)
     f.tap = tap
     ;(res as ForwardedResponse)[kForwarding] = f
@@ -182,7 +213,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     if (tap !== undefined) askIdentity(headers)
     pool.dispatch(
       { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: !body ? null : held === undefined ? req : held.ended ? held.held : Readable.from(heldThenRest(req, held), { objectMode: false }) },
-      f as unknown as Dispatcher.DispatchHandler,
+      f,
     )
   }
 

@@ -12,11 +12,12 @@ import type { Decision, LlmReservation } from '../engine/evaluate.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
-import { debugHeaders, type DebugSessions } from './debug-session.js'
+import type { DebugSessions } from './debug-session.js'
+import { decisionResponse } from './decision-response.js'
 import { decisionHandler } from './decision-api.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy } from './proxy.js'
-import { afterDelay, allowHeaders, endRaw, inputFromRequest, sendJson, sendRejection } from './respond.js'
+import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface RoutesOptions {
@@ -54,21 +55,17 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
     x.end(false)
     return undefined
   }
-  const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined): void => {
+  /** Forward or reject as `decisionResponse` says; `debugLatencyUs` set for a client holding a debug session. */
+  const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined, debugLatencyUs?: number): void => {
+    const r = decisionResponse(d, { exposeReason, path: req.url, debugLatencyUs })
     const tap = tapOf(d)
-    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, allowHeaders(d), held, tap), () => tap?.end(false))
-    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason))
-  }
-  const onDebugDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, startNs: bigint, held: HeldBody | undefined): void => {
-    const extra = debugHeaders(d, Number((process.hrtime.bigint() - startNs) / 1000n), d.allowed || !exposeReason)
-    const tap = tapOf(d)
-    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, [...(allowHeaders(d) ?? []), ...extra], held, tap), () => tap?.end(false))
-    else rejectHeld(req, res, held, () => sendRejection(res, d, exposeReason, extra))
+    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, r.headers.length === 0 ? undefined : r.headers, held, tap), () => tap?.end(false))
+    else rejectHeld(req, res, held, () => writeDecision(res, r))
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
       const start = process.hrtime.bigint()
-      return decide(input, true, (d) => onDebugDecision(req, res, d, start, held))
+      return decide(input, true, (d) => onDecision(req, res, d, held, Number((process.hrtime.bigint() - start) / 1000n)))
     }
     decide(input, false, (d) => onDecision(req, res, d, held))
   }

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { Reader, type Response } from 'maxmind'
+import { DataFileError } from '../errors.js'
 import { RecentCache } from './recent-cache.js'
 
 /** Decoded records remembered per cache generation: a country database has a few hundred distinct records, an ASN one ~80k. */
@@ -30,7 +31,7 @@ export class GeoDatabase {
     const m = this.reader.metadata
     // A file that merely ends in something metadata-like (or a truncated copy) must not pass as a database.
     if (!(Number.isInteger(m.nodeCount) && m.nodeCount > 0 && (m.ipVersion === 4 || m.ipVersion === 6) && m.searchTreeSize + 16 <= bytes.length)) {
-      throw new Error('not a MaxMind DB (bad metadata)')
+      throw new DataFileError('not a MaxMind DB (bad metadata)')
     }
     this.type = String(m.databaseType)
     this.builtAt = m.buildEpoch

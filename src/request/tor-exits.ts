@@ -5,6 +5,7 @@
  * probe whatever the list's size (a BlockList would scan it).
  */
 import { isIP } from 'node:net'
+import { DataFileError } from '../errors.js'
 
 /** IPv6 in its canonical compressed lowercase form; an IPv4-mapped IPv6 address as its IPv4 (as the client address is). */
 export function canonicalIp(ip: string): string {
@@ -24,10 +25,10 @@ export function parseTorExits(text: string, file: string): Set<string> {
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.replace(/#.*/, '').trim()
     if (line === '') continue
-    if (isIP(line) === 0) throw new Error(`${file}:${i + 1}: "${line}" is not an IP address`)
+    if (isIP(line) === 0) throw new DataFileError(`${file}:${i + 1}: "${line}" is not an IP address`)
     out.add(canonicalIp(line))
   }
-  if (out.size === 0) throw new Error(`${file} holds no addresses`)
+  if (out.size === 0) throw new DataFileError(`${file} holds no addresses`)
   return out
 }
 
