@@ -57,6 +57,14 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   save(state: S, cells: Float64Array, off: number): void
 }
 
+/**
+ * Float tolerance of every kind's maths: counts within EPSILON of a whole
+ * number snap to it, waits subtract it before rounding up, limits allow it on
+ * top. The Lua (store/redis-script.ts) and PL/pgSQL (store/postgres-sql.ts)
+ * twins interpolate this constant, so the three copies cannot disagree on it.
+ */
+export const EPSILON = 1e-9
+
 /** Doubles per counter in the in-process store. */
 export const CELLS = 4
 

@@ -5,7 +5,7 @@
  * usage would pass the budget; otherwise the highest warn/throttle stage whose
  * threshold_percent the usage has reached applies.
  */
-import type { Advice, Algorithm, HeaderValues } from './algorithm.js'
+import { EPSILON, type Advice, type Algorithm, type HeaderValues } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
 
 export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
@@ -29,7 +29,7 @@ export interface BudgetConfig extends CounterLimit {
 /** The stage that applies at `usage` (this request included), if any. */
 export function stageAt(c: BudgetConfig, usage: number): Stage | undefined {
   const percent = (usage / c.budget) * 100
-  for (const s of c.stages) if (percent + 1e-9 >= s.thresholdPercent) return s
+  for (const s of c.stages) if (percent + EPSILON >= s.thresholdPercent) return s
   return undefined
 }
 
@@ -48,7 +48,7 @@ export const COST_BUDGET: Algorithm<BudgetConfig> = {
     return { ...counterLimit(budget, periodS, periodS === 604_800 ? SUNDAY_ORIGIN_S : 0), budget, periodS, stages }
   },
   headers(c, usage, secondsToEnd, rejected): HeaderValues {
-    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + 1e-9)), resetS: secondsToEnd, windowS: c.periodS }
+    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + EPSILON)), resetS: secondsToEnd, windowS: c.periodS }
   },
   advise(c, usage): Advice | undefined {
     const s = stageAt(c, usage)

@@ -9,7 +9,7 @@
  * engine runs them (engine/llm-plan.ts). After the response the reservation
  * is settled against the reported usage with one store.adjust call.
  */
-import type { Algorithm, HeaderValues } from './algorithm.js'
+import { EPSILON, type Algorithm, type HeaderValues } from './algorithm.js'
 import { bucketLimit, resetSeconds, type BucketLimit } from './token-bucket.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
 
@@ -56,7 +56,7 @@ export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
   return {
     ...bucketLimit(rate, burst),
     tokensPerMinute,
-    windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)),
+    windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)),
     day: typeof c.tokens_per_day === 'number' ? counterLimit(c.tokens_per_day, DAY_S, 0) : undefined,
     maxTokensPerRequest: num(c.max_tokens_per_request),
     maxPromptTokens: num(c.max_prompt_tokens),
@@ -95,7 +95,7 @@ export const LLM_DAY: Algorithm<CounterLimit> = {
   rejectReason: 'tpd_exceeded',
   normalise: () => counterLimit(1, DAY_S, 0), // never called: the day limit comes from normaliseLlm
   headers(l, used, secondsToEnd, rejected): HeaderValues {
-    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + 1e-9)), resetS: secondsToEnd, windowS: DAY_S }
+    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + EPSILON)), resetS: secondsToEnd, windowS: DAY_S }
   },
   describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
 }

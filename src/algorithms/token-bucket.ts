@@ -4,7 +4,7 @@
  * Times are in seconds (float). Also the `token_bucket` algorithm and limit
  * kind on the seam of algorithm.ts.
  */
-import type { Algorithm, HeaderValues, Limit, LimitKind, Step } from './algorithm.js'
+import { EPSILON, type Algorithm, type HeaderValues, type Limit, type LimitKind, type Step } from './algorithm.js'
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
   rate: number
@@ -38,10 +38,10 @@ function elapsedSeconds(now: number, last: number): number {
   return Math.max(0, Math.round((now - last) * 1e6) / 1e6)
 }
 
-/** Token counts within 1e-9 of a whole number are that number (sums like 0.7 + 0.2 + 0.1 are not exactly 1). */
+/** Token counts within EPSILON of a whole number are that number (sums like 0.7 + 0.2 + 0.1 are not exactly 1). */
 function snap(tokens: number): number {
   const r = Math.round(tokens)
-  return Math.abs(tokens - r) < 1e-9 ? r : tokens
+  return Math.abs(tokens - r) < EPSILON ? r : tokens
 }
 
 export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, cost: number, now: number): BucketResult {
@@ -57,12 +57,12 @@ export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, co
   if (cost <= cfg.burst && tokens >= cost) {
     return { allowed: true, tokens: snap(tokens - cost), last, retryAfter: 0 }
   }
-  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - 1e-9)) }
+  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - EPSILON)) }
 }
 
 /** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
 export function resetSeconds(tokens: number, rate: number): number {
-  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate - 1e-9))
+  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate - EPSILON))
 }
 
 /** Seconds after `last` at which the bucket is full again, so its state can be forgotten. */
@@ -123,7 +123,7 @@ export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
     const burst = Number(c.burst ?? rate)
     const lease = c.lease as { tokens: number; ttl_ms: number } | undefined
     // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
-    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
+    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
   },
   headers(l, tokens, retryAfter, rejected): HeaderValues {
     if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }
