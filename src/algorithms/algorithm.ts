@@ -91,15 +91,17 @@ export interface Advice {
   loop?: boolean
 }
 
-/** A bundle algorithm (docs/behaviour.md §5), compiled once per rule at load. */
+/**
+ * What the engine sees of a limit (docs/behaviour.md §5): its counter-key
+ * prefix, reject reason and headers. A rule algorithm (below) is one; so is
+ * a second limit of the same rule (the LLM day counter).
+ */
 export interface Algorithm<C extends Limit = Limit> {
   readonly name: string
   /** Counter keys are `<prefix><rule name>:<composite key>` (`shadow:` in front for shadow policies). */
   readonly keyPrefix: string
   /** Reason of a reject by this algorithm's limit. */
   readonly rejectReason: RejectReason
-  /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
-  normalise(raw: Record<string, unknown>): C
   /**
    * Header values for an allowed (`rejected` false) or rejecting outcome of
    * this limit; undefined when the limit adds none (guards on allow).
@@ -109,4 +111,46 @@ export interface Algorithm<C extends Limit = Limit> {
   advise?(limit: C, value: number): Advice | undefined
   /** One line for `fairvisor test`: what the outcome's figure means. */
   describe?(limit: C, value: number): string
+  /**
+   * Retry-After jitter direction of its rejects: 'later' (default) adds up to
+   * half the base; 'earlier' subtracts it, for limits that end at a fixed
+   * instant (a budget period), where waiting past the end gains nothing.
+   */
+  readonly retryJitter?: 'later' | 'earlier'
+}
+
+/** A problem of one rule's algorithm_config found by `check` (field: path inside the config, '' for the config itself). */
+export interface ConfigIssue {
+  field: string
+  message: string
+  /** The bundle loads anyway (a limit that can never be reached, …). */
+  warning?: boolean
+}
+
+/**
+ * A bundle algorithm: what a rule names in `algorithm`, compiled once per
+ * rule at load. It owns its whole contract: the schema of its
+ * algorithm_config, the checks a schema cannot express, where the cost comes
+ * from, the most one request may spend, and (as an Algorithm) its reject
+ * reason and headers. A line in ALGORITHMS (algorithms/index.ts) puts it in
+ * the bundle schema's enum and branches, the validator and the compiler.
+ */
+export interface RuleAlgorithm<C extends Limit = Limit> extends Algorithm<C> {
+  /**
+   * JSON Schema (draft 2020-12) of its algorithm_config. It may `$ref` the
+   * bundle schema's shared definitions (`#/$defs/positive`, `#/$defs/costSource`, …).
+   */
+  readonly configSchema: object
+  /** The config field holding `fixed`, `header:<name>` or `query:<name>` (undefined: every request costs fixed_cost, default 1). */
+  readonly costField?: string
+  /** Checks of a schema-valid config that JSON Schema cannot express. */
+  check?(config: Record<string, unknown>, out: ConfigIssue[]): void
+  /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
+  normalise(raw: Record<string, unknown>): C
+  /** The most one request can spend on this limit (a larger cost is always rejected); Infinity when undefined. */
+  capacity?(limit: C): number
+  /** An LLM rule: the proxy reads the body first and the engine plans it with engine/llm-plan.ts. */
+  readonly llm?: boolean
+  /** Name of the outcome's figure in `fairvisor test --json` output, when it has a documented one. */
+  readonly testFigure?: 'tokens_left'
 }

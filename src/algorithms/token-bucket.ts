@@ -4,7 +4,7 @@
  * Times are in seconds (float). Also the `token_bucket` algorithm and limit
  * kind on the seam of algorithm.ts.
  */
-import { EPSILON, type Algorithm, type HeaderValues, type Limit, type LimitKind, type Step } from './algorithm.js'
+import { EPSILON, type HeaderValues, type RuleAlgorithm, type Limit, type LimitKind, type Step } from './algorithm.js'
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
   rate: number
@@ -114,10 +114,48 @@ export interface TokenBucketConfig extends BucketLimit {
   lease?: LeaseConfig
 }
 
-export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
+export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
   name: 'token_bucket',
   keyPrefix: 'tb:',
   rejectReason: 'token_bucket_exceeded',
+  configSchema: {
+    type: 'object',
+    required: ['burst'],
+    anyOf: [{ required: ['tokens_per_second'] }, { required: ['rps'] }],
+    properties: {
+      tokens_per_second: { $ref: '#/$defs/positive', description: 'Refill rate.' },
+      rps: { $ref: '#/$defs/positive', description: 'Alias of tokens_per_second.' },
+      burst: { $ref: '#/$defs/positive', description: 'Capacity; must be >= tokens_per_second.' },
+      cost_source: { $ref: '#/$defs/costSource' },
+      fixed_cost: { $ref: '#/$defs/positive' },
+      min_cost: { $ref: '#/$defs/positive', description: 'Smallest cost a header or query parameter can set (default 1).' },
+      default_cost: { $ref: '#/$defs/positive', description: 'Used when the cost header/parameter is absent or not a positive number.' },
+      lease: {
+        type: 'object',
+        description: 'Hot keys on a shared store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
+        required: ['tokens', 'ttl_ms'],
+        additionalProperties: false,
+        properties: {
+          tokens: { type: 'integer', minimum: 2, maximum: 100000 },
+          ttl_ms: { type: 'integer', minimum: 10, maximum: 60000 },
+        },
+      },
+    },
+  },
+  costField: 'cost_source',
+  testFigure: 'tokens_left',
+  check(c, out) {
+    const rate = (c.tokens_per_second ?? c.rps) as number
+    if (typeof c.burst === 'number' && c.burst < rate) out.push({ field: 'burst', message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
+    else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
+      out.push({ field: 'fixed_cost', message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
+    }
+    const lease = c.lease as { tokens?: unknown } | undefined
+    if (typeof lease?.tokens === 'number' && typeof c.burst === 'number' && lease.tokens >= c.burst) {
+      out.push({ field: 'lease/tokens', message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`, warning: true })
+    }
+  },
+  capacity: (l) => l.burst,
   normalise(c) {
     const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
     const burst = Number(c.burst ?? rate)
