@@ -18,7 +18,7 @@ const earlier = new Set<string>()
  * Built-ins are registered below; a test registers a made-up one the same way.
  */
 export function registerAlgorithm<C extends Limit>(algorithm: RuleAlgorithm<C>): void {
-  table.set(algorithm.name, algorithm as unknown as RuleAlgorithm)
+  table.set(algorithm.name, algorithm as RuleAlgorithm)
   if (algorithm.retryJitter === 'earlier') earlier.add(algorithm.rejectReason)
   revision++
 }
