@@ -78,10 +78,16 @@ export interface HeaderValues {
   windowS: number
 }
 
-/** Reasons a limit can reject with (X-Fairvisor-Reason). */
-export type RejectReason =
-  | 'token_bucket_exceeded' | 'budget_exceeded' | 'loop_detected' | 'circuit_breaker_open'
-  | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded' | 'tpm_exceeded' | 'tpd_exceeded'
+/**
+ * The reasons limits reject with (X-Fairvisor-Reason), one key per reason.
+ * Empty here: each algorithm's file declares its own by augmenting this
+ * interface (`declare module './algorithm.js' { interface RejectReasons { … } }`),
+ * so the union below grows with the algorithms and lists no names itself.
+ */
+export interface RejectReasons {}
+
+/** Reasons a limit can reject with: the keys every algorithm declared in RejectReasons. */
+export type RejectReason = keyof RejectReasons
 
 /** What an allowed limit asks of the response: a warning header, a delay (ms, 0: none). */
 export interface Advice {

@@ -8,6 +8,10 @@
 import type { HeaderValues, RuleAlgorithm } from './algorithm.js'
 import { meterLimit, OPEN_UNTIL_RELOAD_S, type MeterLimit } from './rate-meter.js'
 
+declare module './algorithm.js' {
+  interface RejectReasons { circuit_breaker_open: true }
+}
+
 export interface BreakerConfig extends MeterLimit {
   /** The breaker stays open until a reload or restart. */
   untilReload: boolean

@@ -8,6 +8,10 @@
 import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
 
+declare module './algorithm.js' {
+  interface RejectReasons { budget_exceeded: true }
+}
+
 export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
 
 /** A throttle delay is capped here whatever the bundle says. */

@@ -14,6 +14,11 @@ import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from '
 import { bucketLimit, resetSeconds, type BucketLimit } from './token-bucket.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
 
+// The minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store.
+declare module './algorithm.js' {
+  interface RejectReasons { tpm_exceeded: true; tpd_exceeded: true; prompt_tokens_exceeded: true; max_tokens_per_request_exceeded: true }
+}
+
 export type Estimator = 'simple_word' | 'header_hint' | 'tokenizer'
 
 export interface StreamingConfig {

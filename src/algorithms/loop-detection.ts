@@ -10,6 +10,10 @@ import type { Advice, HeaderValues, RuleAlgorithm } from './algorithm.js'
 import { MAX_DELAY_MS } from './cost-budget.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
 
+declare module './algorithm.js' {
+  interface RejectReasons { loop_detected: true }
+}
+
 /** Stands for "no limit" in the store (kept finite: server scripts parse it as a number). */
 const UNLIMITED = 1e15
 

@@ -5,6 +5,10 @@
  * kind on the seam of algorithm.ts.
  */
 import { EPSILON, type HeaderValues, type RuleAlgorithm, type Limit, type LimitKind, type Step } from './algorithm.js'
+
+declare module './algorithm.js' {
+  interface RejectReasons { token_bucket_exceeded: true }
+}
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
   rate: number
