@@ -57,6 +57,14 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   save(state: S, cells: Float64Array, off: number): void
 }
 
+/**
+ * Float tolerance of every kind's maths: counts within EPSILON of a whole
+ * number snap to it, waits subtract it before rounding up, limits allow it on
+ * top. The Lua (store/redis-script.ts) and PL/pgSQL (store/postgres-sql.ts)
+ * twins interpolate this constant, so the three copies cannot disagree on it.
+ */
+export const EPSILON = 1e-9
+
 /** Doubles per counter in the in-process store. */
 export const CELLS = 4
 
@@ -70,10 +78,16 @@ export interface HeaderValues {
   windowS: number
 }
 
-/** Reasons a limit can reject with (X-Fairvisor-Reason). */
-export type RejectReason =
-  | 'token_bucket_exceeded' | 'budget_exceeded' | 'loop_detected' | 'circuit_breaker_open'
-  | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded' | 'tpm_exceeded' | 'tpd_exceeded'
+/**
+ * The reasons limits reject with (X-Fairvisor-Reason), one key per reason.
+ * Empty here: each algorithm's file declares its own by augmenting this
+ * interface (`declare module './algorithm.js' { interface RejectReasons { … } }`),
+ * so the union below grows with the algorithms and lists no names itself.
+ */
+export interface RejectReasons {}
+
+/** Reasons a limit can reject with: the keys every algorithm declared in RejectReasons. */
+export type RejectReason = keyof RejectReasons
 
 /** What an allowed limit asks of the response: a warning header, a delay (ms, 0: none). */
 export interface Advice {
@@ -83,15 +97,17 @@ export interface Advice {
   loop?: boolean
 }
 
-/** A bundle algorithm (docs/behaviour.md §5), compiled once per rule at load. */
+/**
+ * What the engine sees of a limit (docs/behaviour.md §5): its counter-key
+ * prefix, reject reason and headers. A rule algorithm (below) is one; so is
+ * a second limit of the same rule (the LLM day counter).
+ */
 export interface Algorithm<C extends Limit = Limit> {
   readonly name: string
   /** Counter keys are `<prefix><rule name>:<composite key>` (`shadow:` in front for shadow policies). */
   readonly keyPrefix: string
   /** Reason of a reject by this algorithm's limit. */
   readonly rejectReason: RejectReason
-  /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
-  normalise(raw: Record<string, unknown>): C
   /**
    * Header values for an allowed (`rejected` false) or rejecting outcome of
    * this limit; undefined when the limit adds none (guards on allow).
@@ -101,4 +117,46 @@ export interface Algorithm<C extends Limit = Limit> {
   advise?(limit: C, value: number): Advice | undefined
   /** One line for `fairvisor test`: what the outcome's figure means. */
   describe?(limit: C, value: number): string
+  /**
+   * Retry-After jitter direction of its rejects: 'later' (default) adds up to
+   * half the base; 'earlier' subtracts it, for limits that end at a fixed
+   * instant (a budget period), where waiting past the end gains nothing.
+   */
+  readonly retryJitter?: 'later' | 'earlier'
+}
+
+/** A problem of one rule's algorithm_config found by `check` (field: path inside the config, '' for the config itself). */
+export interface ConfigIssue {
+  field: string
+  message: string
+  /** The bundle loads anyway (a limit that can never be reached, …). */
+  warning?: boolean
+}
+
+/**
+ * A bundle algorithm: what a rule names in `algorithm`, compiled once per
+ * rule at load. It owns its whole contract: the schema of its
+ * algorithm_config, the checks a schema cannot express, where the cost comes
+ * from, the most one request may spend, and (as an Algorithm) its reject
+ * reason and headers. A line in ALGORITHMS (algorithms/index.ts) puts it in
+ * the bundle schema's enum and branches, the validator and the compiler.
+ */
+export interface RuleAlgorithm<C extends Limit = Limit> extends Algorithm<C> {
+  /**
+   * JSON Schema (draft 2020-12) of its algorithm_config. It may `$ref` the
+   * bundle schema's shared definitions (`#/$defs/positive`, `#/$defs/costSource`, …).
+   */
+  readonly configSchema: object
+  /** The config field holding `fixed`, `header:<name>` or `query:<name>` (undefined: every request costs fixed_cost, default 1). */
+  readonly costField?: string
+  /** Checks of a schema-valid config that JSON Schema cannot express. */
+  check?(config: Record<string, unknown>, out: ConfigIssue[]): void
+  /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
+  normalise(raw: Record<string, unknown>): C
+  /** The most one request can spend on this limit (a larger cost is always rejected); Infinity when undefined. */
+  capacity?(limit: C): number
+  /** An LLM rule: the proxy reads the body first and the engine plans it with engine/llm-plan.ts. */
+  readonly llm?: boolean
+  /** Name of the outcome's figure in `fairvisor test --json` output, when it has a documented one. */
+  readonly testFigure?: 'tokens_left'
 }

@@ -5,8 +5,12 @@
  * usage would pass the budget; otherwise the highest warn/throttle stage whose
  * threshold_percent the usage has reached applies.
  */
-import type { Advice, Algorithm, HeaderValues } from './algorithm.js'
+import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
+
+declare module './algorithm.js' {
+  interface RejectReasons { budget_exceeded: true }
+}
 
 export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
 
@@ -29,14 +33,57 @@ export interface BudgetConfig extends CounterLimit {
 /** The stage that applies at `usage` (this request included), if any. */
 export function stageAt(c: BudgetConfig, usage: number): Stage | undefined {
   const percent = (usage / c.budget) * 100
-  for (const s of c.stages) if (percent + 1e-9 >= s.thresholdPercent) return s
+  for (const s of c.stages) if (percent + EPSILON >= s.thresholdPercent) return s
   return undefined
 }
 
-export const COST_BUDGET: Algorithm<BudgetConfig> = {
+export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
   name: 'cost_based',
   keyPrefix: 'cb:',
   rejectReason: 'budget_exceeded',
+  // The period ends at a fixed instant: a client told to come back after it gains nothing.
+  retryJitter: 'earlier',
+  configSchema: {
+    type: 'object',
+    required: ['budget', 'period', 'staged_actions'],
+    properties: {
+      budget: { $ref: '#/$defs/positive' },
+      period: { enum: Object.keys(PERIOD_S) },
+      cost_key: { $ref: '#/$defs/costSource' },
+      fixed_cost: { $ref: '#/$defs/positive' },
+      min_cost: { $ref: '#/$defs/positive', description: 'Smallest cost a header or query parameter can set (default 1).' },
+      default_cost: { $ref: '#/$defs/positive' },
+      staged_actions: {
+        type: 'array',
+        minItems: 1,
+        items: {
+          type: 'object',
+          required: ['threshold_percent', 'action'],
+          properties: {
+            threshold_percent: { type: 'number', minimum: 0, maximum: 100 },
+            action: { enum: ['warn', 'throttle', 'reject'] },
+            delay_ms: { $ref: '#/$defs/positive' },
+          },
+          if: { properties: { action: { const: 'throttle' } } },
+          then: { required: ['delay_ms'] },
+        },
+      },
+    },
+  },
+  costField: 'cost_key',
+  check(c, out) {
+    // Stages are sorted by threshold at load, so file order does not matter; thresholds must differ.
+    const stages = c.staged_actions as { threshold_percent: number; action: string }[]
+    const seen = new Map<number, number>()
+    stages.forEach((s, i) => {
+      const first = seen.get(s.threshold_percent)
+      if (first !== undefined) out.push({ field: `staged_actions/${i}/threshold_percent`, message: `staged_actions thresholds must be distinct (${s.threshold_percent} is also stage ${first})` })
+      else seen.set(s.threshold_percent, i)
+    })
+    const rejects = stages.filter((s) => s.action === 'reject')
+    if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ field: 'staged_actions', message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
+  },
+  capacity: (l) => l.budget,
   normalise(c) {
     const budget = Number(c.budget)
     const periodS = PERIOD_S[String(c.period)] ?? 3600
@@ -48,7 +95,7 @@ export const COST_BUDGET: Algorithm<BudgetConfig> = {
     return { ...counterLimit(budget, periodS, periodS === 604_800 ? SUNDAY_ORIGIN_S : 0), budget, periodS, stages }
   },
   headers(c, usage, secondsToEnd, rejected): HeaderValues {
-    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + 1e-9)), resetS: secondsToEnd, windowS: c.periodS }
+    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + EPSILON)), resetS: secondsToEnd, windowS: c.periodS }
   },
   advise(c, usage): Advice | undefined {
     const s = stageAt(c, usage)

@@ -1,13 +1,42 @@
-/** The algorithms a bundle rule may name, by name. A rule whose algorithm is not here is skipped at load with a warning. */
-import type { Algorithm } from './algorithm.js'
+/**
+ * The algorithms a bundle rule may name, by name: the one place that lists
+ * them. The bundle schema's algorithm enum and config branches, the validator
+ * and the compiler all read this table (docs/architecture.md, "Adding an
+ * algorithm"). A rule whose algorithm is not here is refused by the schema.
+ */
+import type { Limit, RejectReason, RuleAlgorithm } from './algorithm.js'
 import { COST_BUDGET } from './cost-budget.js'
 import { LLM_MINUTE } from './llm.js'
 import { TOKEN_BUCKET } from './token-bucket.js'
 
+const table = new Map<string, RuleAlgorithm>()
+let revision = 0
+const earlier = new Set<string>()
+
+/**
+ * Adds an algorithm to the table (a second one of the same name replaces it).
+ * Built-ins are registered below; a test registers a made-up one the same way.
+ */
+export function registerAlgorithm<C extends Limit>(algorithm: RuleAlgorithm<C>): void {
+  table.set(algorithm.name, algorithm as RuleAlgorithm)
+  if (algorithm.retryJitter === 'earlier') earlier.add(algorithm.rejectReason)
+  revision++
+}
+
+registerAlgorithm(TOKEN_BUCKET)
+registerAlgorithm(COST_BUDGET)
+// Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts).
+registerAlgorithm(LLM_MINUTE)
+
 /** Rule algorithms (loop detection and the circuit breaker are policy guards, compiled apart). */
-export const ALGORITHMS: ReadonlyMap<string, Algorithm> = new Map<string, Algorithm>([
-  [TOKEN_BUCKET.name, TOKEN_BUCKET as Algorithm],
-  [COST_BUDGET.name, COST_BUDGET as Algorithm],
-  // Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts).
-  [LLM_MINUTE.name, LLM_MINUTE as Algorithm],
-])
+export const ALGORITHMS: ReadonlyMap<string, RuleAlgorithm> = table
+
+/** Changes whenever the table does: the compiled bundle schema is rebuilt then. */
+export function algorithmsRevision(): number {
+  return revision
+}
+
+/** True when rejects of this reason jitter Retry-After down rather than up (RuleAlgorithm.retryJitter). */
+export function jitterEarlier(reason: RejectReason | string): boolean {
+  return earlier.has(reason)
+}

@@ -9,9 +9,15 @@
  * engine runs them (engine/llm-plan.ts). After the response the reservation
  * is settled against the reported usage with one store.adjust call.
  */
-import type { Algorithm, HeaderValues } from './algorithm.js'
+import { ENCODINGS } from '../llm/estimate.js'
+import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { bucketLimit, resetSeconds, type BucketLimit } from './token-bucket.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
+
+// The minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store.
+declare module './algorithm.js' {
+  interface RejectReasons { tpm_exceeded: true; tpd_exceeded: true; prompt_tokens_exceeded: true; max_tokens_per_request_exceeded: true }
+}
 
 export type Estimator = 'simple_word' | 'header_hint' | 'tokenizer'
 
@@ -56,7 +62,7 @@ export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
   return {
     ...bucketLimit(rate, burst),
     tokensPerMinute,
-    windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)),
+    windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)),
     day: typeof c.tokens_per_day === 'number' ? counterLimit(c.tokens_per_day, DAY_S, 0) : undefined,
     maxTokensPerRequest: num(c.max_tokens_per_request),
     maxPromptTokens: num(c.max_prompt_tokens),
@@ -76,10 +82,47 @@ export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
 }
 
 /** The minute bucket: what a bundle's token_bucket_llm rule names; its limit is the whole config. */
-export const LLM_MINUTE: Algorithm<LlmConfig> = {
+export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
   name: 'token_bucket_llm',
   keyPrefix: 'tpm:llm:',
   rejectReason: 'tpm_exceeded',
+  llm: true,
+  configSchema: {
+    type: 'object',
+    required: ['tokens_per_minute'],
+    properties: {
+      tokens_per_minute: { $ref: '#/$defs/positive' },
+      tokens_per_day: { $ref: '#/$defs/positive' },
+      burst_tokens: { $ref: '#/$defs/positive' },
+      max_tokens_per_request: { $ref: '#/$defs/positiveInteger' },
+      max_prompt_tokens: { $ref: '#/$defs/positiveInteger' },
+      max_completion_tokens: { $ref: '#/$defs/positiveInteger' },
+      default_max_completion: { $ref: '#/$defs/positiveInteger' },
+      token_source: {
+        type: 'object',
+        properties: {
+          estimator: { enum: ['simple_word', 'header_hint', 'tokenizer'] },
+          encoding: { enum: [...ENCODINGS] },
+        },
+      },
+      streaming: {
+        type: 'object',
+        properties: {
+          enabled: { type: 'boolean' },
+          enforce_mid_stream: { type: 'boolean' },
+          buffer_tokens: { $ref: '#/$defs/positiveInteger' },
+          on_limit_exceeded: { enum: ['graceful_close', 'error_chunk'] },
+          include_partial_usage: { type: 'boolean' },
+        },
+      },
+    },
+  },
+  check(c, out) {
+    if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ field: 'burst_tokens', message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
+    const tpd = c.tokens_per_day, burst = (c.burst_tokens ?? c.tokens_per_minute) as number
+    if (typeof tpd === 'number' && tpd < burst) out.push({ field: 'tokens_per_day', message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`, warning: true })
+  },
+  capacity: (l) => l.burst,
   normalise: normaliseLlm,
   headers(l, tokens, retryAfter, rejected): HeaderValues {
     if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }
@@ -88,14 +131,13 @@ export const LLM_MINUTE: Algorithm<LlmConfig> = {
   describe: (l, tokens) => `minute bucket ${Math.floor(tokens)}/${l.burst} tokens left`,
 }
 
-/** The day counter of the same rule: its own prefix, reason and headers (keys end in `:<YYYYMMDD>`). */
+/** The day counter of the same rule (its limit comes from normaliseLlm): its own prefix, reason and headers (keys end in `:<YYYYMMDD>`). */
 export const LLM_DAY: Algorithm<CounterLimit> = {
   name: 'token_bucket_llm',
   keyPrefix: 'tpd:llm:',
   rejectReason: 'tpd_exceeded',
-  normalise: () => counterLimit(1, DAY_S, 0), // never called: the day limit comes from normaliseLlm
   headers(l, used, secondsToEnd, rejected): HeaderValues {
-    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + 1e-9)), resetS: secondsToEnd, windowS: DAY_S }
+    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + EPSILON)), resetS: secondsToEnd, windowS: DAY_S }
   },
   describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
 }

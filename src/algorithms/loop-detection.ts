@@ -6,9 +6,13 @@
  * count × 100 ms (cap 30 s), or warn. With reject the store itself refuses
  * the threshold-th request, so a looping client cannot get past it by racing.
  */
-import type { Advice, Algorithm, HeaderValues } from './algorithm.js'
+import type { Advice, HeaderValues, RuleAlgorithm } from './algorithm.js'
 import { MAX_DELAY_MS } from './cost-budget.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
+
+declare module './algorithm.js' {
+  interface RejectReasons { loop_detected: true }
+}
 
 /** Stands for "no limit" in the store (kept finite: server scripts parse it as a number). */
 const UNLIMITED = 1e15
@@ -18,10 +22,23 @@ export interface LoopConfig extends CounterLimit {
   action: 'reject' | 'throttle' | 'warn'
 }
 
-export const LOOP_DETECTION: Algorithm<LoopConfig> = {
+export const LOOP_DETECTION: RuleAlgorithm<LoopConfig> = {
   name: 'loop_detection',
   keyPrefix: 'loop:',
   rejectReason: 'loop_detected',
+  configSchema: {
+    type: 'object',
+    properties: {
+      enabled: { type: 'boolean' },
+      window_seconds: { $ref: '#/$defs/positiveInteger' },
+      threshold_identical_requests: { type: 'integer', minimum: 2 },
+      action: { enum: ['reject', 'throttle', 'warn'] },
+      similarity: { enum: ['exact'] },
+    },
+  },
+  check(c, out) {
+    if (c.enabled === true && (typeof c.window_seconds !== 'number' || typeof c.threshold_identical_requests !== 'number')) out.push({ field: '', message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
+  },
   normalise(c) {
     const threshold = Number(c.threshold_identical_requests ?? 10)
     const action = (c.action ?? 'reject') as LoopConfig['action']

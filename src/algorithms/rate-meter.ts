@@ -9,7 +9,7 @@
  * meter measures afresh instead of re-opening on the spike it already acted
  * on. Pure; times in seconds.
  */
-import type { Limit, LimitKind, Step } from './algorithm.js'
+import { EPSILON, type Limit, type LimitKind, type Step } from './algorithm.js'
 
 export interface MeterLimit extends Limit {
   /** Spend per minute at which the meter opens. */
@@ -32,7 +32,7 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
   name: 'rate_meter',
   step(state, l, cost, now): Step<MeterState> {
     if (state !== undefined && state.openUntil > now) {
-      return { allowed: false, value: l.threshold, retryAfter: Math.max(1, Math.ceil(state.openUntil - now - 1e-9)), state, expireAt: state.openUntil }
+      return { allowed: false, value: l.threshold, retryAfter: Math.max(1, Math.ceil(state.openUntil - now - EPSILON)), state, expireAt: state.openUntil }
     }
     const minute = Math.floor(now / 60) * 60
     let prev = 0
@@ -42,10 +42,10 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
       cur = state.cur
     } else if (state !== undefined && state.minute === minute - 60) prev = state.cur
     const rate = prev * (1 - (now - minute) / 60) + cur + cost
-    if (rate >= l.threshold - 1e-9) {
+    if (rate >= l.threshold - EPSILON) {
       const openUntil = now + l.openS
       const opened = { prev: 0, cur: 0, minute, openUntil }
-      return { allowed: false, value: rate, retryAfter: Math.max(1, Math.ceil(l.openS - 1e-9)), state: opened, expireAt: Math.max(openUntil, minute + 120), commit: true }
+      return { allowed: false, value: rate, retryAfter: Math.max(1, Math.ceil(l.openS - EPSILON)), state: opened, expireAt: Math.max(openUntil, minute + 120), commit: true }
     }
     return { allowed: true, value: rate, retryAfter: 0, state: { prev, cur: cur + cost, minute, openUntil: 0 }, expireAt: minute + 120 }
   },

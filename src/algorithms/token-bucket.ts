@@ -4,7 +4,11 @@
  * Times are in seconds (float). Also the `token_bucket` algorithm and limit
  * kind on the seam of algorithm.ts.
  */
-import type { Algorithm, HeaderValues, Limit, LimitKind, Step } from './algorithm.js'
+import { EPSILON, type HeaderValues, type RuleAlgorithm, type Limit, type LimitKind, type Step } from './algorithm.js'
+
+declare module './algorithm.js' {
+  interface RejectReasons { token_bucket_exceeded: true }
+}
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
   rate: number
@@ -38,10 +42,10 @@ function elapsedSeconds(now: number, last: number): number {
   return Math.max(0, Math.round((now - last) * 1e6) / 1e6)
 }
 
-/** Token counts within 1e-9 of a whole number are that number (sums like 0.7 + 0.2 + 0.1 are not exactly 1). */
+/** Token counts within EPSILON of a whole number are that number (sums like 0.7 + 0.2 + 0.1 are not exactly 1). */
 function snap(tokens: number): number {
   const r = Math.round(tokens)
-  return Math.abs(tokens - r) < 1e-9 ? r : tokens
+  return Math.abs(tokens - r) < EPSILON ? r : tokens
 }
 
 export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, cost: number, now: number): BucketResult {
@@ -57,12 +61,12 @@ export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, co
   if (cost <= cfg.burst && tokens >= cost) {
     return { allowed: true, tokens: snap(tokens - cost), last, retryAfter: 0 }
   }
-  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - 1e-9)) }
+  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - EPSILON)) }
 }
 
 /** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
 export function resetSeconds(tokens: number, rate: number): number {
-  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate - 1e-9))
+  return tokens >= 1 ? 1 : Math.max(1, Math.ceil((1 - tokens) / rate - EPSILON))
 }
 
 /** Seconds after `last` at which the bucket is full again, so its state can be forgotten. */
@@ -114,16 +118,54 @@ export interface TokenBucketConfig extends BucketLimit {
   lease?: LeaseConfig
 }
 
-export const TOKEN_BUCKET: Algorithm<TokenBucketConfig> = {
+export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
   name: 'token_bucket',
   keyPrefix: 'tb:',
   rejectReason: 'token_bucket_exceeded',
+  configSchema: {
+    type: 'object',
+    required: ['burst'],
+    anyOf: [{ required: ['tokens_per_second'] }, { required: ['rps'] }],
+    properties: {
+      tokens_per_second: { $ref: '#/$defs/positive', description: 'Refill rate.' },
+      rps: { $ref: '#/$defs/positive', description: 'Alias of tokens_per_second.' },
+      burst: { $ref: '#/$defs/positive', description: 'Capacity; must be >= tokens_per_second.' },
+      cost_source: { $ref: '#/$defs/costSource' },
+      fixed_cost: { $ref: '#/$defs/positive' },
+      min_cost: { $ref: '#/$defs/positive', description: 'Smallest cost a header or query parameter can set (default 1).' },
+      default_cost: { $ref: '#/$defs/positive', description: 'Used when the cost header/parameter is absent or not a positive number.' },
+      lease: {
+        type: 'object',
+        description: 'Hot keys on a shared store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
+        required: ['tokens', 'ttl_ms'],
+        additionalProperties: false,
+        properties: {
+          tokens: { type: 'integer', minimum: 2, maximum: 100000 },
+          ttl_ms: { type: 'integer', minimum: 10, maximum: 60000 },
+        },
+      },
+    },
+  },
+  costField: 'cost_source',
+  testFigure: 'tokens_left',
+  check(c, out) {
+    const rate = (c.tokens_per_second ?? c.rps) as number
+    if (typeof c.burst === 'number' && c.burst < rate) out.push({ field: 'burst', message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
+    else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
+      out.push({ field: 'fixed_cost', message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
+    }
+    const lease = c.lease as { tokens?: unknown } | undefined
+    if (typeof lease?.tokens === 'number' && typeof c.burst === 'number' && lease.tokens >= c.burst) {
+      out.push({ field: 'lease/tokens', message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`, warning: true })
+    }
+  },
+  capacity: (l) => l.burst,
   normalise(c) {
     const rate = Number(c.tokens_per_second ?? c.rps ?? 1)
     const burst = Number(c.burst ?? rate)
     const lease = c.lease as { tokens: number; ttl_ms: number } | undefined
     // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
-    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - 1e-9)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
+    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
   },
   headers(l, tokens, retryAfter, rejected): HeaderValues {
     if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }

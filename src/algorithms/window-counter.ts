@@ -5,7 +5,7 @@
  * so UTC periods, weeks from a Sunday) for spend budgets and day counters, and
  * from the first hit (`origin` < 0) for loop detection. Pure; times in seconds.
  */
-import type { Limit, LimitKind, Step } from './algorithm.js'
+import { EPSILON, type Limit, type LimitKind, type Step } from './algorithm.js'
 
 export interface CounterLimit extends Limit {
   /** Largest count allowed within one window. */
@@ -25,7 +25,7 @@ export interface CounterState {
 export const SUNDAY_ORIGIN_S = 3 * 86_400
 
 /** Whole seconds until `end`, at least 1. */
-const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil(end - now - 1e-9))
+const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil(end - now - EPSILON))
 
 /** The window `now` falls in, and the count carried into it from `state`. */
 function current(state: CounterState | undefined, l: CounterLimit, now: number): CounterState {
@@ -44,7 +44,7 @@ export const WINDOW_COUNTER_KIND: LimitKind<CounterLimit, CounterState> = {
     const w = current(state, l, now)
     const end = w.start + l.windowS
     const next = w.count + cost
-    if (next > l.limit + 1e-9) return { allowed: false, value: w.count, retryAfter: secondsTo(end, now), state: w, expireAt: end }
+    if (next > l.limit + EPSILON) return { allowed: false, value: w.count, retryAfter: secondsTo(end, now), state: w, expireAt: end }
     return { allowed: true, value: next, retryAfter: secondsTo(end, now), state: { count: next, start: w.start }, expireAt: end }
   },
   adjust(state, l, amount, now) {

@@ -4,7 +4,7 @@
  * functions, match predicates, normalised algorithm configs (aliases and
  * defaults applied to the config that actually runs).
  */
-import type { Algorithm, Limit } from '../algorithms/algorithm.js'
+import type { Algorithm, Limit, RuleAlgorithm } from '../algorithms/algorithm.js'
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
@@ -109,18 +109,13 @@ function costFunction(source: string, fixed: number, dflt: number, min: number):
   return () => fixed
 }
 
-function capacityOf(limit: Limit | undefined): number {
-  const l = limit as { burst?: number; budget?: number } | undefined
-  return l?.burst ?? l?.budget ?? Infinity
-}
-
 function extractorOf(key: string): Extractor {
   const d = compileDescriptor(key)
   // Unsupported descriptors are validated earlier; the rule is marked unsupported and never extracts.
   return d.ok ? d.extract : () => undefined
 }
 
-function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRule {
+function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): CompiledRule {
   const c = raw.algorithm_config
   const algorithm = guard ?? ALGORITHMS.get(raw.algorithm)
   const keyNames = raw.limit_keys ?? []
@@ -128,7 +123,7 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
   const prefix = algorithm?.keyPrefix ?? ''
   const limit = algorithm?.normalise(c)
   let llm: CompiledRule['llm']
-  if (raw.algorithm === 'token_bucket_llm' && limit !== undefined) {
+  if (algorithm?.llm === true && limit !== undefined) {
     const config = limit as LlmConfig
     if (config.estimator === 'tokenizer') tokenCounter(config.encoding) // loaded now, not on the first request
     llm = { config, dayPrefix: `${LLM_DAY.keyPrefix}${name}:`, shadowDayPrefix: `shadow:${LLM_DAY.keyPrefix}${name}:` }
@@ -142,9 +137,9 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
-    // token_bucket names it cost_source, cost_based cost_key.
-    cost: costFunction(String(c.cost_source ?? c.cost_key ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
-    costCap: capacityOf(limit),
+    // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
+    cost: costFunction(String((algorithm?.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
+    costCap: limit === undefined ? Infinity : (algorithm?.capacity?.(limit) ?? Infinity),
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
     llm,
@@ -157,8 +152,8 @@ function compileRule(raw: RawRule, name: string, guard?: Algorithm): CompiledRul
  * request. The rule name is the policy id, so counter keys read
  * `loop:<policy>:<fingerprint>` and `cbr:<policy>:` (+ `v<version>`).
  */
-function compileGuard(algorithm: Algorithm, config: object, policyId: string, version?: number): CompiledRule {
-  const rule = compileRule({ name: policyId, algorithm: 'token_bucket', algorithm_config: config as Record<string, unknown> }, policyId, algorithm)
+function compileGuard(algorithm: RuleAlgorithm, config: object, policyId: string, version?: number): CompiledRule {
+  const rule = compileRule({ name: policyId, algorithm: algorithm.name, algorithm_config: config as Record<string, unknown> }, policyId, algorithm)
   const untilReload = (rule.limit as { untilReload?: boolean }).untilReload === true
   return untilReload && version !== undefined ? { ...rule, counterPrefix: `${rule.counterPrefix}v${version}:`, shadowCounterPrefix: `${rule.shadowCounterPrefix}v${version}:` } : rule
 }
@@ -196,10 +191,10 @@ export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], me
       pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
       rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
       fallback: p.spec.fallback_limit ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`) : undefined,
-      loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION, p.spec.loop_detection, p.id) : undefined,
-      breaker: p.spec.circuit_breaker?.enabled ? compileGuard(CIRCUIT_BREAKER, p.spec.circuit_breaker, p.id, doc.bundle_version) : undefined,
+      loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION as RuleAlgorithm, p.spec.loop_detection, p.id) : undefined,
+      breaker: p.spec.circuit_breaker?.enabled ? compileGuard(CIRCUIT_BREAKER as RuleAlgorithm, p.spec.circuit_breaker, p.id, doc.bundle_version) : undefined,
       descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))].sort().map((name) => ({ name, extract: extractorOf(name) })),
-      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some((r) => r.algorithm === 'token_bucket_llm'),
+      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some((r) => ALGORITHMS.get(r.algorithm)?.llm === true),
     }
   })
   return {

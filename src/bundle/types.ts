@@ -3,7 +3,8 @@
 export interface RawRule {
   name?: string
   limit_keys?: string[]
-  algorithm: 'token_bucket' | 'cost_based' | 'token_bucket_llm'
+  /** A name in ALGORITHMS (algorithms/index.ts); the schema refuses any other. */
+  algorithm: string
   algorithm_config: Record<string, unknown>
   match?: Record<string, string | number | boolean>
 }

@@ -1,9 +1,14 @@
 /**
  * The checks of one policy that JSON Schema cannot express: host
- * normalisation, descriptor keys, burst ≥ rate, budget stages, enabled
- * guards with their required fields, and the warning for policies whose
+ * normalisation, descriptor keys, each algorithm's own config checks
+ * (RuleAlgorithm.check: burst ≥ rate, budget stages, enabled guards with
+ * their required fields, …), and the warning for policies whose
  * every rule needs a JWT claim.
  */
+import type { ConfigIssue, RuleAlgorithm } from '../algorithms/algorithm.js'
+import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
+import { ALGORITHMS } from '../algorithms/index.js'
+import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor } from '../request/descriptors.js'
 import { hostProblem } from './hosts.js'
 import type { BundleIssue, RawPolicy, RawRule } from './types.js'
@@ -17,33 +22,15 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
     const d = compileDescriptor(key)
     if (!d.ok) out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message, warning: d.unsupported })
   }
-  const c = rule.algorithm_config as Record<string, unknown>
-  if (rule.algorithm === 'token_bucket') {
-    const rate = (c.tokens_per_second ?? c.rps) as number
-    if (typeof c.burst === 'number' && c.burst < rate) out.push({ pointer: `${base}/algorithm_config/burst`, message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
-    else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
-      out.push({ pointer: `${base}/algorithm_config/fixed_cost`, message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
-    }
-    const lease = c.lease as { tokens?: unknown } | undefined
-    if (typeof lease?.tokens === 'number' && typeof c.burst === 'number' && lease.tokens >= c.burst) {
-      out.push({ pointer: `${base}/algorithm_config/lease/tokens`, message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`, warning: true })
-    }
-  } else if (rule.algorithm === 'cost_based') {
-    // Stages are sorted by threshold at load, so file order does not matter; thresholds must differ.
-    const stages = c.staged_actions as { threshold_percent: number; action: string }[]
-    const seen = new Map<number, number>()
-    stages.forEach((s, i) => {
-      const first = seen.get(s.threshold_percent)
-      if (first !== undefined) out.push({ pointer: `${base}/algorithm_config/staged_actions/${i}/threshold_percent`, message: `staged_actions thresholds must be distinct (${s.threshold_percent} is also stage ${first})` })
-      else seen.set(s.threshold_percent, i)
-    })
-    const rejects = stages.filter((s) => s.action === 'reject')
-    if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ pointer: `${base}/algorithm_config/staged_actions`, message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
-  } else if (rule.algorithm === 'token_bucket_llm') {
-    if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ pointer: `${base}/algorithm_config/burst_tokens`, message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
-    const tpd = c.tokens_per_day, burst = (c.burst_tokens ?? c.tokens_per_minute) as number
-    if (typeof tpd === 'number' && tpd < burst) out.push({ pointer: `${base}/algorithm_config/tokens_per_day`, message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`, warning: true })
-  }
+  const algorithm = ALGORITHMS.get(rule.algorithm)
+  if (algorithm !== undefined) checkConfig(algorithm, rule.algorithm_config, `${base}/algorithm_config`, out)
+}
+
+/** The algorithm's own checks of its config, as issues at pointers under `base`. */
+function checkConfig(algorithm: RuleAlgorithm, config: Record<string, unknown>, base: string, out: BundleIssue[]): void {
+  const found: ConfigIssue[] = []
+  algorithm.check?.(config, found)
+  for (const f of found) out.push({ pointer: f.field === '' ? base : `${base}/${f.field}`, message: f.message, ...(f.warning ? { warning: true } : {}) })
 }
 
 /** True when a rule can only apply to a request that carries a (valid) JWT: it limits or matches on a jwt: claim. */
@@ -76,8 +63,8 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
     }
   }
   const cb = p.spec.circuit_breaker
-  if (clean(`${base}/circuit_breaker`) && cb?.enabled && typeof cb.spend_rate_threshold_per_minute !== 'number') out.push({ pointer: `${base}/circuit_breaker`, message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
+  if (cb && clean(`${base}/circuit_breaker`)) checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)
   const loop = p.spec.loop_detection
-  if (clean(`${base}/loop_detection`) && loop?.enabled && (typeof loop.window_seconds !== 'number' || typeof loop.threshold_identical_requests !== 'number')) out.push({ pointer: `${base}/loop_detection`, message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
+  if (loop && clean(`${base}/loop_detection`)) checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out)
 }
 

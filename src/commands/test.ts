@@ -19,6 +19,7 @@
  */
 import type { Decision, EngineObserver, PlannedLimit } from '../engine/evaluate.js'
 import { RecordingStore, responseHeaders, table, type RequestReport } from './test-report.js'
+import { ALGORITHMS } from '../algorithms/index.js'
 import { Engine } from '../engine/evaluate.js'
 import { loadBundleFile } from '../bundle/load.js'
 import { parseTimestamp } from '../bundle/validate.js'
@@ -154,7 +155,7 @@ export async function run(args: string[]): Promise<number> {
             ...l,
             outcome: o === undefined ? 'not_evaluated' : o.allowed ? 'allowed' : 'rejected',
             charged: o?.allowed === true && !groupRejected,
-            tokens_left: l.algorithm === 'token_bucket' ? o?.value : undefined,
+            tokens_left: ALGORITHMS.get(l.algorithm)?.testFigure === 'tokens_left' ? o?.value : undefined,
             detail: details[i],
           }
         }),

@@ -12,7 +12,7 @@ export type Reason =
 
 /**
  * One token_bucket_llm rule's charge on an allowed request: settled once the
- * response says what was used (llm/settle.ts). Both counters were charged
+ * response says what was used (engine/finish.ts). Both counters were charged
  * `reserved`; the settlement adjusts both by reserved − used.
  */
 export interface LlmReservation {

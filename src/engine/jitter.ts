@@ -9,6 +9,7 @@
  * the 8 hex characters of the identity are hashed per reject.
  */
 import { hash } from 'node:crypto'
+import { jitterEarlier } from '../algorithms/index.js'
 
 const MOD = 1000003
 /** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
@@ -44,5 +45,5 @@ export function retryAfterWithJitter(base: number, policyId: string, ruleName: s
   // The identity is lowercase hex (ASCII): its UTF-8 bytes are its char codes.
   for (let i = 0; i < identity.length; i++) h = (h * 131 + identity.charCodeAt(i)) % MOD
   const jitter = (h / MOD) * base * 0.5
-  return Math.max(1, Math.ceil(reason === 'budget_exceeded' ? base - jitter : base + jitter))
+  return Math.max(1, Math.ceil(jitterEarlier(reason) ? base - jitter : base + jitter))
 }

@@ -13,6 +13,9 @@ import type { Estimator } from '../algorithms/llm.js'
 import { IMAGE_TOKENS, promptParts } from './prompt-parts.js'
 import { MAX_HELD_BODY, type LlmBody } from './request-body.js'
 
+/** The BPE encodings the tokenizer estimator can load (the LLM config schema's enum). */
+export const ENCODINGS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base'] as const
+
 type Count = (text: string) => number
 const require = createRequire(import.meta.url)
 const counters = new Map<string, Count>()

@@ -31,11 +31,12 @@
  * FOR UPDATE re-reads a row updated meanwhile. A row the clean-up deleted
  * between the two statements comes back absent and is re-inserted on write.
  *
- * Float noise is handled as in the TS kinds: token counts within 1e-9 of a
- * whole number snap to it, waits subtract 1e-9 before rounding up, elapsed
+ * Float noise is handled as in the TS kinds: token counts within EPSILON of a
+ * whole number snap to it, waits subtract EPSILON before rounding up, elapsed
  * time is rounded to the microsecond. A stored state is kept at least 1 s
  * (as Redis' PSETEX floor), so a fresh write never reads as already expired.
  */
+import { EPSILON } from '../algorithms/algorithm.js'
 
 /** Numbers per check in `take`'s `nums`. */
 export const TAKE_NUMS = 7
@@ -58,7 +59,7 @@ CREATE ${unlogged ? 'UNLOGGED ' : ''}TABLE IF NOT EXISTS ${p}counters (
 ) WITH (fillfactor = 50);
 
 CREATE OR REPLACE FUNCTION ${p}snap(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS
-$$ SELECT CASE WHEN abs(x - round(x)) < 1e-9 THEN round(x) ELSE x END $$;
+$$ SELECT CASE WHEN abs(x - round(x)) < ${EPSILON} THEN round(x) ELSE x END $$;
 
 CREATE OR REPLACE FUNCTION ${p}lock(ks text[]) RETURNS TABLE (i int, s0 float8, s1 float8, s2 float8, s3 float8, ex float8) LANGUAGE sql AS $$
   INSERT INTO ${p}counters (key) SELECT k FROM unnest(ks) k ORDER BY k COLLATE "C" ON CONFLICT (key) DO NOTHING;
@@ -119,23 +120,23 @@ BEGIN ${LOCK(p)}
         ELSE a0 := p2; a1 := now; END IF;
         ok := cost <= p2 AND a0 >= cost;
         IF ok THEN n0 := ${p}snap(a0 - cost); n1 := a1; n2 := 0; n3 := 0; nx := a1 + greatest(0, (p2 - n0) / p1); val := n0;
-        ELSE val := a0; retry := greatest(1, ceil((cost - a0) / p1 - 1e-9)); END IF;
+        ELSE val := a0; retry := greatest(1, ceil((cost - a0) / p1 - ${EPSILON})); END IF;
       ELSIF kind = 2 THEN -- window counter: limit p1, window p2, origin p3; state count, start
         IF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
         ELSIF here AND now < a1 + p2 THEN n1 := a1;
         ELSE a0 := 0; n1 := now; END IF;
-        nx := n1 + p2; retry := greatest(1, ceil(nx - now - 1e-9));
-        ok := a0 + cost <= p1 + 1e-9;
+        nx := n1 + p2; retry := greatest(1, ceil(nx - now - ${EPSILON}));
+        ok := a0 + cost <= p1 + ${EPSILON};
         IF ok THEN n0 := a0 + cost; n2 := 0; n3 := 0; val := n0; ELSE val := a0; END IF;
       ELSIF kind = 3 THEN -- rate meter: threshold p1, open p2; state prev, cur, minute, openUntil
-        IF here AND a3 > now THEN ok := false; val := p1; retry := greatest(1, ceil(a3 - now - 1e-9));
+        IF here AND a3 > now THEN ok := false; val := p1; retry := greatest(1, ceil(a3 - now - ${EPSILON}));
         ELSE
           n2 := floor(now / 60) * 60;
           IF here AND a2 = n2 THEN n0 := a0; n1 := a1; ELSIF here AND a2 = n2 - 60 THEN n0 := a1; n1 := 0; ELSE n0 := 0; n1 := 0; END IF;
           val := n0 * (1 - (now - n2) / 60) + n1 + cost;
-          ok := val < p1 - 1e-9;
+          ok := val < p1 - ${EPSILON};
           IF ok THEN n1 := n1 + cost; n3 := 0; nx := n2 + 120;
-          ELSE n0 := 0; n1 := 0; n3 := now + p2; nx := greatest(n3, n2 + 120); keep := true; retry := greatest(1, ceil(p2 - 1e-9)); END IF;
+          ELSE n0 := 0; n1 := 0; n3 := now + p2; nx := greatest(n3, n2 + 120); keep := true; retry := greatest(1, ceil(p2 - ${EPSILON})); END IF;
         END IF;
       ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
       END IF;

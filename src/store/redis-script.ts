@@ -18,8 +18,9 @@
  * an integer (truncating), which is why tokens cannot travel as numbers.
  *
  * Float noise is handled as in algorithms/token-bucket.ts: token counts within
- * 1e-9 of a whole number snap to it, and waits subtract 1e-9 before rounding up.
+ * EPSILON of a whole number snap to it, and waits subtract EPSILON before rounding up.
  */
+import { EPSILON } from '../algorithms/algorithm.js'
 
 /** Bytes per check in TAKE_LUA's reply: int8 status, double value, double retry-after seconds. */
 export const TAKE_REPLY_BYTES = 17
@@ -41,7 +42,7 @@ local nowS = now / 1000000
 local pack, unpack, floor, abs, ceil = struct.pack, struct.unpack, math.floor, math.abs, math.ceil
 local function snap(x)
   local r = floor(x + 0.5)
-  if abs(x - r) < 1e-9 then return r end
+  if abs(x - r) < ${EPSILON} then return r end
   return x
 end
 local function ttlOf(ms)
@@ -49,7 +50,7 @@ local function ttlOf(ms)
   return ceil(ms)
 end
 local function secondsTo(finish)
-  local s = ceil(finish - nowS - 1e-9)
+  local s = ceil(finish - nowS - ${EPSILON})
   if s < 1 then return 1 end
   return s
 end
@@ -72,7 +73,7 @@ step[1] = function(v, rate, burst, _, cost)
     tokens = snap(tokens - cost)
     return true, tokens, 0, pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
   end
-  local wait = ceil((cost - tokens) / rate - 1e-9)
+  local wait = ceil((cost - tokens) / rate - ${EPSILON})
   if wait < 1 then wait = 1 end
   return false, tokens, wait
 end
@@ -99,7 +100,7 @@ step[2] = function(v, limit, windowS, origin, cost)
   local count, start = window(v, windowS, origin)
   local finish = start + windowS
   local nxt = count + cost
-  if nxt > limit + 1e-9 then return false, count, secondsTo(finish) end
+  if nxt > limit + ${EPSILON} then return false, count, secondsTo(finish) end
   return true, nxt, secondsTo(finish), pack('<dd', nxt, start), ttlOf((finish - nowS) * 1000)
 end
 adjust[2] = function(v, limit, windowS, origin, amount)
@@ -119,11 +120,11 @@ step[3] = function(v, threshold, openS, _, cost)
   elseif minute == m - 60 then prev, cur = cur, 0
   else prev, cur = 0, 0 end
   local rate = prev * (1 - (nowS - m) / 60) + cur + cost
-  if rate >= threshold - 1e-9 then
+  if rate >= threshold - ${EPSILON} then
     local untilS = nowS + openS
     local keep = untilS
     if m + 120 > keep then keep = m + 120 end
-    local wait = ceil(openS - 1e-9)
+    local wait = ceil(openS - ${EPSILON})
     if wait < 1 then wait = 1 end
     return false, rate, wait, pack('<dddd', 0, 0, m, untilS), ttlOf((keep - nowS) * 1000), true
   end
@@ -158,7 +159,7 @@ local staged, stState, stTtl
 if n > 1 then staged, stState, stTtl = {}, {}, {} end
 local rejected = { false, false }
 for i = 1, n do
-  local a = i * 6 - 6
+  local a = (i - 1) * ${TAKE_ARGS_PER_CHECK}
   local g = ARGV[a + 6] == '1' and 2 or 1
   if rejected[g] then
     reply = reply .. pack('<bdd', -1, 0, 0)
@@ -183,7 +184,7 @@ for i = 1, n do
 end
 if n > 1 then
   for i = 1, n do
-    if stState[i] and not rejected[ARGV[i * 6] == '1' and 2 or 1] then
+    if stState[i] and not rejected[ARGV[i * ${TAKE_ARGS_PER_CHECK}] == '1' and 2 or 1] then
       redis.call('PSETEX', KEYS[i], stTtl[i], stState[i])
     end
   end
@@ -204,7 +205,7 @@ export const ADJUST_ARGS_PER_KEY = 5
  */
 export const ADJUST_LUA = KINDS_LUA + `
 for i = 1, #KEYS do
-  local a = (i - 1) * 5
+  local a = (i - 1) * ${ADJUST_ARGS_PER_KEY}
   local key = KEYS[i]
   local state, ttl = adjust[tonumber(ARGV[a + 1])](redis.call('GET', key), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]))
   if state then redis.call('PSETEX', key, ttl, state) end
