@@ -5,9 +5,9 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
-import { PREFIX_RE } from './store/postgres-sql.js'
-import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
-import { parseRedisUrl } from './store/redis-url.js'
+import { PREFIX_RE } from './store/postgres/sql.js'
+import { isPostgresUrl, parsePostgresUrl } from './store/postgres/url.js'
+import { parseRedisUrl } from './store/redis/url.js'
 import type { FailPolicy } from './store/store.js'
 
 export type { FailPolicy }

@@ -5,7 +5,7 @@
  *   state (`step`), the numbers a server script needs (`params`), and how the
  *   in-process store packs the state into its cells. Every store dispatches
  *   on `kind.id`: the memory store calls `step`, the Redis script has a
- *   branch per id (store/redis-script.ts) running the same maths.
+ *   branch per id (store/redis/script.ts) running the same maths.
  * - An **algorithm** is what a bundle names (`token_bucket`, …): it
  *   normalises its `algorithm_config` once at load into a Limit (kind and
  *   parameters), names its counter-key prefix and reject reason, and turns an

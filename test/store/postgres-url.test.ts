@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 import { SettingError } from '../../src/errors.js'
 import { loadSettings } from '../../src/settings.js'
-import { parsePostgresUrl } from '../../src/store/postgres-url.js'
+import { parsePostgresUrl } from '../../src/store/postgres/url.js'
 import { CLI, ROOT } from '../helpers/processes.js'
 
 const base = { FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1' }

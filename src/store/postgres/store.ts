@@ -1,9 +1,9 @@
 /**
  * PostgreSQL store: every limit of a request is checked and committed by one
- * call of the `take` function (postgres-sql.ts), atomically, all or nothing
+ * call of the `take` function (sql.ts), atomically, all or nothing
  * per group, on the server's clock.
  *
- * Batching (group commit, as redis-call.ts): calls made in one event-loop
+ * Batching (group commit, as ../redis/call.ts): calls made in one event-loop
  * turn leave together as ONE statement on a free connection; while every
  * connection is busy, calls collect and leave together when one frees up.
  * The function evaluates the requests of a batch one after the other, each
@@ -21,12 +21,12 @@
  * one request's data is split until that request stands alone (split()).
  */
 import type pg from 'pg'
-import { adjustValues, readOutcomes, takeValues } from './postgres-codec.js'
-import { PgConnections, type Slot, type StoreLog } from './postgres-conn.js'
-import { cleanupSql, TAKE_REPLY } from './postgres-sql.js'
-import type { PostgresTarget } from './postgres-url.js'
-import { callTimerMs, storeError } from './remote.js'
-import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js'
+import { adjustValues, readOutcomes, takeValues } from './codec.js'
+import { PgConnections, type Slot, type StoreLog } from './conn.js'
+import { cleanupSql, TAKE_REPLY } from './sql.js'
+import type { PostgresTarget } from './url.js'
+import { callTimerMs, storeError } from '../remote.js'
+import type { Adjustment, ApplyDone, Check, Store, StoreState } from '../store.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget

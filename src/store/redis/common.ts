@@ -9,9 +9,9 @@
  * and the connection retries every 100–500 ms in the background; limiting
  * resumes by itself on reconnect.
  */
-import type { RedisTarget } from './redis-url.js'
+import type { RedisTarget } from './url.js'
 import { REFUSED_RE } from './resp-connection.js'
-import type { StoreState } from './store.js'
+import type { StoreState } from '../store.js'
 
 export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
 

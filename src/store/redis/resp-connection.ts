@@ -24,7 +24,7 @@ import { EventEmitter } from 'node:events'
 import { connect as netConnect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import Parser from 'redis-parser'
-import { sniFor, type RedisTarget } from './redis-url.js'
+import { sniFor, type RedisTarget } from './url.js'
 
 export type Reply = Buffer | number | null | Reply[]
 /** Called once per command: with its reply, or with an error (a Redis error reply, or the connection's). */
