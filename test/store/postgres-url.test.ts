@@ -26,7 +26,7 @@ describe('FAIRVISOR_STORE postgres forms', () => {
     assert.equal(loadSettings(base).storeTimeoutMs, 50)
     assert.equal(loadSettings({ ...base, FAIRVISOR_REDIS_TIMEOUT_MS: '70' }).storeTimeoutMs, 70)
     const both = loadSettings({ ...base, FAIRVISOR_REDIS_TIMEOUT_MS: '70', FAIRVISOR_STORE_TIMEOUT_MS: '90' })
-    assert.deepEqual([both.storeTimeoutMs, both.redisTimeoutMs], [90, 90])
+    assert.deepEqual([both.storeTimeoutMs, both.storeConfig.kind === 'postgres' || both.storeConfig.kind === 'redis' ? both.storeConfig.timeoutMs : 0], [90, 90])
     rejects({ FAIRVISOR_STORE_TIMEOUT_MS: '0' }, 'FAIRVISOR_STORE_TIMEOUT_MS')
   })
   it('pool size, table prefix and UNLOGGED, with their defaults', () => {
