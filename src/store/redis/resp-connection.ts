@@ -162,7 +162,7 @@ export class RespConnection extends EventEmitter {
       if (err) return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
       if (--left === 0) this.ready()
     }
-    for (const s of steps) this.queue.push(cb)
+    for (let i = 0; i < steps.length; i++) this.queue.push(cb)
     socket.write(steps.map((s) => encodeCommand(s)).join(''))
   }
 
