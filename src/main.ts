@@ -23,16 +23,8 @@ import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import { NetworkData } from './request/network-data.js'
 import type { Settings } from './settings.js'
-import { LeasingStore } from './store/leasing.js'
-import { MemoryStore } from './store/memory.js'
-import { PostgresStore } from './store/postgres.js'
-import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
-import { RedisStore } from './store/redis.js'
-import { RedisClusterStore } from './store/redis-cluster.js'
-import { parseRedisUrl, type RedisTarget } from './store/redis-url.js'
+import { createStore } from './store/factory.js'
 import type { Store } from './store/store.js'
-import { SharedMemoryStore } from './store/shared/store.js'
-import { SharedTable } from './store/shared/table.js'
 import { threadId } from 'node:worker_threads'
 import { listenOnFd, type ThreadContext } from './workers/context.js'
 import { VERSION } from './version.js'
@@ -48,14 +40,11 @@ export interface Gateway {
   shutdown(): Promise<void>
 }
 
-function createStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | undefined): Store {
-  // Worker threads share one table (store/shared/); one thread keeps the in-process store of its own.
-  if (s.store === 'memory' && thread?.table) return new SharedMemoryStore({ table: new SharedTable(thread.table, threadId), clock, onEvict: evictionLog(log, clock) })
-  if (s.store === 'memory') return new MemoryStore({ maxBytes: s.sharedDictBytes, clock, onEvict: evictionLog(log, clock) })
+/** The store the settings name; worker threads share one table (store/shared/), one thread keeps the in-process store of its own. */
+function openStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | undefined): Store {
   const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
-  const redis = (target: RedisTarget): Store => (target.kind === 'cluster' ? new RedisClusterStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }) : new RedisStore({ target, timeoutMs: s.storeTimeoutMs, log: storeLog }))
-  const shared = isPostgresUrl(s.store) ? new PostgresStore({ target: parsePostgresUrl(s.store), timeoutMs: s.storeTimeoutMs, poolSize: s.pgPoolSize, prefix: s.pgTablePrefix, unlogged: s.pgUnlogged, log: storeLog }) : redis(parseRedisUrl(s.store))
-  return new LeasingStore(shared, clock) // leases (opt-in per rule) only make sense on a shared store
+  const shared = thread?.table ? { table: thread.table, threadId } : undefined
+  return createStore(s.storeConfig, { clock, log: storeLog, onEvict: evictionLog(log, clock), shared })
 }
 
 /** `thread`: this gateway is one worker thread of several (workers/): the supervisor owns the socket, reloads and /metrics. */
@@ -66,7 +55,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   // Before any connection opens: a bad JWT key source or data file stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
   const net = new NetworkData(settings)
-  const store = createStore(settings, log, thread)
+  const store = openStore(settings, log, thread)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
   // A store that refuses the URL (password, role, database) is a wrong setting: waiting would not fix it (exit 2).
   const reachable = await store.ready(3000).catch(async (err: Error) => {

@@ -5,9 +5,8 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
-import { PREFIX_RE } from './store/postgres-sql.js'
-import { isPostgresUrl, parsePostgresUrl } from './store/postgres-url.js'
-import { parseRedisUrl } from './store/redis-url.js'
+import { PREFIX_RE } from './store/postgres/sql.js'
+import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
 import type { FailPolicy } from './store/store.js'
 
 export type { FailPolicy }
@@ -47,6 +46,8 @@ export interface Settings {
   shutdownTimeoutMs: number
   /** `memory`, a redis:// / rediss:// / redis+cluster:// / unix socket URL, or a postgres:// / postgresql:// URL. */
   store: string
+  /** The same, parsed once, with the settings of that store: what the store factory builds from. */
+  storeConfig: StoreConfig
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
   /** Worker threads serving the listeners (FAIRVISOR_WORKERS); 1: one thread, as without workers. */
@@ -56,8 +57,6 @@ export interface Settings {
   failPolicy: FailPolicy
   /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
-  /** The same value, under the name the Redis wiring reads. */
-  redisTimeoutMs: number
   /** PostgreSQL store: connections, table/function name prefix, UNLOGGED table. */
   pgPoolSize: number
   pgTablePrefix: string
@@ -132,8 +131,8 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
  * Redis and 500 ms for PostgreSQL, whose batched statement under a hot key
  * takes row locks and needs several times Redis' time (README, PostgreSQL).
  */
-function storeTimeout(env: Env, store: string): number {
-  const dflt = isPostgresUrl(store) ? 500 : 50
+function storeTimeout(env: Env, store: StoreTarget): number {
+  const dflt = store.kind === 'postgres' ? 500 : 50
   if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', dflt, 1, 60_000)
   return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
 }
@@ -144,18 +143,11 @@ function tablePrefix(env: Env): string {
   return raw
 }
 
-function storeUrl(env: Env): string {
-  const raw = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
-  if (raw === 'memory') return raw
-  if (/^(redis|rediss|redis\+cluster|unix):\/\/.+/.test(raw) || raw.startsWith('/')) {
-    parseRedisUrl(raw) // throws a SettingError naming FAIRVISOR_STORE when malformed
-    return raw
-  }
-  if (isPostgresUrl(raw)) {
-    parsePostgresUrl(raw) // the same
-    return raw
-  }
-  throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2, unix:///path/to/redis.sock or postgres://user@host:5432/db`)
+/** The store config: the parsed target with the settings of that store. */
+function storeConfig(target: StoreTarget, sizes: { maxBytes: number; timeoutMs: number; poolSize: number; prefix: string; unlogged: boolean }): StoreConfig {
+  if (target.kind === 'memory') return { kind: 'memory', maxBytes: sizes.maxBytes }
+  if (target.kind === 'redis') return { kind: 'redis', target: target.target, timeoutMs: sizes.timeoutMs }
+  return { kind: 'postgres', target: target.target, timeoutMs: sizes.timeoutMs, poolSize: sizes.poolSize, prefix: sizes.prefix, unlogged: sizes.unlogged }
 }
 
 /** Also read alone by `fairvisor test`, which needs no listener or backend settings. */
@@ -181,7 +173,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
-  const store = storeUrl(env)
+  const store = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
+  const target = parseStoreUrl(store)
+  const sharedDictBytes = size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m')
+  const storeTimeoutMs = storeTimeout(env, target)
+  const pg = { poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64), prefix: tablePrefix(env), unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true) }
   const settings: Settings = {
     mode,
     backendUrl: backendUrl(env, mode),
@@ -202,15 +198,15 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
     store,
-    sharedDictBytes: size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'),
+    storeConfig: storeConfig(target, { maxBytes: sharedDictBytes, timeoutMs: storeTimeoutMs, ...pg }),
+    sharedDictBytes,
     workers: integer(env, 'FAIRVISOR_WORKERS', defaultWorkers(), 1, 256),
     sharedTableBytes: size(env, 'FAIRVISOR_SHARED_TABLE_SIZE', optional(env, 'FAIRVISOR_SHARED_DICT_SIZE') ?? '128m'),
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
-    storeTimeoutMs: storeTimeout(env, store),
-    redisTimeoutMs: storeTimeout(env, store),
-    pgPoolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
-    pgTablePrefix: tablePrefix(env),
-    pgUnlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
+    storeTimeoutMs,
+    pgPoolSize: pg.poolSize,
+    pgTablePrefix: pg.prefix,
+    pgUnlogged: pg.unlogged,
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
     debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),

@@ -5,7 +5,7 @@
  *   state (`step`), the numbers a server script needs (`params`), and how the
  *   in-process store packs the state into its cells. Every store dispatches
  *   on `kind.id`: the memory store calls `step`, the Redis script has a
- *   branch per id (store/redis-script.ts) running the same maths.
+ *   branch per id (store/redis/script.ts) running the same maths.
  * - An **algorithm** is what a bundle names (`token_bucket`, …): it
  *   normalises its `algorithm_config` once at load into a Limit (kind and
  *   parameters), names its counter-key prefix and reject reason, and turns an
@@ -60,7 +60,7 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
 /**
  * Float tolerance of every kind's maths: counts within EPSILON of a whole
  * number snap to it, waits subtract it before rounding up, limits allow it on
- * top. The Lua (store/redis-script.ts) and PL/pgSQL (store/postgres-sql.ts)
+ * top. The Lua (store/redis/script.ts) and PL/pgSQL (store/postgres/sql.ts)
  * twins interpolate this constant, so the three copies cannot disagree on it.
  */
 export const EPSILON = 1e-9

@@ -5,7 +5,7 @@
  */
 import type { Decision, PlannedLimit } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
-import type { MemoryStore } from '../store/memory.js'
+import type { MemoryStore } from '../store/memory/store.js'
 import { llmLines, type LlmReport } from './test-llm.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 

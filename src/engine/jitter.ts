@@ -8,21 +8,21 @@
  * fixed prefix per (policy, rule, reason) — the hash is sequential, so only
  * the 8 hex characters of the identity are hashed per reject.
  */
+import { boundedCache } from '../bounded-cache.js'
 import { hash } from 'node:crypto'
 import { jitterEarlier } from '../algorithms/index.js'
 
 const MOD = 1000003
 /** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
 const MEMO_MAX = 10_000
-const identities = new Map<string, string>()
-const prefixes = new Map<string, number>()
+const identities = boundedCache<string, string>(MEMO_MAX)
+const prefixes = boundedCache<string, number>(MEMO_MAX)
 
 export function jitterIdentity(subject: string, ip: string, path: string): string {
   const raw = `${subject}|${ip}|${path}`
   let id = identities.get(raw)
   if (id === undefined) {
     id = hash('sha1', `fairvisor-retry-jitter|${raw}`, 'hex').slice(0, 8)
-    if (identities.size >= MEMO_MAX) identities.clear()
     identities.set(raw, id)
   }
   return id
@@ -39,7 +39,6 @@ export function retryAfterWithJitter(base: number, policyId: string, ruleName: s
   let h = prefixes.get(prefix)
   if (h === undefined) {
     h = rollBytes(0, prefix)
-    if (prefixes.size >= MEMO_MAX) prefixes.clear()
     prefixes.set(prefix, h)
   }
   // The identity is lowercase hex (ASCII): its UTF-8 bytes are its char codes.

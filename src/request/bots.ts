@@ -13,7 +13,7 @@
  * over and over and a hit costs one Map lookup instead of two regex scans.
  */
 import { isbot } from 'isbot'
-import { RecentCache } from './recent-cache.js'
+import { boundedCache } from '../bounded-cache.js'
 
 export type BotCategory =
   | 'search_engine' | 'ai_crawler' | 'ai_assistant_user' | 'social_preview'
@@ -69,8 +69,8 @@ export function classifyUserAgent(ua: string): BotCategory | undefined {
   return isbot(ua) ? 'other_bot' : undefined
 }
 
-/** Distinct User-Agents remembered per cache generation (at most twice as many are held). */
-export const UA_CACHE_ENTRIES = 4096
+/** Distinct User-Agents remembered. */
+export const UA_CACHE_ENTRIES = 8192
 /**
  * Longer User-Agents are classified every time rather than cached: a client
  * sending random 8 KB strings must not make the cache hold megabytes. Real
@@ -79,7 +79,7 @@ export const UA_CACHE_ENTRIES = 4096
 export const UA_CACHE_MAX_LENGTH = 512
 
 const NOT_A_BOT = ''
-const cache = new RecentCache<BotCategory | typeof NOT_A_BOT>(UA_CACHE_ENTRIES)
+const cache = boundedCache<string, BotCategory | typeof NOT_A_BOT>(UA_CACHE_ENTRIES)
 
 /** classifyUserAgent through the cache of recent User-Agents; `''` when not a bot. */
 export function botCategory(ua: string | undefined): BotCategory | '' {

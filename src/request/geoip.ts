@@ -8,10 +8,10 @@
 import { readFileSync } from 'node:fs'
 import { Reader, type Response } from 'maxmind'
 import { DataFileError } from '../errors.js'
-import { RecentCache } from './recent-cache.js'
+import { boundedCache } from '../bounded-cache.js'
 
-/** Decoded records remembered per cache generation: a country database has a few hundred distinct records, an ASN one ~80k. */
-const RECORD_CACHE_ENTRIES = 4096
+/** Decoded records remembered (least recently used out): a country database has a few hundred distinct records, an ASN one ~80k. */
+const RECORD_CACHE_ENTRIES = 8192
 
 interface GeoRecord {
   country?: { iso_code?: string }
@@ -27,7 +27,7 @@ export class GeoDatabase {
   /** Throws (with the reason) when `bytes` is not a MaxMind DB. */
   constructor(readonly bytes: Buffer) {
     // The reader decodes records by offset; caching the decoded ones saves rebuilding the same objects per request.
-    this.reader = new Reader<Response>(bytes, { cache: new RecentCache<unknown>(RECORD_CACHE_ENTRIES) })
+    this.reader = new Reader<Response>(bytes, { cache: boundedCache<number, {}>(RECORD_CACHE_ENTRIES) })
     const m = this.reader.metadata
     // A file that merely ends in something metadata-like (or a truncated copy) must not pass as a database.
     if (!(Number.isInteger(m.nodeCount) && m.nodeCount > 0 && (m.ipVersion === 4 || m.ipVersion === 6) && m.searchTreeSize + 16 <= bytes.length)) {

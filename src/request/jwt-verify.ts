@@ -6,6 +6,7 @@
  * its token pays the signature check once, and a flood of one bad token
  * costs one check.
  */
+import { boundedCache } from '../bounded-cache.js'
 import { readFileSync } from 'node:fs'
 import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose'
 import { SettingError } from '../errors.js'
@@ -66,9 +67,8 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
 export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefined {
   const source = keySource(s)
   if (!source) return undefined
-  const cache = new Map<string, { claims: Claims | null; untilMs: number }>()
+  const cache = boundedCache<string, { claims: Claims | null; untilMs: number }>(CACHE_MAX)
   const remember = (token: string, claims: Claims | null, untilMs: number): void => {
-    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!)
     cache.set(token, { claims, untilMs })
   }
   return {

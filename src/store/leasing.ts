@@ -18,6 +18,7 @@
  * While a slice is being fetched, other requests on that key wait for it
  * (one fetch per key at a time), then spend from it.
  */
+import { EPSILON } from '../algorithms/algorithm.js'
 import type { BucketLimit, LeaseConfig } from '../algorithms/token-bucket.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
@@ -83,7 +84,7 @@ export class LeasingStore implements Store {
         continue
       }
       const lease = this.current(c)
-      if (lease !== undefined && lease.tokens + 1e-9 >= c.cost) {
+      if (lease !== undefined && lease.tokens + EPSILON >= c.cost) {
         lease.tokens -= c.cost
         out[i] = { allowed: true, value: lease.bucketLeft + lease.tokens, retryAfter: 0 }
         local.push(i)
@@ -196,7 +197,7 @@ export class LeasingStore implements Store {
   private endLease(key: string, lease: Lease, done: (err: Error | null) => void = () => undefined): void {
     clearTimeout(lease.timer)
     if (this.leases.get(key) === lease) this.leases.delete(key)
-    if (lease.tokens <= 1e-9) return done(null)
+    if (lease.tokens <= EPSILON) return done(null)
     this.inner.adjust([{ key, limit: lease.limit, amount: lease.tokens }], this.clock() / 1000, done)
     lease.tokens = 0
   }

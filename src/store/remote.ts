@@ -4,6 +4,10 @@
  * StoreError, on which the engine applies the fail policy.
  */
 import { StoreError } from '../errors.js'
+import { CallTimeoutError } from './batcher.js'
+
+/** How a store on a server reports connection transitions and failures (the gateway's logger, or a test's). */
+export type StoreLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
 
 /**
  * The timer armed for a store call: the deadline less a little headroom (a tenth,
@@ -22,7 +26,7 @@ export const reconnectDelay = (attempt: number): number => Math.min(100 * attemp
 export function storeError(backend: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err
   const e = err as Error & { code?: unknown }
-  const timeout = /timed out/i.test(e?.message ?? '')
+  const timeout = err instanceof CallTimeoutError
   const code = typeof e?.code === 'string' ? `${e.code} ` : ''
   return new StoreError(`${backend} ${timeout ? 'call timed out' : `call failed: ${code}${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
 }

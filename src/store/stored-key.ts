@@ -18,7 +18,7 @@ import { createHash } from 'node:crypto'
 /** Readable characters kept before the digest. */
 const READABLE = 120
 /** Length of a hashed key: readable part, `#`, 64 hex digits. */
-export const HASH_AT = READABLE + 1 + 64
+const HASH_AT = READABLE + 1 + 64
 
 /** `key` as the store keeps it (unchanged for ordinary keys: one length test and one scan). */
 export function storedKey(key: string): string {

@@ -16,7 +16,6 @@ import { createLogger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
 import { logReload } from '../observe/reload-log.js'
 import type { Settings } from '../settings.js'
-import { isPostgresUrl } from '../store/postgres-url.js'
 import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
 import { bindSocket, type BoundSocket } from './listen-handle.js'
@@ -61,7 +60,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const log = createLogger(settings.logLevel).child({ worker: 0 })
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
-  const table = settings.store === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
+  const table = settings.storeConfig.kind === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
   const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
   let sock: BoundSocket
   let adminSock: BoundSocket | undefined
@@ -171,7 +170,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
   })
   await watcher?.ready
-  log.info({ mode: settings.mode, host: settings.host, port: sock.port, adminPort: adminSock?.port, backend: settings.backendUrl?.origin, store: settings.store === 'memory' ? 'memory' : isPostgresUrl(settings.store) ? 'postgres' : 'redis', workers: settings.workers, version: VERSION },
+  log.info({ mode: settings.mode, host: settings.host, port: sock.port, adminPort: adminSock?.port, backend: settings.backendUrl?.origin, store: settings.storeConfig.kind, workers: settings.workers, version: VERSION },
     `fairvisor listening on ${settings.host}:${sock.port}`)
 
   return {

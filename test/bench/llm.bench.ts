@@ -22,7 +22,7 @@ import { estimatePrompt, tokenCounter } from '../../src/llm/estimate.js'
 import { promptParts } from '../../src/llm/prompt-parts.js'
 import { parseLlmBody } from '../../src/llm/request-body.js'
 import { RequestView } from '../../src/request/view.js'
-import { MemoryStore } from '../../src/store/memory.js'
+import { MemoryStore } from '../../src/store/memory/store.js'
 
 const WORDS = ['the', 'rate', 'limiter', 'gateway', 'tokens', 'résumé', 'naïve', '東京', 'function()', '{"a":1}', 'https://example.com/x', '42', 'Hello,', 'world!', 'streaming', 'completion']
 function text(chars: number, seed: number): string {

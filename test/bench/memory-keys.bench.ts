@@ -9,7 +9,7 @@
 import { runInNewContext } from 'node:vm'
 import { setFlagsFromString } from 'node:v8'
 import { loadSettings } from '../../src/settings.js'
-import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory.js'
+import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory/store.js'
 import type { Check } from '../../src/store/store.js'
 import { bucketLimit } from '../../src/algorithms/token-bucket.js'
 

@@ -1,5 +1,5 @@
 // The store contract on the in-process store (driven clock, exact figures).
-import { MemoryStore } from '../../src/store/memory.js'
+import { MemoryStore } from '../../src/store/memory/store.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
 

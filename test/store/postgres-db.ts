@@ -4,8 +4,8 @@
  * the run, and dropping everything that prefix created afterwards.
  */
 import pg from 'pg'
-import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js'
-import { parsePostgresUrl } from '../../src/store/postgres-url.js'
+import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/store.js'
+import { parsePostgresUrl } from '../../src/store/postgres/url.js'
 
 export const PG_URL = process.env.FAIRVISOR_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 import { SettingError } from '../../src/errors.js'
 import { loadSettings } from '../../src/settings.js'
-import { parsePostgresUrl } from '../../src/store/postgres-url.js'
+import { parsePostgresUrl } from '../../src/store/postgres/url.js'
 import { CLI, ROOT } from '../helpers/processes.js'
 
 const base = { FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1' }
@@ -25,8 +25,10 @@ describe('FAIRVISOR_STORE postgres forms', () => {
   it('the deadline: FAIRVISOR_STORE_TIMEOUT_MS, FAIRVISOR_REDIS_TIMEOUT_MS as its older name; the new one wins', () => {
     assert.equal(loadSettings(base).storeTimeoutMs, 50)
     assert.equal(loadSettings({ ...base, FAIRVISOR_REDIS_TIMEOUT_MS: '70' }).storeTimeoutMs, 70)
-    const both = loadSettings({ ...base, FAIRVISOR_REDIS_TIMEOUT_MS: '70', FAIRVISOR_STORE_TIMEOUT_MS: '90' })
-    assert.deepEqual([both.storeTimeoutMs, both.redisTimeoutMs], [90, 90])
+    const both = loadSettings({ ...base, FAIRVISOR_STORE: 'postgres://u@db:5432/app', FAIRVISOR_REDIS_TIMEOUT_MS: '70', FAIRVISOR_STORE_TIMEOUT_MS: '90', FAIRVISOR_PG_POOL_SIZE: '8' })
+    assert.equal(both.storeTimeoutMs, 90)
+    // The store config the factory builds from: the URL parsed once, with that store's settings.
+    assert.deepEqual(both.storeConfig, { kind: 'postgres', target: { connectionString: 'postgres://u@db:5432/app', display: 'db:5432/app' }, timeoutMs: 90, poolSize: 8, prefix: 'fairvisor_', unlogged: true })
     rejects({ FAIRVISOR_STORE_TIMEOUT_MS: '0' }, 'FAIRVISOR_STORE_TIMEOUT_MS')
   })
   it('pool size, table prefix and UNLOGGED, with their defaults', () => {

@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { StoreError } from '../../src/errors.js'
-import { RedisStore, } from '../../src/store/redis.js'
-import type { RedisLog } from '../../src/store/redis-common.js'
-import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { RedisStore, } from '../../src/store/redis/store.js'
+import type { StoreLog } from '../../src/store/remote.js'
+import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Check } from '../../src/store/store.js'
 import { readBucket, sleep, startRedis, type RedisServer } from './redis-servers.js'
 import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
@@ -54,7 +54,7 @@ describe('redis store handshake (AUTH, SELECT)', () => {
 
   it('a wrong password: calls fail at once, one log line, retries are paced', async () => {
     const lines: string[] = []
-    const log: RedisLog = (_level, fields, msg) => lines.push(`${msg} ${String(fields.err ?? '')}`)
+    const log: StoreLog = (_level, fields, msg) => lines.push(`${msg} ${String(fields.err ?? '')}`)
     const before = Number(/total_connections_received:(\d+)/.exec(cli('info', 'stats'))![1])
     const store = new RedisStore({ target: parseRedisUrl(`redis://:wrong@127.0.0.1:${server.port}`), timeoutMs: 500, log })
     try {

@@ -1,7 +1,7 @@
 // The store contract on a 3-master Redis Cluster this file starts and stops.
 import { after, before } from 'node:test'
-import { RedisClusterStore } from '../../src/store/redis-cluster.js'
-import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { RedisClusterStore } from '../../src/store/redis/cluster.js'
+import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
 import { startCluster, type RedisCluster } from './redis-servers.js'

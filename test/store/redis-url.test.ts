@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { SettingError } from '../../src/errors.js'
-import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { loadSettings } from '../../src/settings.js'
 
 describe('FAIRVISOR_STORE redis forms', () => {

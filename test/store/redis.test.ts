@@ -1,7 +1,7 @@
 // The store contract on a standalone Redis (127.0.0.1:6379, shared: every key
 // of this run carries a unique rule-name prefix and is deleted afterwards).
-import { RedisStore } from '../../src/store/redis.js'
-import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { RedisStore } from '../../src/store/redis/store.js'
+import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
 import { deleteKeys } from './redis-servers.js'

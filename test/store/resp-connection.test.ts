@@ -5,11 +5,11 @@
 // the same strings as listArgs() (multi-byte keys, fractions, cached numbers).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { bulk, encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/resp-connection.js'
-import { encodeArgs, listArgs, visitTakeArgs } from '../../src/store/redis-codec.js'
+import { bulk, encodeCommand, RespConnection, type Reply, type ReplyCallback } from '../../src/store/redis/resp-connection.js'
+import { encodeArgs, listArgs, visitTakeArgs } from '../../src/store/redis/codec.js'
 import { tbCheck } from '../helpers/store.js'
 import type { Check } from '../../src/store/store.js'
-import { parseRedisUrl } from '../../src/store/redis-url.js'
+import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { startRedis, type RedisServer } from './redis-servers.js'
 
 const opts = { connectTimeoutMs: 1000, reconnectDelay: (n: number) => Math.min(100 * n, 500) }

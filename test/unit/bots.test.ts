@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { botCategory, classifyUserAgent, UA_CACHE_MAX_LENGTH } from '../../src/request/bots.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
-import { RecentCache } from '../../src/request/recent-cache.js'
+import { boundedCache } from '../../src/bounded-cache.js'
 import { view } from './engine-harness.js'
 
 type Row = [string, string, string | undefined]
@@ -118,14 +118,12 @@ test('a very long User-Agent is classified but not cached', () => {
   assert.equal(botCategory(long), 'ai_crawler')
 })
 
-test('RecentCache: bounded to two generations, recent entries survive, old ones are promoted on use', () => {
-  const c = new RecentCache<number>(3)
+test('boundedCache: at most max entries, the least recently used goes first', () => {
+  const c = boundedCache<string, number>(3)
   for (let i = 0; i < 3; i++) c.set(`k${i}`, i)
-  c.set('k3', 3) // young generation full: k0..k2 become the old one
-  assert.equal(c.get('k0'), 0, 'promoted from the old generation')
-  c.set('k4', 4)
-  c.set('k5', 5) // k3, k0, k4 become old; k1, k2 are dropped
+  assert.equal(c.get('k0'), 0, 'k0 used again: k1 is now the least recent')
+  c.set('k3', 3)
   assert.equal(c.get('k1'), undefined)
-  assert.equal(c.get('k0'), 0)
-  assert.ok(c.size <= 6)
+  assert.deepEqual([c.get('k0'), c.get('k2'), c.get('k3')], [0, 2, 3])
+  assert.equal(c.size, 3)
 })

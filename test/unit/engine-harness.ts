@@ -9,7 +9,7 @@ import { loadBundleBytes } from '../../src/bundle/load.js'
 import type { CompiledBundle } from '../../src/bundle/compile.js'
 import { Engine, type Decision, type EngineObserver, type ShadowReject } from '../../src/engine/evaluate.js'
 import { RequestView } from '../../src/request/view.js'
-import { MemoryStore } from '../../src/store/memory.js'
+import { MemoryStore } from '../../src/store/memory/store.js'
 
 /** 2026-01-01T00:00:00Z in ms: the clock every engine test starts from. */
 export const T0 = Date.UTC(2026, 0, 1)

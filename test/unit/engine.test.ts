@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { bundle, compile, Harness, policy, rule, T0, tb, view } from './engine-harness.js'
 import { Engine } from '../../src/engine/evaluate.js'
-import { MemoryStore } from '../../src/store/memory.js'
+import { MemoryStore } from '../../src/store/memory/store.js'
 
 test('policies are evaluated in id order whatever their order in the file; the first reject wins', () => {
   const h = new Harness(compile(bundle([

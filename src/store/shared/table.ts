@@ -17,7 +17,7 @@
 import { CELLS } from '../../algorithms/algorithm.js'
 
 /** Slots per bucket: a full bucket evicts its slot closest to expiry. */
-export const WAYS = 16
+const WAYS = 16
 /** Bytes per slot: fingerprint (2 × int32), expiry (double), CELLS doubles; plus a lock word per bucket. */
 export const SLOT_BYTES = 8 + 8 + CELLS * 8
 const HEADER_BYTES = 64

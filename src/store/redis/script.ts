@@ -20,7 +20,7 @@
  * Float noise is handled as in algorithms/token-bucket.ts: token counts within
  * EPSILON of a whole number snap to it, and waits subtract EPSILON before rounding up.
  */
-import { EPSILON } from '../algorithms/algorithm.js'
+import { EPSILON } from '../../algorithms/algorithm.js'
 
 /** Bytes per check in TAKE_LUA's reply: int8 status, double value, double retry-after seconds. */
 export const TAKE_REPLY_BYTES = 17

@@ -10,7 +10,7 @@
  * A malformed value throws a SettingError naming FAIRVISOR_STORE, so start-up
  * stops before any connection is tried.
  */
-import { SettingError } from '../errors.js'
+import { SettingError } from '../../errors.js'
 
 const SSLMODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']
 

@@ -2,13 +2,13 @@
  * The Redis scripts' arguments and replies, written once for both topologies:
  * the standalone store sends them as prepared RESP text (numbers from the
  * bulkNumber cache), the cluster store as ioredis argument lists. Layouts are
- * those of redis-script.ts.
+ * those of script.ts.
  */
-import { PARAMS } from '../algorithms/algorithm.js'
-import { TAKE_REPLY_BYTES } from './redis-script.js'
+import { PARAMS } from '../../algorithms/algorithm.js'
+import { TAKE_REPLY_BYTES } from './script.js'
 import { bulk, bulkNumber } from './resp-connection.js'
-import { storedKey } from './stored-key.js'
-import type { Adjustment, Check, Outcomes } from './store.js'
+import { storedKey } from '../stored-key.js'
+import type { Adjustment, Check, Outcomes } from '../store.js'
 
 type Visit = (arg: string | number) => void
 

@@ -13,10 +13,7 @@
  * read and one wake-up per batch instead of per request. The wait is at most
  * one Redis round trip.
  *
- * Deadline: one timer per batch, armed when its first call is made (not when
- * it is sent), so time spent held counts. When it fires, every call of the
- * batch still unanswered fails with a timeout and a late reply is ignored
- * (the script ran whole or not at all, never half). A batch in flight that
+ * Deadline: one timer per batch (../batcher.ts). A batch in flight that
  * times out (Redis hung) releases the next one, whose own timer keeps running:
  * no call waits longer than its own deadline.
  *
@@ -24,39 +21,26 @@
  * which runs the script and caches it again, within the same deadline.
  */
 import { createHash } from 'node:crypto'
+import { Batch, type Pending as BatchCall } from '../batcher.js'
 import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
 
-/** Called once per call: with the reply bytes, or with the error (a TimeoutError at the deadline). */
+/** Called once per call: with the reply bytes, or with the error (a CallTimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
 
-interface Pending {
+interface Pending extends BatchCall {
   /** Number of arguments after the sha (numkeys, keys, argv). */
   readonly argc: number
   /** Those arguments as RESP bulk strings. */
   readonly args: string
   readonly done: Done
-  settled: boolean
-}
-
-class Batch {
-  readonly calls: Pending[] = []
-  /** Calls not yet answered or expired. */
-  open = 0
-  timer: NodeJS.Timeout | undefined
-}
-
-export class TimeoutError extends Error {
-  constructor(ms: number) {
-    super(`redis call timed out after ${ms} ms`)
-  }
 }
 
 export class ScriptCaller {
   private readonly sha: string
   /** The batch whose replies are awaited. */
-  private inflight: Batch | undefined
+  private inflight: Batch<Pending> | undefined
   /** The batch collecting calls, sent at the end of the turn or when `inflight` is done. */
-  private next: Batch | undefined
+  private next: Batch<Pending> | undefined
   private readonly evalshaHeads: string[] = []
   private readonly evalHeads: string[] = []
 
@@ -77,8 +61,7 @@ export class ScriptCaller {
    */
   call(argc: number, args: string, done: Done): void {
     const b = this.next ?? this.start()
-    b.calls.push({ argc, args, done, settled: false })
-    b.open++
+    b.add({ argc, args, done, settled: false })
   }
 
   private evalshaHead(argc: number): string {
@@ -89,10 +72,9 @@ export class ScriptCaller {
     return (this.evalHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVAL')}${bulk(this.lua)}`)
   }
 
-  private start(): Batch {
-    const b = new Batch()
+  private start(): Batch<Pending> {
+    const b = new Batch<Pending>('redis', this.timerMs, expire, this.release)
     this.next = b
-    b.timer = setTimeout(() => this.expire(b), this.timerMs)
     if (this.inflight === undefined) setImmediate(this.flush)
     return b
   }
@@ -115,7 +97,7 @@ export class ScriptCaller {
     if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new Error('redis connection is not ready'))
   }
 
-  private answer(b: Batch, p: Pending, isEval: boolean): ReplyCallback {
+  private answer(b: Batch<Pending>, p: Pending, isEval: boolean): ReplyCallback {
     return (err, reply) => {
       if (p.settled) return
       if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
@@ -123,29 +105,20 @@ export class ScriptCaller {
         if (this.conn.send(this.evalHead(p.argc) + p.args, [this.answer(b, p, true)])) return
         err = new Error('redis connection is not ready')
       }
-      this.settle(b, p)
+      b.settle(p)
       if (err) p.done(err)
       else if (Buffer.isBuffer(reply)) p.done(null, reply)
       else p.done(new Error('redis script reply is not a string'))
     }
   }
 
-  private settle(b: Batch, p: Pending): void {
-    p.settled = true
-    if (--b.open > 0) return
-    clearTimeout(b.timer)
+  /** The batch in flight is answered (or expired): the collecting one may leave. */
+  private readonly release = (b: Batch<Pending>): void => {
     if (this.inflight === b) {
       this.inflight = undefined
       this.flush()
     }
   }
-
-  private expire(b: Batch): void {
-    const err = new TimeoutError(this.timerMs)
-    for (const p of b.calls) {
-      if (p.settled) continue
-      this.settle(b, p)
-      p.done(err)
-    }
-  }
 }
+
+const expire = (b: Batch<Pending>, err: Error): void => b.failOpen((p) => p.done(err))

@@ -1,18 +1,18 @@
 /**
  * Standalone Redis store: every limit of one request is checked and committed
- * by ONE EVALSHA of the take script (redis-script.ts), atomically, all or
+ * by ONE EVALSHA of the take script (script.ts), atomically, all or
  * nothing per group, on the server's clock, sent by the ScriptCaller
- * (redis-call.ts) on a RespConnection (resp-connection.ts), which falls back
+ * (call.ts) on a RespConnection (resp-connection.ts), which falls back
  * to EVAL on a NOSCRIPT reply (Redis restarted or SCRIPT FLUSH), so a flush
- * never reaches a client. Failure handling: redis-common.ts.
+ * never reaches a client. Failure handling: common.ts.
  */
-import { ScriptCaller } from './redis-call.js'
-import { encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './redis-codec.js'
-import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
-import { callTimerMs, reconnectDelay, storeError } from './remote.js'
-import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
+import { ScriptCaller } from './call.js'
+import { encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
+import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
+import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
+import { ADJUST_LUA, TAKE_LUA } from './script.js'
 import { RespConnection } from './resp-connection.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 export class RedisStore implements Store {
   readonly kind = 'redis'

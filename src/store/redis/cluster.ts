@@ -22,16 +22,16 @@
  */
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type RedisOptions } from 'ioredis'
-import { StoreError } from '../errors.js'
-import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './redis-codec.js'
-import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './redis-common.js'
-import { callTimerMs, reconnectDelay, storeError } from './remote.js'
-import { ADJUST_LUA, TAKE_LUA } from './redis-script.js'
-import { sniFor, type RedisTarget } from './redis-url.js'
-import { storedKey } from './stored-key.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import { StoreError } from '../../errors.js'
+import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
+import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
+import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
+import { ADJUST_LUA, TAKE_LUA } from './script.js'
+import { sniFor, type RedisTarget } from './url.js'
+import { storedKey } from '../stored-key.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
-/** The take script's reply: TAKE_REPLY_BYTES per check (redis-script.ts). */
+/** The take script's reply: TAKE_REPLY_BYTES per check (script.ts). */
 type TakeReply = Buffer
 
 /** Commands added to the ioredis cluster client by defineCommand (numkeys passed first). */
@@ -177,7 +177,7 @@ export class RedisClusterStore implements Store {
 function bySlot(items: readonly { key: string }[]): number[][] {
   const slots = new Map<number, number[]>()
   for (let i = 0; i < items.length; i++) {
-    const s = calculateSlot(storedKey(items[i]!.key)) // the slot of the key sent (redis-codec.ts)
+    const s = calculateSlot(storedKey(items[i]!.key)) // the slot of the key sent (codec.ts)
     const list = slots.get(s)
     if (list) list.push(i)
     else slots.set(s, [i])

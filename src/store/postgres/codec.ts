@@ -1,14 +1,14 @@
 /**
  * Arguments and replies of the PostgreSQL functions (layouts in
- * postgres-sql.ts), as array literals built here: one string per argument
+ * sql.ts), as array literals built here: one string per argument
  * instead of pg turning each JS array element into a string on its own.
  * Numbers are written by String(), the shortest text that reads back to the
  * same double, so nothing is rounded on the way.
  */
-import { PARAMS } from '../algorithms/algorithm.js'
-import { TAKE_REPLY } from './postgres-sql.js'
-import { storedKey } from './stored-key.js'
-import type { Adjustment, Check, Outcomes } from './store.js'
+import { PARAMS } from '../../algorithms/algorithm.js'
+import { TAKE_REPLY } from './sql.js'
+import { storedKey } from '../stored-key.js'
+import type { Adjustment, Check, Outcomes } from '../store.js'
 
 /** A text[] literal: every key quoted, `\` and `"` escaped. */
 const textArray = (xs: readonly string[]): string => `{${xs.map((x) => `"${x.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`

@@ -24,7 +24,7 @@ import { EventEmitter } from 'node:events'
 import { connect as netConnect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import Parser from 'redis-parser'
-import { sniFor, type RedisTarget } from './redis-url.js'
+import { sniFor, type RedisTarget } from './url.js'
 
 export type Reply = Buffer | number | null | Reply[]
 /** Called once per command: with its reply, or with an error (a Redis error reply, or the connection's). */
@@ -162,7 +162,7 @@ export class RespConnection extends EventEmitter {
       if (err) return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
       if (--left === 0) this.ready()
     }
-    for (const s of steps) this.queue.push(cb)
+    for (let i = 0; i < steps.length; i++) this.queue.push(cb)
     socket.write(steps.map((s) => encodeCommand(s)).join(''))
   }
 

@@ -1,19 +1,19 @@
 /**
  * PostgreSQL store: every limit of a request is checked and committed by one
- * call of the `take` function (postgres-sql.ts), atomically, all or nothing
+ * call of the `take` function (sql.ts), atomically, all or nothing
  * per group, on the server's clock.
  *
- * Batching (group commit, as redis-call.ts): calls made in one event-loop
+ * Batching (group commit, as ../redis/call.ts): calls made in one event-loop
  * turn leave together as ONE statement on a free connection; while every
  * connection is busy, calls collect and leave together when one frees up.
  * The function evaluates the requests of a batch one after the other, each
  * all or nothing on its own, so batching changes the number of statements,
  * not any outcome. Under light load a call waits for nothing.
  *
- * Deadline: one timer per batch, armed at its first call (time spent waiting
- * for a connection counts). When it fires, the batch's unanswered calls fail
- * with a timeout (the fail policy applies); a late answer is ignored (the
- * statement ran whole or not at all). A connection whose statement is still
+ * Deadline: one timer per batch (../batcher.ts), armed at its first call
+ * (time spent waiting for a connection counts). When it fires, the batch's
+ * unanswered calls fail with a timeout (the fail policy applies); a late
+ * answer is ignored (the statement ran whole or not at all). A connection whose statement is still
  * unanswered long after the deadline (a hung server) is dropped and opened
  * again. Serialization failures and deadlocks (40001, 40P01; the lock order
  * rules deadlocks out, but a DBA's own statements may not) are retried, at
@@ -21,12 +21,13 @@
  * one request's data is split until that request stands alone (split()).
  */
 import type pg from 'pg'
-import { adjustValues, readOutcomes, takeValues } from './postgres-codec.js'
-import { PgConnections, type Slot, type StoreLog } from './postgres-conn.js'
-import { cleanupSql, TAKE_REPLY } from './postgres-sql.js'
-import type { PostgresTarget } from './postgres-url.js'
-import { callTimerMs, storeError } from './remote.js'
-import type { Adjustment, ApplyDone, Check, Store, StoreState } from './store.js'
+import { adjustValues, readOutcomes, takeValues } from './codec.js'
+import { PgConnections, type Slot } from './conn.js'
+import { cleanupSql, TAKE_REPLY } from './sql.js'
+import type { PostgresTarget } from './url.js'
+import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
+import { callTimerMs, storeError, type StoreLog } from '../remote.js'
+import type { Adjustment, ApplyDone, Check, Store, StoreState } from '../store.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
@@ -51,17 +52,9 @@ const RETRYABLE = new Set(['40001', '40P01'])
 const DATA_CLASSES = new Set(['22', '23', '54', 'P0'])
 const isolable = (err: Error): boolean => DATA_CLASSES.has(String((err as { code?: unknown }).code ?? '').slice(0, 2))
 
-interface Pending {
+interface Pending extends BatchCall {
   checks: readonly Check[]
   done: ApplyDone
-  settled: boolean
-}
-
-class Batch {
-  readonly calls: Pending[] = []
-  open = 0
-  timer: NodeJS.Timeout | undefined
-  tries = 0
 }
 
 export class PostgresStore implements Store {
@@ -69,7 +62,7 @@ export class PostgresStore implements Store {
   readonly conns: PgConnections
   /** Statements sent by apply() (each one call of `take`, for one batch of requests). */
   statements = 0
-  private next: Batch | undefined
+  private next: Batch<Pending> | undefined
   private flushing = false
   /** One-off statements waiting for a free connection. */
   private readonly jobs: ((slot: Slot) => void)[] = []
@@ -101,16 +94,13 @@ export class PostgresStore implements Store {
     if (checks.length === 0) return done(null, [])
     let b = this.next
     if (b === undefined) {
-      b = this.next = new Batch()
-      const batch = b
-      b.timer = setTimeout(() => this.expire(batch), this.timerMs)
+      b = this.next = new Batch<Pending>('postgres', this.timerMs, this.fail)
       if (!this.flushing) {
         this.flushing = true
         setImmediate(this.flush)
       }
     }
-    b.calls.push({ checks, done, settled: false })
-    b.open++
+    b.add({ checks, done, settled: false })
   }
 
   /**
@@ -135,7 +125,7 @@ export class PostgresStore implements Store {
   }
 
   /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
-  private send(b: Batch, slot: Slot, calls: readonly Pending[] = b.calls.filter((p) => !p.settled)): void {
+  private send(b: Batch<Pending>, slot: Slot, calls: readonly Pending[] = b.unsettled()): void {
     this.statements++
     this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls.map((p) => p.checks)), rowMode: 'array' }, (err, res) => {
       const again = err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
@@ -148,7 +138,7 @@ export class PostgresStore implements Store {
         const n = p.checks.length
         off += n * TAKE_REPLY
         if (p.settled) continue
-        this.settle(b, p)
+        b.settle(p)
         if (err) p.done(storeError('postgres', err))
         else if (!Array.isArray(reply) || reply.length < off) p.done(storeError('postgres', new Error('postgres take reply has the wrong length')))
         else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
@@ -163,7 +153,7 @@ export class PostgresStore implements Store {
    * error and the fail policy, its neighbours their outcomes, within the
    * batch's deadline, at a cost of about log2(batch) statements per offender.
    */
-  private split(b: Batch, calls: readonly Pending[]): void {
+  private split(b: Batch<Pending>, calls: readonly Pending[]): void {
     const mid = calls.length >> 1
     for (const half of [calls.slice(0, mid), calls.slice(mid)]) {
       this.jobs.push((slot) => {
@@ -187,23 +177,11 @@ export class PostgresStore implements Store {
     })
   }
 
-  private settle(b: Batch, p: Pending): void {
-    p.settled = true
-    if (--b.open === 0) clearTimeout(b.timer)
-  }
-
-  private fail(b: Batch, err: Error): void {
+  /** Fails the batch's unanswered calls (at its deadline, or with no connection up). */
+  private readonly fail = (b: Batch<Pending>, err: Error): void => {
     this.lastCallFailed = true
     if (this.next === b) this.next = undefined
-    for (const p of b.calls) {
-      if (p.settled) continue
-      this.settle(b, p)
-      p.done(storeError('postgres', err))
-    }
-  }
-
-  private expire(b: Batch): void {
-    this.fail(b, new Error(`postgres call timed out after ${this.timerMs} ms`))
+    b.failOpen((p) => p.done(storeError('postgres', err)))
   }
 
   /** One adjust statement for all adjustments, on the next free connection, within the deadline. */
@@ -228,7 +206,7 @@ export class PostgresStore implements Store {
   oneOff(query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
     if (!this.conns.anyReady) return cb(new Error('no postgres connection is ready'))
     let answered = false
-    const timer = setTimeout(() => ((answered = true), cb(new Error(`postgres call timed out after ${ms} ms`))), ms)
+    const timer = setTimeout(() => ((answered = true), cb(new CallTimeoutError('postgres', ms))), ms)
     this.jobs.push((slot) => {
       if (answered) return
       this.run(slot, query, (err, res) => {

@@ -8,8 +8,8 @@
  * end drops buckets that would be full again (forgetting them is lossless).
  * Node runs JS on one thread, so a whole apply() is atomic by construction.
  */
-import { CELLS, type Step } from '../algorithms/algorithm.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import { CELLS, type Step } from '../../algorithms/algorithm.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 /** Bytes charged per bucket on top of its key's length: slot arrays, Map entry, key string header. */
 export const ENTRY_OVERHEAD_BYTES = 80

@@ -36,7 +36,7 @@
  * time is rounded to the microsecond. A stored state is kept at least 1 s
  * (as Redis' PSETEX floor), so a fresh write never reads as already expired.
  */
-import { EPSILON } from '../algorithms/algorithm.js'
+import { EPSILON } from '../../algorithms/algorithm.js'
 
 /** Numbers per check in `take`'s `nums`. */
 export const TAKE_NUMS = 7

@@ -10,11 +10,9 @@
  * run CREATE one after the other instead of racing on the catalog.
  */
 import pg from 'pg'
-import { reconnectDelay } from './remote.js'
-import { schemaSql } from './postgres-sql.js'
-import type { PostgresTarget } from './postgres-url.js'
-
-export type StoreLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
+import { reconnectDelay, type StoreLog } from '../remote.js'
+import { schemaSql } from './sql.js'
+import type { PostgresTarget } from './url.js'
 
 export interface Slot {
   readonly id: number

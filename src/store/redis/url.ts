@@ -7,7 +7,7 @@
  * A malformed value throws SettingError naming FAIRVISOR_STORE.
  */
 import { isIP } from 'node:net'
-import { SettingError } from '../errors.js'
+import { SettingError } from '../../errors.js'
 
 const VAR = 'FAIRVISOR_STORE'
 

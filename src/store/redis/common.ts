@@ -9,17 +9,16 @@
  * and the connection retries every 100–500 ms in the background; limiting
  * resumes by itself on reconnect.
  */
-import type { RedisTarget } from './redis-url.js'
+import type { RedisTarget } from './url.js'
 import { REFUSED_RE } from './resp-connection.js'
-import type { StoreState } from './store.js'
-
-export type RedisLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
+import type { StoreLog } from '../remote.js'
+import type { StoreState } from '../store.js'
 
 export interface RedisStoreOptions {
   target: RedisTarget
   /** Deadline of each call in ms (FAIRVISOR_REDIS_TIMEOUT_MS, default 50). */
   timeoutMs: number
-  log?: RedisLog
+  log?: StoreLog
 }
 
 /** Connecting while the client is not ready; degraded while calls fail. */
@@ -28,7 +27,7 @@ export function redisState(status: string, lastCallFailed: boolean): StoreState 
 }
 
 /** Log connection transitions once each, not once per failing request. */
-export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => void): unknown }, name: string, log: RedisLog | undefined): void {
+export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => void): unknown }, name: string, log: StoreLog | undefined): void {
   let up = false
   let lastError = ''
   client.on('ready', () => {

@@ -1,0 +1,42 @@
+/**
+ * Builds the store a StoreConfig names: memory (in-process, or the table
+ * worker threads share), Redis, Redis Cluster or PostgreSQL; a store on a
+ * server sits behind the leasing wrapper (leases are opt-in per rule and only
+ * make sense on a shared store).
+ */
+import type { StoreConfig } from './config.js'
+import { LeasingStore } from './leasing.js'
+import { MemoryStore, type MemoryStoreOptions } from './memory/store.js'
+import { PostgresStore } from './postgres/store.js'
+import { RedisClusterStore } from './redis/cluster.js'
+import { RedisStore } from './redis/store.js'
+import type { StoreLog } from './remote.js'
+import { SharedMemoryStore } from './shared/store.js'
+import { SharedTable } from './shared/table.js'
+import type { Store } from './store.js'
+
+export interface StoreWiring {
+  clock: () => number
+  log: StoreLog
+  onEvict: MemoryStoreOptions['onEvict']
+  /** The worker threads' shared table (its memory, and this thread's id), when the gateway runs several. */
+  shared?: { table: ConstructorParameters<typeof SharedTable>[0]; threadId: number }
+}
+
+export function createStore(config: StoreConfig, w: StoreWiring): Store {
+  switch (config.kind) {
+    case 'memory':
+      return w.shared
+        ? new SharedMemoryStore({ table: new SharedTable(w.shared.table, w.shared.threadId), clock: w.clock, onEvict: w.onEvict })
+        : new MemoryStore({ maxBytes: config.maxBytes, clock: w.clock, onEvict: w.onEvict })
+    case 'redis': {
+      const { target, timeoutMs } = config
+      const store = target.kind === 'cluster' ? new RedisClusterStore({ target, timeoutMs, log: w.log }) : new RedisStore({ target, timeoutMs, log: w.log })
+      return new LeasingStore(store, w.clock)
+    }
+    case 'postgres': {
+      const { target, timeoutMs, poolSize, prefix, unlogged } = config
+      return new LeasingStore(new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log }), w.clock)
+    }
+  }
+}
