@@ -4,6 +4,7 @@
  * compile. The result says exactly what was dropped and why, so a reload can
  * log it and keep the old bundle on failure.
  */
+import { BundleError } from '../errors.js'
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -40,7 +41,7 @@ export function resolveBundleFile(path: string): string {
   const names = readdirSync(path).filter((n) => n.endsWith('.json') && !n.startsWith('.'))
   if (names.includes('bundle.json')) return join(path, 'bundle.json')
   if (names.length === 1) return join(path, names[0]!)
-  throw new Error(`directory ${path} must hold bundle.json or exactly one .json file (found ${names.length})`)
+  throw new BundleError(`directory ${path} must hold bundle.json or exactly one .json file (found ${names.length})`)
 }
 
 export function bundleHash(bytes: Buffer): string {

@@ -9,6 +9,7 @@
  * it from FAIRVISOR_BUNDLE_SIGNING_KEY, the CLI from a file (`--key-file`),
  * where one trailing newline is not part of the key.
  */
+import { BundleError } from '../errors.js'
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { MIN_KEY_LENGTH } from '../settings.js'
@@ -54,9 +55,9 @@ export function readKeyFile(path: string): string {
   try {
     text = readFileSync(path, 'utf8')
   } catch (err) {
-    throw new Error(`key file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
+    throw new BundleError(`key file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
   }
   const key = text.replace(/\r?\n$/, '')
-  if (key.length < MIN_KEY_LENGTH) throw new Error(`key file ${path} holds ${key.length} characters; a signing key has at least ${MIN_KEY_LENGTH}`)
+  if (key.length < MIN_KEY_LENGTH) throw new BundleError(`key file ${path} holds ${key.length} characters; a signing key has at least ${MIN_KEY_LENGTH}`)
   return key
 }
