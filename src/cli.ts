@@ -61,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(helpText())
     return 0
   }
-  if (first !== undefined && first.startsWith('-')) return usageError(`unknown option ${first}`)
+  if (first?.startsWith('-')) return usageError(`unknown option ${first}`)
   const name = first ?? 'serve'
   if (name === 'serve' && rest.length) return usageError(`serve takes no arguments (got ${rest[0]!}); it is configured by FAIRVISOR_* environment variables`)
   const load = commands[name]

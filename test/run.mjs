@@ -16,6 +16,8 @@ function find(dir) {
   return out.sort()
 }
 
+// Lint and format check first (Biome, `npm run lint`): a style slip fails in a second, before the long suites.
+execFileSync(process.execPath, ['node_modules/@biomejs/biome/bin/biome', 'check', 'src', 'test', 'biome.json'], { stdio: 'inherit' })
 execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' })
 // tsx strips types without checking them: type-check the tests and benchmarks too, so a wrong call fails here.
 execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'test/tsconfig.json', '--noEmit'], { stdio: 'inherit' })

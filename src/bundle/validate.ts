@@ -163,7 +163,7 @@ function attribute(doc: RawBundle, issue: BundleIssue): BundleIssue {
 
 function checkOverride(doc: RawBundle, key: 'global_shadow' | 'kill_switch_override', now: number, out: BundleIssue[]): void {
   const o = doc[key]
-  if (!o || o.enabled !== true || typeof o.expires_at !== 'string') return
+  if (o?.enabled !== true || typeof o.expires_at !== 'string') return
   const t = parseTimestamp(o.expires_at)
   if (t !== undefined && t <= now) out.push({ pointer: `/${key}/expires_at`, message: `${key} is enabled but its expires_at ${o.expires_at} is in the past; an enabled ${key} needs a future expires_at` })
 }

@@ -43,7 +43,7 @@ export function inputFromCheck(req: CheckRequest): RequestInput {
   if (http.headers) for (const name in http.headers) if (name[0] !== ':') rawHeaders.push(name, http.headers[name]!)
   if (http.header_map?.headers) {
     for (const h of http.header_map.headers) {
-      if (h.key && h.key[0] !== ':') rawHeaders.push(h.key, h.raw_value && h.raw_value.length ? h.raw_value.toString('latin1') : (h.value ?? ''))
+      if (h.key && h.key[0] !== ':') rawHeaders.push(h.key, h.raw_value?.length ? h.raw_value.toString('latin1') : (h.value ?? ''))
     }
   }
   return {

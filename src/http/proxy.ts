@@ -209,7 +209,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     ;(res as ForwardedResponse)[kForwarding] = f
     res.once('close', onResponseClose)
     const headers: string[] = []
-    const body = upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
+    const body = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     if (tap !== undefined) askIdentity(headers)
     pool.dispatch(
       { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: !body ? null : held === undefined ? req : held.ended ? held.held : Readable.from(heldThenRest(req, held), { objectMode: false }) },
@@ -219,7 +219,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const headers: string[] = []
-    upstreamHeaders(req, trustCheck !== undefined && trustCheck(req.socket.remoteAddress ?? ''), headers)
+    upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     const protocol = String(req.headers.upgrade ?? 'websocket')
     socket.on('error', () => socket.destroy())
     pool

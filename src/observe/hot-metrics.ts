@@ -16,7 +16,7 @@ interface Pending<L extends string> {
 export class DeferredCounter<L extends string> {
   private readonly pending = new Map<string, Pending<L>>()
 
-  constructor(private readonly counter: Counter<L>) {
+  constructor(counter: Counter<L>) {
     const flush = (): void => {
       for (const p of this.pending.values()) {
         if (p.n !== 0) counter.inc(p.labels, p.n)

@@ -90,7 +90,7 @@ export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefin
 
 /** The compact token of an `Authorization: Bearer …` value, if any. */
 export function bearerToken(authorization: string | undefined): string | undefined {
-  if (!authorization || authorization.slice(0, 7).toLowerCase() !== 'bearer ') return undefined
+  if (authorization?.slice(0, 7).toLowerCase() !== 'bearer ') return undefined
   const t = authorization.slice(7).trim()
   return t === '' ? undefined : t
 }

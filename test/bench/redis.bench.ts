@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       const r = s.get(name)!
       const c = cpu.get(name)
       const cpr = perRequest.get(name)
-      const m = (xs: number[] | undefined): string => (xs && xs.length ? median(xs).toFixed(1) : '-')
+      const m = (xs: number[] | undefined): string => (xs?.length ? median(xs).toFixed(1) : '-')
       rows.push([name, Math.round(r.rps).toString(), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2), String(r.requests), String(r.non2xx), String(r.errors), m(c?.gw), m(c?.redis), m(c?.backend), cpr ? median(cpr).toFixed(3) : '-'])
     }
     const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'

@@ -113,7 +113,7 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
       assert.equal(s.url, path)
       assert.equal(s.headers['x-custom'], 'v1')
       assert.equal(s.headers['x-multi'], 'a, b')
-      assert.equal(s.headers['accept'], 'application/json')
+      assert.equal(s.headers.accept, 'application/json')
       assert.equal(s.headers['user-agent'], 'fv-e2e/1')
       if (body) {
         assert.deepEqual(s.body, body)
@@ -195,8 +195,8 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     assert.equal(r.body.toString(), 'hop')
     assert.equal(r.headers['x-backend-hop'], undefined)
     assert.equal(r.headers['proxy-authenticate'], undefined)
-    assert.equal(r.headers['upgrade'], undefined)
-    assert.equal(r.headers['te'], undefined)
+    assert.equal(r.headers.upgrade, undefined)
+    assert.equal(r.headers.te, undefined)
     // The gateway's own connection management may add Connection/Keep-Alive, never the backend's.
     assert.ok(!/hop/i.test(String(r.headers.connection ?? '')), `connection at client: ${r.headers.connection}`)
     assert.notEqual(r.headers['keep-alive'], 'timeout=99, max=7')

@@ -281,11 +281,11 @@ describe('gateway settings and request inputs', () => {
         assert.equal(r.headers['x-fairvisor-reason'], 'no_bundle_loaded')
         assert.equal((JSON.parse(r.body) as Record<string, unknown>).reason, 'no_bundle_loaded')
       }
-      const post = await request(gw.url + '/p', { method: 'POST', body: 'x' })
+      const post = await request(`${gw.url}/p`, { method: 'POST', body: 'x' })
       assert.equal(post.statusCode, 503)
       await post.body.text()
       assert.equal(backend.count, before)
-      const ready = await request(gw.url + '/readyz')
+      const ready = await request(`${gw.url}/readyz`)
       assert.equal(ready.statusCode, 503)
       await ready.body.text()
     })
@@ -301,7 +301,7 @@ describe('gateway settings and request inputs', () => {
       }
       // An empty value is missing too.
       assert.equal((await get(gw, '/', { 'x-api-key': '' })).status, 200)
-      const metrics = await (await request(gw.url + '/metrics')).body.text()
+      const metrics = await (await request(`${gw.url}/metrics`)).body.text()
       const line = metrics.split('\n').find((l) => l.startsWith('fairvisor_descriptor_missing_total{') && l.includes('key="header:x-api-key"'))
       assert.ok(line, metrics)
       assert.equal(Number(line.split(' ').pop()), 4)

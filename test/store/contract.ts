@@ -142,7 +142,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       // that differs from another only past its first few hundred characters, and one whose cut falls in a surrogate pair.
       const long = key('long') + randomBytes(2625).toString('base64')
       const twin = long.slice(0, -1) + (long.endsWith('A') ? 'B' : 'A')
-      const nul = key('nul') + '\0x'
+      const nul = `${key('nul')}\0x`
       const pair = key('pair') + '\u{1F600}'.repeat(200)
       for (const k of [long, twin, nul, pair]) {
         const results = await Promise.all(Array.from({ length: 5 }, () => apply([tb(k, 3, 0.001)])))

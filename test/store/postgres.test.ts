@@ -1,7 +1,7 @@
 // The store contract on the machine's PostgreSQL (shared: a table prefix unique
 // to this run, dropped afterwards). keyExists runs the store's own clean-up
 // first, so "gone" means the row was really deleted, not only expired.
-import { PostgresStore } from '../../src/store/postgres/store.js'
+import type { PostgresStore } from '../../src/store/postgres/store.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
 import { anyRow, dropPrefix, openStore, uniquePrefix } from './postgres-db.js'

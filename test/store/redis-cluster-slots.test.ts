@@ -6,7 +6,6 @@ import { after, before, describe, it } from 'node:test'
 import { RedisClusterStore } from '../../src/store/redis/cluster.js'
 import keySlot from 'cluster-key-slot'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
-import type { Check } from '../../src/store/store.js'
 import { startCluster, type RedisCluster } from './redis-servers.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
 

@@ -4,7 +4,7 @@
  * MemoryStore with an observer that records what the engine reported.
  */
 import assert from 'node:assert/strict'
-import { BlockList } from 'node:net'
+import type { BlockList } from 'node:net'
 import { loadBundleBytes } from '../../src/bundle/load.js'
 import type { CompiledBundle } from '../../src/bundle/compile.js'
 import { Engine, type Decision, type EngineObserver, type ShadowReject } from '../../src/engine/evaluate.js'

@@ -72,7 +72,7 @@ CREATE OR REPLACE FUNCTION ${p}save(ks text[], d bool[], a float8[], b float8[],
     SELECT ks[i], a[i], b[i], c[i], e[i], x[i] FROM generate_subscripts(ks, 1) i WHERE d[i] ORDER BY ks[i] COLLATE "C"
   ON CONFLICT (key) DO UPDATE SET s0 = excluded.s0, s1 = excluded.s1, s2 = excluded.s2, s3 = excluded.s3, expire_at = excluded.expire_at;
 $$;
-` + takeSql(p) + adjustSql(p)
+${takeSql(p)}${adjustSql(p)}`
 }
 
 /** Declarations and state loading shared by take and adjust: c0..c3/cx are the committed state per key index. */

@@ -152,7 +152,7 @@ end
  * retryAfter); status 1 allowed, 0 rejected, -1 not evaluated. A single check
  * (the common case) commits at once and allocates no tables.
  */
-export const TAKE_LUA = KINDS_LUA + `
+export const TAKE_LUA = `${KINDS_LUA}
 local n = #KEYS
 local reply = ''
 local staged, stState, stTtl
@@ -203,7 +203,7 @@ export const ADJUST_ARGS_PER_KEY = 5
  * an absent counter has nothing to give back. Replies '' (the script caller
  * takes bytes).
  */
-export const ADJUST_LUA = KINDS_LUA + `
+export const ADJUST_LUA = `${KINDS_LUA}
 for i = 1, #KEYS do
   local a = (i - 1) * ${ADJUST_ARGS_PER_KEY}
   local key = KEYS[i]
