@@ -63,7 +63,8 @@ async function main(argv: string[]): Promise<number> {
   }
   if (first?.startsWith('-')) return usageError(`unknown option ${first}`)
   const name = first ?? 'serve'
-  if (name === 'serve' && rest.length) return usageError(`serve takes no arguments (got ${rest[0]!}); it is configured by FAIRVISOR_* environment variables`)
+  if (name === 'serve' && rest.length)
+    return usageError(`serve takes no arguments (got ${rest[0]!}); it is configured by FAIRVISOR_* environment variables`)
   const load = commands[name]
   if (!load) return usageError(`unknown command "${name}"; use ${NAMES}`)
   let command: Command

@@ -116,14 +116,26 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
     if (now === inode) return
     if (inode !== undefined) opts.onDirectory?.('gone', dir)
     inode = now
-    if (now !== undefined) rearm().then(() => !closed && opts.onDirectory?.('back', dir), (err: Error) => opts.onError?.(err))
+    if (now !== undefined)
+      rearm().then(
+        () => !closed && opts.onDirectory?.('back', dir),
+        (err: Error) => opts.onError?.(err),
+      )
   }
   const onName = (p: string): void => {
     if (basename(p) !== basename(dir)) return
     if (settle) clearTimeout(settle)
     settle = setTimeout(directoryChanged, debounceMs)
   }
-  const outer = parent === dir ? undefined : watch(parent, { depth: 0, ignoreInitial: true, persistent: true, ignored: (p: string) => resolve(p) !== parent && resolve(p) !== dir })
+  const outer =
+    parent === dir
+      ? undefined
+      : watch(parent, {
+          depth: 0,
+          ignoreInitial: true,
+          persistent: true,
+          ignored: (p: string) => resolve(p) !== parent && resolve(p) !== dir,
+        })
   outer?.on('all', (_event, p) => onName(p))
   outer?.on('raw', (_event, p) => typeof p === 'string' && onName(p))
   outer?.on('error', (err) => opts.onError?.(err as Error))

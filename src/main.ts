@@ -68,10 +68,15 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
-  const engine = new Engine({ store, failPolicy: settings.failPolicy, observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock) })
+  const engine = new Engine({
+    store,
+    failPolicy: settings.failPolicy,
+    observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock),
+  })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
-  const proxy = settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
+  const proxy =
+    settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics, thread?.metricsText)
   const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
@@ -82,19 +87,46 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
   // With worker threads the first worker serves gRPC (grpc-js binds its own port; one listener per process).
-  const grpc = settings.grpcPort === undefined || (thread && thread.workerId !== 1) ? undefined : await startGrpc({ decide, exposeReason: settings.exposeReason, store, failPolicy: settings.failPolicy, rlsConfig: () => rls?.current ?? new Map(), rlsResponseHeaders: settings.rlsResponseHeaders, bundleLoaded: () => bundles.current !== null, clock, metrics: createGrpcMetrics(metrics.registry), log }, settings.grpcPort, settings.host)
+  const grpc =
+    settings.grpcPort === undefined || (thread && thread.workerId !== 1)
+      ? undefined
+      : await startGrpc(
+          {
+            decide,
+            exposeReason: settings.exposeReason,
+            store,
+            failPolicy: settings.failPolicy,
+            rlsConfig: () => rls?.current ?? new Map(),
+            rlsResponseHeaders: settings.rlsResponseHeaders,
+            bundleLoaded: () => bundles.current !== null,
+            clock,
+            metrics: createGrpcMetrics(metrics.registry),
+            log,
+          },
+          settings.grpcPort,
+          settings.host,
+        )
   const listener = createListener({ settings, log, ...main })
   const address = thread ? await listenOnFd(listener.server, thread.listenFd) : await listener.listen(settings.port, settings.host)
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
-  const adminAddress = adminListener && (thread ? await listenOnFd(adminListener.server, thread.adminFd!) : await adminListener.listen(settings.adminPort!, settings.host))
+  const adminAddress =
+    adminListener &&
+    (thread ? await listenOnFd(adminListener.server, thread.adminFd!) : await adminListener.listen(settings.adminPort!, settings.host))
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload
   // and also sets the watch up anew, whatever became of the directory it was on. Workers reload when their supervisor says.
-  const watcher = thread ? undefined : watchBundle(bundles, {
-    onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
-    onDirectory: (state, dir) => state === 'gone'
-      ? log.warn({ dir, file: settings.configFile }, 'bundle directory removed; the loaded bundle stays, and the directory is watched for its return')
-      : log.info({ dir, file: settings.configFile }, 'bundle directory (re)created; watching it again'),
-  })
+  const watcher = thread
+    ? undefined
+    : watchBundle(bundles, {
+        onError: (err) =>
+          log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
+        onDirectory: (state, dir) =>
+          state === 'gone'
+            ? log.warn(
+                { dir, file: settings.configFile },
+                'bundle directory removed; the loaded bundle stays, and the directory is watched for its return',
+              )
+            : log.info({ dir, file: settings.configFile }, 'bundle directory (re)created; watching it again'),
+      })
   const onHup = (): void => {
     bundles.reload()
     void watcher?.rearm()
@@ -104,15 +136,29 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   await watcher?.ready
   await net.watch(log)
   await rls?.watch()
-  const started = { mode: settings.mode, host: address.address, port: address.port, adminPort: adminAddress?.port, grpcPort: grpc?.port, backend: settings.backendUrl?.origin, store: store.kind, version: VERSION }
+  const started = {
+    mode: settings.mode,
+    host: address.address,
+    port: address.port,
+    adminPort: adminAddress?.port,
+    grpcPort: grpc?.port,
+    backend: settings.backendUrl?.origin,
+    store: store.kind,
+    version: VERSION,
+  }
   log.info(started, thread ? 'worker listening' : `fairvisor listening on ${address.address}:${address.port}`)
 
   let closing: Promise<void> | undefined
-  const shutdown = (): Promise<void> => (closing ??= (async () => {
+  const shutdown = (): Promise<void> =>
+    (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
       process.off('SIGHUP', onHup)
       await Promise.all([watcher?.close(), net.close(), rls?.close()])
-      await Promise.all([listener.shutdown(settings.shutdownTimeoutMs), adminListener?.shutdown(settings.shutdownTimeoutMs), grpc?.shutdown(settings.shutdownTimeoutMs)])
+      await Promise.all([
+        listener.shutdown(settings.shutdownTimeoutMs),
+        adminListener?.shutdown(settings.shutdownTimeoutMs),
+        grpc?.shutdown(settings.shutdownTimeoutMs),
+      ])
       await Promise.allSettled([proxy?.close(), store.close()])
       log.info('shutdown complete')
     })())

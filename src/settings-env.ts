@@ -47,7 +47,7 @@ export function parseSize(raw: string): number | undefined {
 export function size(env: Env, name: string, dflt: string): number {
   const raw = env[name] || dflt
   const n = parseSize(raw)
-  if (n === undefined || n < 1024 * 1024) throw new SettingError(name, `"${raw}" is not a size of at least 1m; use bytes or a number with k, m or g (e.g. 128m)`)
+  if (n === undefined || n < 1024 * 1024)
+    throw new SettingError(name, `"${raw}" is not a size of at least 1m; use bytes or a number with k, m or g (e.g. 128m)`)
   return n
 }
-

@@ -89,13 +89,16 @@ export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'g
 import { bool, integer, oneOf, optional, size, type Env } from './settings-env.js'
 import { defaultWorkers } from './workers/cores.js'
 
-
 export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
   const list = new BlockList()
-  for (const part of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const part of raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [addr, prefixText, extra] = part.split('/')
     const family = isIP(addr ?? '')
-    if (extra !== undefined || family === 0) throw new SettingError(name, `"${part}" is not an IP address or CIDR; use a comma-separated list like 10.0.0.0/8,::1`)
+    if (extra !== undefined || family === 0)
+      throw new SettingError(name, `"${part}" is not an IP address or CIDR; use a comma-separated list like 10.0.0.0/8,::1`)
     const type = family === 4 ? 'ipv4' : 'ipv6'
     if (prefixText === undefined) {
       list.addAddress(addr!, type)
@@ -112,7 +115,8 @@ export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXI
 function backendUrl(env: Env, mode: Mode): URL | undefined {
   const raw = optional(env, 'FAIRVISOR_BACKEND_URL')
   if (raw === undefined) {
-    if (mode === 'reverse_proxy') throw new SettingError('FAIRVISOR_BACKEND_URL', 'is required in reverse_proxy mode; use an http(s) URL like http://127.0.0.1:3000')
+    if (mode === 'reverse_proxy')
+      throw new SettingError('FAIRVISOR_BACKEND_URL', 'is required in reverse_proxy mode; use an http(s) URL like http://127.0.0.1:3000')
     return undefined
   }
   let url: URL
@@ -121,8 +125,10 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
   } catch {
     throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" is not a URL; use an http(s) URL like http://127.0.0.1:3000`)
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must use http or https`)
-  if (url.pathname !== '/' || url.search) throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must be an origin without a path or query (requests keep their own path)`)
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must use http or https`)
+  if (url.pathname !== '/' || url.search)
+    throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must be an origin without a path or query (requests keep their own path)`)
   return url
 }
 
@@ -139,15 +145,29 @@ function storeTimeout(env: Env, store: StoreTarget): number {
 
 function tablePrefix(env: Env): string {
   const raw = optional(env, 'FAIRVISOR_PG_TABLE_PREFIX') ?? 'fairvisor_'
-  if (!PREFIX_RE.test(raw)) throw new SettingError('FAIRVISOR_PG_TABLE_PREFIX', `"${raw}" is not allowed; use lower-case letters, digits and _ (at most 41, not starting with a digit)`)
+  if (!PREFIX_RE.test(raw))
+    throw new SettingError(
+      'FAIRVISOR_PG_TABLE_PREFIX',
+      `"${raw}" is not allowed; use lower-case letters, digits and _ (at most 41, not starting with a digit)`,
+    )
   return raw
 }
 
 /** The store config: the parsed target with the settings of that store. */
-function storeConfig(target: StoreTarget, sizes: { maxBytes: number; timeoutMs: number; poolSize: number; prefix: string; unlogged: boolean }): StoreConfig {
+function storeConfig(
+  target: StoreTarget,
+  sizes: { maxBytes: number; timeoutMs: number; poolSize: number; prefix: string; unlogged: boolean },
+): StoreConfig {
   if (target.kind === 'memory') return { kind: 'memory', maxBytes: sizes.maxBytes }
   if (target.kind === 'redis') return { kind: 'redis', target: target.target, timeoutMs: sizes.timeoutMs }
-  return { kind: 'postgres', target: target.target, timeoutMs: sizes.timeoutMs, poolSize: sizes.poolSize, prefix: sizes.prefix, unlogged: sizes.unlogged }
+  return {
+    kind: 'postgres',
+    target: target.target,
+    timeoutMs: sizes.timeoutMs,
+    poolSize: sizes.poolSize,
+    prefix: sizes.prefix,
+    unlogged: sizes.unlogged,
+  }
 }
 
 /** Also read alone by `fairvisor test`, which needs no listener or backend settings. */
@@ -165,7 +185,11 @@ export const MIN_KEY_LENGTH = 32
 
 function signingKey(env: Env): string | undefined {
   const raw = optional(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY')
-  if (raw !== undefined && raw.length < MIN_KEY_LENGTH) throw new SettingError('FAIRVISOR_BUNDLE_SIGNING_KEY', `is ${raw.length} characters long; use a random string of at least ${MIN_KEY_LENGTH} characters`)
+  if (raw !== undefined && raw.length < MIN_KEY_LENGTH)
+    throw new SettingError(
+      'FAIRVISOR_BUNDLE_SIGNING_KEY',
+      `is ${raw.length} characters long; use a random string of at least ${MIN_KEY_LENGTH} characters`,
+    )
   return raw
 }
 
@@ -177,7 +201,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const target = parseStoreUrl(store)
   const sharedDictBytes = size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m')
   const storeTimeoutMs = storeTimeout(env, target)
-  const pg = { poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64), prefix: tablePrefix(env), unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true) }
+  const pg = {
+    poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
+    prefix: tablePrefix(env),
+    unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
+  }
   const settings: Settings = {
     mode,
     backendUrl: backendUrl(env, mode),
@@ -219,7 +247,10 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
-    throw new SettingError('FAIRVISOR_HEADERS_TIMEOUT_MS', `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`)
+    throw new SettingError(
+      'FAIRVISOR_HEADERS_TIMEOUT_MS',
+      `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`,
+    )
   }
   return Object.freeze(settings)
 }

@@ -27,5 +27,7 @@ if (files.length === 0) {
   console.error('no test files matched')
   process.exit(1)
 }
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit' })
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-reporter=spec', ...files], {
+  stdio: 'inherit',
+})
 process.exit(r.status ?? 1)

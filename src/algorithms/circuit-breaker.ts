@@ -9,7 +9,9 @@ import type { HeaderValues, RuleAlgorithm } from './algorithm.js'
 import { meterLimit, OPEN_UNTIL_RELOAD_S, type MeterLimit } from './rate-meter.js'
 
 declare module './algorithm.js' {
-  interface RejectReasons { circuit_breaker_open: true }
+  interface RejectReasons {
+    circuit_breaker_open: true
+  }
 }
 
 export interface BreakerConfig extends MeterLimit {
@@ -32,7 +34,8 @@ export const CIRCUIT_BREAKER: RuleAlgorithm<BreakerConfig> = {
     },
   },
   check(c, out) {
-    if (c.enabled === true && typeof c.spend_rate_threshold_per_minute !== 'number') out.push({ field: '', message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
+    if (c.enabled === true && typeof c.spend_rate_threshold_per_minute !== 'number')
+      out.push({ field: '', message: 'an enabled circuit_breaker needs spend_rate_threshold_per_minute' })
   },
   normalise(c) {
     const minutes = Number(c.auto_reset_after_minutes ?? 0)

@@ -9,7 +9,9 @@ import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './a
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
 
 declare module './algorithm.js' {
-  interface RejectReasons { budget_exceeded: true }
+  interface RejectReasons {
+    budget_exceeded: true
+  }
 }
 
 export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
@@ -77,11 +79,16 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
     const seen = new Map<number, number>()
     stages.forEach((s, i) => {
       const first = seen.get(s.threshold_percent)
-      if (first !== undefined) out.push({ field: `staged_actions/${i}/threshold_percent`, message: `staged_actions thresholds must be distinct (${s.threshold_percent} is also stage ${first})` })
+      if (first !== undefined)
+        out.push({
+          field: `staged_actions/${i}/threshold_percent`,
+          message: `staged_actions thresholds must be distinct (${s.threshold_percent} is also stage ${first})`,
+        })
       else seen.set(s.threshold_percent, i)
     })
     const rejects = stages.filter((s) => s.action === 'reject')
-    if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100) out.push({ field: 'staged_actions', message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
+    if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100)
+      out.push({ field: 'staged_actions', message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
   },
   capacity: (l) => l.budget,
   normalise(c) {
@@ -95,7 +102,12 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
     return { ...counterLimit(budget, periodS, periodS === 604_800 ? SUNDAY_ORIGIN_S : 0), budget, periodS, stages }
   },
   headers(c, usage, secondsToEnd, rejected): HeaderValues {
-    return { limit: c.budget, remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + EPSILON)), resetS: secondsToEnd, windowS: c.periodS }
+    return {
+      limit: c.budget,
+      remaining: rejected ? 0 : Math.max(0, Math.floor(c.budget - usage + EPSILON)),
+      resetS: secondsToEnd,
+      windowS: c.periodS,
+    }
   },
   advise(c, usage): Advice | undefined {
     const s = stageAt(c, usage)

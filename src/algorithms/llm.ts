@@ -16,7 +16,12 @@ import { counterLimit, type CounterLimit } from './window-counter.js'
 
 // The minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store.
 declare module './algorithm.js' {
-  interface RejectReasons { tpm_exceeded: true; tpd_exceeded: true; prompt_tokens_exceeded: true; max_tokens_per_request_exceeded: true }
+  interface RejectReasons {
+    tpm_exceeded: true
+    tpd_exceeded: true
+    prompt_tokens_exceeded: true
+    max_tokens_per_request_exceeded: true
+  }
 }
 
 export type Estimator = 'simple_word' | 'header_hint' | 'tokenizer'
@@ -118,9 +123,19 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
     },
   },
   check(c, out) {
-    if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number)) out.push({ field: 'burst_tokens', message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})` })
-    const tpd = c.tokens_per_day, burst = (c.burst_tokens ?? c.tokens_per_minute) as number
-    if (typeof tpd === 'number' && tpd < burst) out.push({ field: 'tokens_per_day', message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`, warning: true })
+    if (typeof c.burst_tokens === 'number' && c.burst_tokens < (c.tokens_per_minute as number))
+      out.push({
+        field: 'burst_tokens',
+        message: `burst_tokens (${c.burst_tokens}) must be at least tokens_per_minute (${String(c.tokens_per_minute)})`,
+      })
+    const tpd = c.tokens_per_day,
+      burst = (c.burst_tokens ?? c.tokens_per_minute) as number
+    if (typeof tpd === 'number' && tpd < burst)
+      out.push({
+        field: 'tokens_per_day',
+        message: `tokens_per_day (${tpd}) is below burst_tokens (${burst}), so the day counter rejects before the minute bucket is ever empty`,
+        warning: true,
+      })
   },
   capacity: (l) => l.burst,
   normalise: normaliseLlm,
@@ -137,7 +152,12 @@ export const LLM_DAY: Algorithm<CounterLimit> = {
   keyPrefix: 'tpd:llm:',
   rejectReason: 'tpd_exceeded',
   headers(l, used, secondsToEnd, rejected): HeaderValues {
-    return { limit: l.limit, remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + EPSILON)), resetS: secondsToEnd, windowS: DAY_S }
+    return {
+      limit: l.limit,
+      remaining: rejected ? 0 : Math.max(0, Math.floor(l.limit - used + EPSILON)),
+      resetS: secondsToEnd,
+      windowS: DAY_S,
+    }
   },
   describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
 }

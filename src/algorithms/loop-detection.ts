@@ -11,7 +11,9 @@ import { MAX_DELAY_MS } from './cost-budget.js'
 import { counterLimit, type CounterLimit } from './window-counter.js'
 
 declare module './algorithm.js' {
-  interface RejectReasons { loop_detected: true }
+  interface RejectReasons {
+    loop_detected: true
+  }
 }
 
 /** Stands for "no limit" in the store (kept finite: server scripts parse it as a number). */
@@ -37,7 +39,8 @@ export const LOOP_DETECTION: RuleAlgorithm<LoopConfig> = {
     },
   },
   check(c, out) {
-    if (c.enabled === true && (typeof c.window_seconds !== 'number' || typeof c.threshold_identical_requests !== 'number')) out.push({ field: '', message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
+    if (c.enabled === true && (typeof c.window_seconds !== 'number' || typeof c.threshold_identical_requests !== 'number'))
+      out.push({ field: '', message: 'an enabled loop_detection needs window_seconds and threshold_identical_requests' })
   },
   normalise(c) {
     const threshold = Number(c.threshold_identical_requests ?? 10)

@@ -32,7 +32,13 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
   name: 'rate_meter',
   step(state, l, cost, now): Step<MeterState> {
     if (state !== undefined && state.openUntil > now) {
-      return { allowed: false, value: l.threshold, retryAfter: Math.max(1, Math.ceil(state.openUntil - now - EPSILON)), state, expireAt: state.openUntil }
+      return {
+        allowed: false,
+        value: l.threshold,
+        retryAfter: Math.max(1, Math.ceil(state.openUntil - now - EPSILON)),
+        state,
+        expireAt: state.openUntil,
+      }
     }
     const minute = Math.floor(now / 60) * 60
     let prev = 0
@@ -45,7 +51,14 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
     if (rate >= l.threshold - EPSILON) {
       const openUntil = now + l.openS
       const opened = { prev: 0, cur: 0, minute, openUntil }
-      return { allowed: false, value: rate, retryAfter: Math.max(1, Math.ceil(l.openS - EPSILON)), state: opened, expireAt: Math.max(openUntil, minute + 120), commit: true }
+      return {
+        allowed: false,
+        value: rate,
+        retryAfter: Math.max(1, Math.ceil(l.openS - EPSILON)),
+        state: opened,
+        expireAt: Math.max(openUntil, minute + 120),
+        commit: true,
+      }
     }
     return { allowed: true, value: rate, retryAfter: 0, state: { prev, cur: cur + cost, minute, openUntil: 0 }, expireAt: minute + 120 }
   },

@@ -7,7 +7,9 @@
 import { EPSILON, type HeaderValues, type RuleAlgorithm, type Limit, type LimitKind, type Step } from './algorithm.js'
 
 declare module './algorithm.js' {
-  interface RejectReasons { token_bucket_exceeded: true }
+  interface RejectReasons {
+    token_bucket_exceeded: true
+  }
 }
 export interface BucketConfig {
   /** Tokens added per second (`tokens_per_second`, alias `rps`). */
@@ -82,7 +84,13 @@ function adjustBucket(state: BucketState | undefined, cfg: BucketConfig, amount:
   if (state === undefined && amount >= 0) return undefined // an absent bucket is full: nothing to give back
   const base = state === undefined ? { tokens: cfg.burst, last: now } : takeTokens(state, cfg, 0, now)
   const tokens = Math.min(cfg.burst, snap(base.tokens + amount))
-  return { allowed: true, value: tokens, retryAfter: 0, state: { tokens, last: base.last }, expireAt: base.last + secondsUntilFull(tokens, cfg) }
+  return {
+    allowed: true,
+    value: tokens,
+    retryAfter: 0,
+    state: { tokens, last: base.last },
+    expireAt: base.last + secondsUntilFull(tokens, cfg),
+  }
 }
 
 export const TOKEN_BUCKET_KIND: LimitKind<BucketLimit, BucketState> = {
@@ -91,7 +99,13 @@ export const TOKEN_BUCKET_KIND: LimitKind<BucketLimit, BucketState> = {
   step(state, limit, cost, now) {
     const r = takeTokens(state, limit, cost, now)
     const next = { tokens: r.tokens, last: r.last }
-    return { allowed: r.allowed, value: r.tokens, retryAfter: r.retryAfter, state: next, expireAt: r.last + secondsUntilFull(r.tokens, limit) }
+    return {
+      allowed: r.allowed,
+      value: r.tokens,
+      retryAfter: r.retryAfter,
+      state: next,
+      expireAt: r.last + secondsUntilFull(r.tokens, limit),
+    }
   },
   adjust: adjustBucket,
   load: (cells, off) => ({ tokens: cells[off]!, last: cells[off + 1]! }),
@@ -136,7 +150,8 @@ export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
       default_cost: { $ref: '#/$defs/positive', description: 'Used when the cost header/parameter is absent or not a positive number.' },
       lease: {
         type: 'object',
-        description: 'Hot keys on a shared store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
+        description:
+          'Hot keys on a shared store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
         required: ['tokens', 'ttl_ms'],
         additionalProperties: false,
         properties: {
@@ -150,13 +165,27 @@ export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
   testFigure: 'tokens_left',
   check(c, out) {
     const rate = (c.tokens_per_second ?? c.rps) as number
-    if (typeof c.burst === 'number' && c.burst < rate) out.push({ field: 'burst', message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
-    else if ((c.cost_source ?? 'fixed') === 'fixed' && typeof c.fixed_cost === 'number' && typeof c.burst === 'number' && c.fixed_cost > c.burst) {
-      out.push({ field: 'fixed_cost', message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`, warning: true })
+    if (typeof c.burst === 'number' && c.burst < rate)
+      out.push({ field: 'burst', message: `burst (${c.burst}) must be at least tokens_per_second (${rate})` })
+    else if (
+      (c.cost_source ?? 'fixed') === 'fixed' &&
+      typeof c.fixed_cost === 'number' &&
+      typeof c.burst === 'number' &&
+      c.fixed_cost > c.burst
+    ) {
+      out.push({
+        field: 'fixed_cost',
+        message: `fixed_cost (${c.fixed_cost}) is above burst (${c.burst}), so every request this rule selects is rejected`,
+        warning: true,
+      })
     }
     const lease = c.lease as { tokens?: unknown } | undefined
     if (typeof lease?.tokens === 'number' && typeof c.burst === 'number' && lease.tokens >= c.burst) {
-      out.push({ field: 'lease/tokens', message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`, warning: true })
+      out.push({
+        field: 'lease/tokens',
+        message: `lease.tokens (${lease.tokens}) is not below burst (${c.burst}): a slice only fits a full bucket, so the rule is decided by one store call per request most of the time; use a slice well below burst`,
+        warning: true,
+      })
     }
   },
   capacity: (l) => l.burst,
@@ -165,7 +194,11 @@ export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
     const burst = Number(c.burst ?? rate)
     const lease = c.lease as { tokens: number; ttl_ms: number } | undefined
     // The epsilon keeps float noise (3 / 0.3 = 10.000000000000002) from adding a second.
-    return { ...bucketLimit(rate, burst), windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)), ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}) }
+    return {
+      ...bucketLimit(rate, burst),
+      windowS: Math.max(1, Math.ceil(burst / rate - EPSILON)),
+      ...(lease ? { lease: { tokens: lease.tokens, ttlMs: lease.ttl_ms } } : {}),
+    }
   },
   headers(l, tokens, retryAfter, rejected): HeaderValues {
     if (rejected) return { limit: l.burst, remaining: 0, resetS: retryAfter, windowS: l.windowS }

@@ -138,7 +138,12 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
-    cost: costFunction(String((algorithm?.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'), Number(c.fixed_cost ?? 1), Number(c.default_cost ?? 1), Number(c.min_cost ?? 1)),
+    cost: costFunction(
+      String((algorithm?.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'),
+      Number(c.fixed_cost ?? 1),
+      Number(c.default_cost ?? 1),
+      Number(c.min_cost ?? 1),
+    ),
     costCap: limit === undefined ? Infinity : (algorithm?.capacity?.(limit) ?? Infinity),
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
@@ -153,9 +158,15 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
  * `loop:<policy>:<fingerprint>` and `cbr:<policy>:` (+ `v<version>`).
  */
 function compileGuard(algorithm: RuleAlgorithm, config: object, policyId: string, version?: number): CompiledRule {
-  const rule = compileRule({ name: policyId, algorithm: algorithm.name, algorithm_config: config as Record<string, unknown> }, policyId, algorithm)
+  const rule = compileRule(
+    { name: policyId, algorithm: algorithm.name, algorithm_config: config as Record<string, unknown> },
+    policyId,
+    algorithm,
+  )
   const untilReload = (rule.limit as { untilReload?: boolean }).untilReload === true
-  return untilReload && version !== undefined ? { ...rule, counterPrefix: `${rule.counterPrefix}v${version}:`, shadowCounterPrefix: `${rule.shadowCounterPrefix}v${version}:` } : rule
+  return untilReload && version !== undefined
+    ? { ...rule, counterPrefix: `${rule.counterPrefix}v${version}:`, shadowCounterPrefix: `${rule.shadowCounterPrefix}v${version}:` }
+    : rule
 }
 
 function activeUntil(o: RawOverride | undefined): number | undefined {
@@ -177,7 +188,11 @@ function compileKillSwitch(k: RawKillSwitch): CompiledKillSwitch {
  * `policies` must already be the valid ones, duplicates resolved (last wins).
  * They are sorted by id here: evaluation order is policy-id order (docs/behaviour.md §4).
  */
-export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], meta: { hash: string; loadedAt: number; source: string }): CompiledBundle {
+export function compileBundle(
+  doc: RawBundle,
+  policies: readonly RawPolicy[],
+  meta: { hash: string; loadedAt: number; source: string },
+): CompiledBundle {
   const sorted = [...policies].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   const compiled: CompiledPolicy[] = sorted.map((p, ordinal) => {
     const s = p.spec.selector
@@ -190,11 +205,19 @@ export function compileBundle(doc: RawBundle, policies: readonly RawPolicy[], me
       pathExact: s.pathExact,
       pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
       rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
-      fallback: p.spec.fallback_limit ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`) : undefined,
+      fallback: p.spec.fallback_limit
+        ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`)
+        : undefined,
       loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION as RuleAlgorithm, p.spec.loop_detection, p.id) : undefined,
-      breaker: p.spec.circuit_breaker?.enabled ? compileGuard(CIRCUIT_BREAKER as RuleAlgorithm, p.spec.circuit_breaker, p.id, doc.bundle_version) : undefined,
-      descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))].sort().map((name) => ({ name, extract: extractorOf(name) })),
-      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some((r) => ALGORITHMS.get(r.algorithm)?.llm === true),
+      breaker: p.spec.circuit_breaker?.enabled
+        ? compileGuard(CIRCUIT_BREAKER as RuleAlgorithm, p.spec.circuit_breaker, p.id, doc.bundle_version)
+        : undefined,
+      descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))]
+        .sort()
+        .map((name) => ({ name, extract: extractorOf(name) })),
+      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some(
+        (r) => ALGORITHMS.get(r.algorithm)?.llm === true,
+      ),
     }
   })
   return {

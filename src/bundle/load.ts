@@ -89,7 +89,14 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
   raw.policies.forEach((policy, index) => {
     if (dropIndexes.has(index)) return
     const prev = byId.get(policy.id)
-    if (prev) warnings.push(formatIssue(file, { pointer: `/policies/${index}`, policyId: policy.id, message: `duplicate policy id; it replaces the policy at /policies/${prev.index}` }))
+    if (prev)
+      warnings.push(
+        formatIssue(file, {
+          pointer: `/policies/${index}`,
+          policyId: policy.id,
+          message: `duplicate policy id; it replaces the policy at /policies/${prev.index}`,
+        }),
+      )
     byId.set(policy.id, { policy, index })
   })
   const policies = [...byId.values()].map((v) => v.policy)
@@ -99,7 +106,8 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
   for (const p of policies) {
     for (const r of p.spec.rules) {
       const first = owner.get(r.name!)
-      if (first !== undefined && first !== p.id) warnings.push(`${file}: rule name "${r.name}" is used by policies "${first}" and "${p.id}"; they share counters`)
+      if (first !== undefined && first !== p.id)
+        warnings.push(`${file}: rule name "${r.name}" is used by policies "${first}" and "${p.id}"; they share counters`)
       else owner.set(r.name!, p.id)
     }
   }
@@ -113,7 +121,14 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
       algorithms[r.algorithm] = (algorithms[r.algorithm] ?? 0) + 1
     }
   }
-  return { ok: true, bundle, summary: { version: raw.bundle_version, policies: policies.length, rules, algorithms }, warnings, dropped, file }
+  return {
+    ok: true,
+    bundle,
+    summary: { version: raw.bundle_version, policies: policies.length, rules, algorithms },
+    warnings,
+    dropped,
+    file,
+  }
 }
 
 export function loadBundleFile(path: string, now: number, opts: LoadOptions = {}): LoadResult {

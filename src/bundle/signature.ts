@@ -35,16 +35,31 @@ const SIGNATURE = /^[A-Za-z0-9+/]{43}=$/
  */
 export function verifySigned(bytes: Buffer, key: string): Verified {
   const nl = bytes.indexOf(0x0a)
-  const line = bytes.subarray(0, nl === -1 ? bytes.length : nl).toString('latin1').replace(/\r$/, '')
+  const line = bytes
+    .subarray(0, nl === -1 ? bytes.length : nl)
+    .toString('latin1')
+    .replace(/\r$/, '')
   if (nl === -1 || !SIGNATURE.test(line)) {
-    const what = line.replace(/^\xef\xbb\xbf/, '').trimStart().startsWith('{') ? 'the file is an unsigned bundle' : 'its first line is not a base64 HMAC-SHA256 signature'
-    return { ok: false, message: `bundle_signature_missing: a signing key is configured and ${what} (the signed form's first line is the base64 HMAC-SHA256 of the rest; see fairvisor sign)` }
+    const what = line
+      .replace(/^\xef\xbb\xbf/, '')
+      .trimStart()
+      .startsWith('{')
+      ? 'the file is an unsigned bundle'
+      : 'its first line is not a base64 HMAC-SHA256 signature'
+    return {
+      ok: false,
+      message: `bundle_signature_missing: a signing key is configured and ${what} (the signed form's first line is the base64 HMAC-SHA256 of the rest; see fairvisor sign)`,
+    }
   }
   const body = bytes.subarray(nl + 1)
   const given = Buffer.from(line, 'base64')
   const want = mac(key, body)
   if (given.length !== want.length || !timingSafeEqual(given, want)) {
-    return { ok: false, message: 'bundle_signature_invalid: the signature does not match the bundle under the configured key (changed after signing, or signed with another key)' }
+    return {
+      ok: false,
+      message:
+        'bundle_signature_invalid: the signature does not match the bundle under the configured key (changed after signing, or signed with another key)',
+    }
   }
   return { ok: true, body }
 }
@@ -58,6 +73,7 @@ export function readKeyFile(path: string): string {
     throw new BundleError(`key file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
   }
   const key = text.replace(/\r?\n$/, '')
-  if (key.length < MIN_KEY_LENGTH) throw new BundleError(`key file ${path} holds ${key.length} characters; a signing key has at least ${MIN_KEY_LENGTH}`)
+  if (key.length < MIN_KEY_LENGTH)
+    throw new BundleError(`key file ${path} holds ${key.length} characters; a signing key has at least ${MIN_KEY_LENGTH}`)
   return key
 }

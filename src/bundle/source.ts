@@ -93,7 +93,10 @@ export class BundleSource {
         result: 'invalid',
         file: r.file,
         version: r.bundle.version,
-        errors: [...r.dropped, `${r.file}: bundle_version ${r.bundle.version} refused whole: ${n} error${n === 1 ? '' : 's'} in its policies; the loaded bundle_version ${cur.version} stays`],
+        errors: [
+          ...r.dropped,
+          `${r.file}: bundle_version ${r.bundle.version} refused whole: ${n} error${n === 1 ? '' : 's'} in its policies; the loaded bundle_version ${cur.version} stays`,
+        ],
         warnings: r.warnings,
       }
     }

@@ -20,7 +20,8 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
   }
   for (const key of Object.keys(rule.match ?? {})) {
     const d = compileDescriptor(key)
-    if (!d.ok) out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message, warning: d.unsupported })
+    if (!d.ok)
+      out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message, warning: d.unsupported })
   }
   const algorithm = ALGORITHMS.get(rule.algorithm)
   if (algorithm !== undefined) checkConfig(algorithm, rule.algorithm_config, `${base}/algorithm_config`, out)
@@ -30,7 +31,8 @@ function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
 function checkConfig(algorithm: RuleAlgorithm, config: Record<string, unknown>, base: string, out: BundleIssue[]): void {
   const found: ConfigIssue[] = []
   algorithm.check?.(config, found)
-  for (const f of found) out.push({ pointer: f.field === '' ? base : `${base}/${f.field}`, message: f.message, ...(f.warning ? { warning: true } : {}) })
+  for (const f of found)
+    out.push({ pointer: f.field === '' ? base : `${base}/${f.field}`, message: f.message, ...(f.warning ? { warning: true } : {}) })
 }
 
 /** True when a rule can only apply to a request that carries a (valid) JWT: it limits or matches on a jwt: claim. */
@@ -59,12 +61,18 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
   if (rules.length > 0 && clean(`${base}/rules`) && rules.every(needsJwt)) {
     // The fallback_limit applies when no rule could be applied (README), so it covers such requests.
     if (p.spec.fallback_limit === undefined) {
-      out.push({ pointer: `${base}/rules`, message: 'every rule needs a jwt: claim and the policy has no fallback_limit, so a request whose token is missing, garbage or fails verification is not limited by this policy', warning: true })
+      out.push({
+        pointer: `${base}/rules`,
+        message:
+          'every rule needs a jwt: claim and the policy has no fallback_limit, so a request whose token is missing, garbage or fails verification is not limited by this policy',
+        warning: true,
+      })
     }
   }
   const cb = p.spec.circuit_breaker
-  if (cb && clean(`${base}/circuit_breaker`)) checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)
+  if (cb && clean(`${base}/circuit_breaker`))
+    checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)
   const loop = p.spec.loop_detection
-  if (loop && clean(`${base}/loop_detection`)) checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out)
+  if (loop && clean(`${base}/loop_detection`))
+    checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out)
 }
-

@@ -70,14 +70,18 @@ export function parseTimestamp(s: string): number | undefined {
   const [y, mo, d, h, mi, se] = m.slice(1).map(Number) as [number, number, number, number, number, number]
   const t = Date.UTC(y, mo - 1, d, h, mi, se)
   const back = new Date(t)
-  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || se > 59) return undefined
+  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || se > 59)
+    return undefined
   return t
 }
 
 /** What a pointer names, for the subject of a sentence: `burst`, `hosts[0]`, `the policy`, `the bundle`. */
 export function subjectOf(pointer: string): string {
   if (pointer === '') return 'the bundle'
-  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
   const last = parts[parts.length - 1]!
   const parent = parts[parts.length - 2]
   if (parent === 'match') return `the match value of "${last}"`
@@ -108,23 +112,34 @@ function ajvMessage(e: ErrorObject): string {
   const subject = subjectOf(e.instancePath)
   const got = e.data === undefined ? '' : `, not ${shown(e.data)}`
   switch (e.keyword) {
-    case 'required': return `${String(p.missingProperty)} is required but missing`
-    case 'type': return `${subject} must be ${typeName(String(p.type))}${got}`
-    case 'exclusiveMinimum': return `${subject} must be greater than ${String(p.limit)}${got}`
-    case 'minimum': return `${subject} must be at least ${String(p.limit)}${got}`
-    case 'maximum': return `${subject} must be at most ${String(p.limit)}${got}`
-    case 'enum': return `${subject} must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}${got}`
-    case 'minLength': return p.limit === 1 ? `${subject} must not be empty` : `${subject} must be at least ${String(p.limit)} characters long`
-    case 'maxLength': return `${subject} must be at most ${String(p.limit)} characters long`
-    case 'minItems': return p.limit === 1 ? `${subject} must not be an empty list` : `${subject} must hold at least ${String(p.limit)} items`
-    case 'anyOf': return `${subject} must set tokens_per_second (or its alias rps)`
+    case 'required':
+      return `${String(p.missingProperty)} is required but missing`
+    case 'type':
+      return `${subject} must be ${typeName(String(p.type))}${got}`
+    case 'exclusiveMinimum':
+      return `${subject} must be greater than ${String(p.limit)}${got}`
+    case 'minimum':
+      return `${subject} must be at least ${String(p.limit)}${got}`
+    case 'maximum':
+      return `${subject} must be at most ${String(p.limit)}${got}`
+    case 'enum':
+      return `${subject} must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}${got}`
+    case 'minLength':
+      return p.limit === 1 ? `${subject} must not be empty` : `${subject} must be at least ${String(p.limit)} characters long`
+    case 'maxLength':
+      return `${subject} must be at most ${String(p.limit)} characters long`
+    case 'minItems':
+      return p.limit === 1 ? `${subject} must not be an empty list` : `${subject} must hold at least ${String(p.limit)} items`
+    case 'anyOf':
+      return `${subject} must set tokens_per_second (or its alias rps)`
     case 'pattern':
       if (e.schemaPath.includes('timestamp')) return `${subject} must be a UTC time written exactly like 2026-01-01T00:00:00Z${got}`
       if (e.schemaPath.includes('costSource')) return `${subject} must be fixed, header:<name> or query:<name>${got}`
       if (e.instancePath.endsWith('/scope_key')) return `scope_key must be <source>:<name> with source jwt, header, query, ip or ua${got}`
       if (p.pattern === '^/') return `${subject} must start with /${got}`
       return `${subject} must match ${String(p.pattern)}${got}`
-    default: return `${subject} ${e.message ?? `fails ${e.keyword}`}`
+    default:
+      return `${subject} ${e.message ?? `fails ${e.keyword}`}`
   }
 }
 
@@ -135,7 +150,8 @@ function schemaIssues(doc: unknown): BundleIssue[] {
   const seen = new Set<string>()
   const out: BundleIssue[] = []
   for (const e of errors) {
-    const pointer = e.keyword === 'required' ? `${e.instancePath}/${String((e.params as { missingProperty: string }).missingProperty)}` : e.instancePath
+    const pointer =
+      e.keyword === 'required' ? `${e.instancePath}/${String((e.params as { missingProperty: string }).missingProperty)}` : e.instancePath
     const message = ajvMessage(e)
     const k = `${pointer}\0${message}`
     if (seen.has(k)) continue
@@ -165,7 +181,11 @@ function checkOverride(doc: RawBundle, key: 'global_shadow' | 'kill_switch_overr
   const o = doc[key]
   if (o?.enabled !== true || typeof o.expires_at !== 'string') return
   const t = parseTimestamp(o.expires_at)
-  if (t !== undefined && t <= now) out.push({ pointer: `/${key}/expires_at`, message: `${key} is enabled but its expires_at ${o.expires_at} is in the past; an enabled ${key} needs a future expires_at` })
+  if (t !== undefined && t <= now)
+    out.push({
+      pointer: `/${key}/expires_at`,
+      message: `${key} is enabled but its expires_at ${o.expires_at} is in the past; an enabled ${key} needs a future expires_at`,
+    })
 }
 
 function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void {
@@ -177,11 +197,13 @@ function checkTimestamps(doc: RawBundle, now: number, out: BundleIssue[]): void 
     ...(doc.kill_switches ?? []).map((k, i): [string, unknown] => [`/kill_switches/${i}/expires_at`, k?.expires_at]),
   ]
   for (const [pointer, v] of stamps) {
-    if (typeof v === 'string' && TIMESTAMP.test(v) && parseTimestamp(v) === undefined) out.push({ pointer, message: `${subjectOf(pointer)} "${v}" is not a real calendar date and time` })
+    if (typeof v === 'string' && TIMESTAMP.test(v) && parseTimestamp(v) === undefined)
+      out.push({ pointer, message: `${subjectOf(pointer)} "${v}" is not a real calendar date and time` })
   }
   if (typeof doc.expires_at === 'string') {
     const t = parseTimestamp(doc.expires_at)
-    if (t !== undefined && t <= now) out.push({ pointer: '/expires_at', message: `bundle_expired: the bundle expired at ${doc.expires_at}` })
+    if (t !== undefined && t <= now)
+      out.push({ pointer: '/expires_at', message: `bundle_expired: the bundle expired at ${doc.expires_at}` })
   }
   checkOverride(doc, 'global_shadow', now, out)
   checkOverride(doc, 'kill_switch_override', now, out)
@@ -193,7 +215,12 @@ function checkKillSwitches(killSwitches: readonly RawKillSwitch[], clean: (point
     if (!clean(`/kill_switches/${i}`) || !isObject(k) || typeof k.scope_key !== 'string') continue
     const d = compileDescriptor(k.scope_key)
     if (d.ok) continue
-    if (d.unsupported) out.push({ pointer: `/kill_switches/${i}/scope_key`, message: `scope_key "${k.scope_key}" is not supported yet; this kill switch never fires`, warning: true })
+    if (d.unsupported)
+      out.push({
+        pointer: `/kill_switches/${i}/scope_key`,
+        message: `scope_key "${k.scope_key}" is not supported yet; this kill switch never fires`,
+        warning: true,
+      })
     else out.push({ pointer: `/kill_switches/${i}/scope_key`, message: d.message.replace(/^descriptor /, 'scope_key ') })
   }
 }

@@ -63,7 +63,11 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_STORE', 'memory', 'memory, or a redis://, rediss://, redis+cluster://, unix:// or postgres:// URL'],
   ['FAIRVISOR_SHARED_DICT_SIZE', '128m', 'memory-store bound'],
   ['FAIRVISOR_WORKERS', 'usable cores', 'worker threads serving the port over one shared counter table; 1: a single thread'],
-  ['FAIRVISOR_SHARED_TABLE_SIZE', 'as FAIRVISOR_SHARED_DICT_SIZE', 'size of the counter table the workers share (memory store, FAIRVISOR_WORKERS > 1)'],
+  [
+    'FAIRVISOR_SHARED_TABLE_SIZE',
+    'as FAIRVISOR_SHARED_DICT_SIZE',
+    'size of the counter table the workers share (memory store, FAIRVISOR_WORKERS > 1)',
+  ],
   ['FAIRVISOR_FAIL_POLICY', 'open', 'store failure: open (allow) or closed (503)'],
   ['FAIRVISOR_STORE_TIMEOUT_MS', '50', 'deadline of each Redis or PostgreSQL call'],
   ['FAIRVISOR_REDIS_TIMEOUT_MS', '50', 'older name of FAIRVISOR_STORE_TIMEOUT_MS (which wins when both are set)'],

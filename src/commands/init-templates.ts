@@ -14,19 +14,24 @@ const COMMON = [
 
 export const TEMPLATES: Record<string, () => object> = {
   api: () => ({
-    _comment: [...COMMON, 'Template "api": a per-API-key limit on /v1/, a per-address limit for callers without a key, and a stricter limit on logins.'],
+    _comment: [
+      ...COMMON,
+      'Template "api": a per-API-key limit on /v1/, a per-address limit for callers without a key, and a stricter limit on logins.',
+    ],
     bundle_version: 1,
     policies: [
       {
         id: 'api',
-        _comment: 'Every request under /v1/. Start new policies with "mode": "shadow", read the would_reject log lines, then switch to "enforce".',
+        _comment:
+          'Every request under /v1/. Start new policies with "mode": "shadow", read the would_reject log lines, then switch to "enforce".',
         spec: {
           selector: { pathPrefix: '/v1/', _comment: 'pathPrefix matches by segments: /v1/ matches /v1/users but not /v1 or /v1beta.' },
           mode: 'enforce',
           rules: [
             {
               name: 'per_api_key',
-              _comment: 'One bucket per X-Api-Key value: 20 requests/s sustained, bursts of 100. A request without the header skips this rule.',
+              _comment:
+                'One bucket per X-Api-Key value: 20 requests/s sustained, bursts of 100. A request without the header skips this rule.',
               limit_keys: ['header:x-api-key'],
               algorithm: 'token_bucket',
               algorithm_config: { tokens_per_second: 20, burst: 100 },
@@ -34,7 +39,8 @@ export const TEMPLATES: Record<string, () => object> = {
           ],
           fallback_limit: {
             name: 'anonymous_per_ip',
-            _comment: 'Used when no rule was selected. Behind a load balancer set FAIRVISOR_TRUSTED_PROXIES so ip:address is the client, not the balancer.',
+            _comment:
+              'Used when no rule was selected. Behind a load balancer set FAIRVISOR_TRUSTED_PROXIES so ip:address is the client, not the balancer.',
             limit_keys: ['ip:address'],
             algorithm: 'token_bucket',
             algorithm_config: { tokens_per_second: 2, burst: 10 },
@@ -64,7 +70,8 @@ export const TEMPLATES: Record<string, () => object> = {
     policies: [
       {
         id: 'llm',
-        _comment: 'Chat and completion calls. jwt:sub is read from Authorization: Bearer; a request without a token skips the per-user rules.',
+        _comment:
+          'Chat and completion calls. jwt:sub is read from Authorization: Bearer; a request without a token skips the per-user rules.',
         spec: {
           selector: { pathPrefix: '/v1/', methods: ['POST'] },
           mode: 'enforce',
@@ -78,7 +85,8 @@ export const TEMPLATES: Record<string, () => object> = {
             },
             {
               name: 'tokens_per_user',
-              _comment: 'LLM tokens per user: the prompt (BPE-counted) plus max_tokens are reserved before the call and settled against the usage the API reports; streams end at max_completion_tokens.',
+              _comment:
+                'LLM tokens per user: the prompt (BPE-counted) plus max_tokens are reserved before the call and settled against the usage the API reports; streams end at max_completion_tokens.',
               limit_keys: ['jwt:sub'],
               algorithm: 'token_bucket_llm',
               algorithm_config: {
@@ -134,19 +142,24 @@ export const TEMPLATES: Record<string, () => object> = {
     ],
   }),
   budget: () => ({
-    _comment: [...COMMON, 'Template "budget": a monthly-style spend cap per tenant, here per UTC day, with a warning and a slow-down before the hard stop.'],
+    _comment: [
+      ...COMMON,
+      'Template "budget": a monthly-style spend cap per tenant, here per UTC day, with a warning and a slow-down before the hard stop.',
+    ],
     bundle_version: 1,
     policies: [
       {
         id: 'tenant-spend',
-        _comment: 'Every request costs what X-Request-Cost says (at least 1; 1 when absent). Periods: 5m, 1h, 1d or 7d (weeks start Sunday 00:00 UTC).',
+        _comment:
+          'Every request costs what X-Request-Cost says (at least 1; 1 when absent). Periods: 5m, 1h, 1d or 7d (weeks start Sunday 00:00 UTC).',
         spec: {
           selector: { pathPrefix: '/' },
           mode: 'shadow',
           rules: [
             {
               name: 'daily_spend',
-              _comment: 'From 80 % the response carries X-Fairvisor-Warning: budget_warn; from 95 % requests wait 500 ms (budget_throttle); above 100 % they are rejected budget_exceeded until the period ends.',
+              _comment:
+                'From 80 % the response carries X-Fairvisor-Warning: budget_warn; from 95 % requests wait 500 ms (budget_throttle); above 100 % they are rejected budget_exceeded until the period ends.',
               limit_keys: ['header:x-tenant-id'],
               algorithm: 'cost_based',
               algorithm_config: {
@@ -161,13 +174,17 @@ export const TEMPLATES: Record<string, () => object> = {
               },
             },
           ],
-          _comment: 'Shadow first: nothing is delayed or rejected, would-be rejects are logged (would_reject). Switch mode to enforce when the figures look right.',
+          _comment:
+            'Shadow first: nothing is delayed or rejected, would-be rejects are logged (would_reject). Switch mode to enforce when the figures look right.',
         },
       },
     ],
   }),
   agent: () => ({
-    _comment: [...COMMON, 'Template "agent": guards for autonomous agents calling your API: loop detection and a spend circuit breaker, on top of a per-key bucket.'],
+    _comment: [
+      ...COMMON,
+      'Template "agent": guards for autonomous agents calling your API: loop detection and a spend circuit breaker, on top of a per-key bucket.',
+    ],
     bundle_version: 1,
     policies: [
       {
@@ -177,7 +194,8 @@ export const TEMPLATES: Record<string, () => object> = {
           mode: 'enforce',
           loop_detection: {
             enabled: true,
-            _comment: 'The 10th identical request (method, path, sorted query, API key) within 60 s is rejected loop_detected; "throttle" delays instead, "warn" only flags it.',
+            _comment:
+              'The 10th identical request (method, path, sorted query, API key) within 60 s is rejected loop_detected; "throttle" delays instead, "warn" only flags it.',
             window_seconds: 60,
             threshold_identical_requests: 10,
             action: 'reject',
@@ -185,7 +203,8 @@ export const TEMPLATES: Record<string, () => object> = {
           },
           circuit_breaker: {
             enabled: true,
-            _comment: 'When the spend per minute (the cost of the first rule) reaches 2000, every request of the policy is rejected circuit_breaker_open for 10 minutes (0: until the next reload).',
+            _comment:
+              'When the spend per minute (the cost of the first rule) reaches 2000, every request of the policy is rejected circuit_breaker_open for 10 minutes (0: until the next reload).',
             spend_rate_threshold_per_minute: 2000,
             action: 'reject',
             auto_reset_after_minutes: 10,

@@ -34,7 +34,9 @@ export async function run(args: string[]): Promise<number> {
     writeFileSync(out, text, { flag: force ? 'w' : 'wx' })
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    process.stderr.write(`fairvisor init: cannot write ${out} (${code === 'EEXIST' ? 'it exists; add --force to overwrite' : code ?? (err as Error).message})\n`)
+    process.stderr.write(
+      `fairvisor init: cannot write ${out} (${code === 'EEXIST' ? 'it exists; add --force to overwrite' : (code ?? (err as Error).message)})\n`,
+    )
     return 1
   }
   process.stderr.write(`wrote ${out} (template ${template}); next: fairvisor validate ${out}\n`)

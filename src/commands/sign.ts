@@ -42,7 +42,9 @@ export async function run(args: string[]): Promise<number> {
   const errors = r.ok ? r.dropped : r.errors
   if (errors.length) {
     for (const e of errors) process.stderr.write(`error: ${e}\n`)
-    process.stderr.write(`fairvisor sign: not signed: the bundle has ${errors.length} error${errors.length === 1 ? '' : 's'} (see fairvisor validate)\n`)
+    process.stderr.write(
+      `fairvisor sign: not signed: the bundle has ${errors.length} error${errors.length === 1 ? '' : 's'} (see fairvisor validate)\n`,
+    )
     return 1
   }
   const signed = signBundle(bytes, key)

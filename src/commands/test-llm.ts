@@ -24,19 +24,40 @@ export interface LlmReport {
 export function llmReport(d: Decision, response: SampleRequest['response'], store: Store, nowS: number): LlmReport[] | undefined {
   const reservations = d.llm
   if (reservations === undefined || reservations.length === 0) return undefined
-  const rows: LlmReport[] = reservations.map((r) => ({ policy: r.policyId, rule: r.ruleName, prompt_estimate: r.prompt, reserved: r.reserved }))
+  const rows: LlmReport[] = reservations.map((r) => ({
+    policy: r.policyId,
+    rule: r.ruleName,
+    prompt_estimate: r.prompt,
+    reserved: r.reserved,
+  }))
   if (response === undefined) return rows
   let settled: Settlement[] = []
   const keep = (s: Settlement[]): void => void (settled = s)
-  const exchange = new LlmExchange(reservations, { store, now: () => nowS, settled: keep, dropped: (_err, s) => keep(s), wouldTruncate: () => undefined, truncated: () => undefined })
+  const exchange = new LlmExchange(reservations, {
+    store,
+    now: () => nowS,
+    settled: keep,
+    dropped: (_err, s) => keep(s),
+    wouldTruncate: () => undefined,
+    truncated: () => undefined,
+  })
   exchange.headers(200, response.contentType, undefined)
   if (exchange.data(response.body) >= 0) exchange.closing()
   else exchange.end(true)
-  settled.forEach((s, i) => Object.assign(rows[i]!, { settled: s.used, settled_by: s.by, ...(s.actualPrompt === undefined ? {} : { reported_prompt: s.actualPrompt }) }))
+  settled.forEach((s, i) =>
+    Object.assign(rows[i]!, {
+      settled: s.used,
+      settled_by: s.by,
+      ...(s.actualPrompt === undefined ? {} : { reported_prompt: s.actualPrompt }),
+    }),
+  )
   return rows
 }
 
 /** Table lines of the LLM report. */
 export function llmLines(rows: readonly LlmReport[] | undefined): string[] {
-  return (rows ?? []).map((r) => `    llm ${r.policy}/${r.rule}: prompt estimate ${r.prompt_estimate}, reserved ${r.reserved}${r.settled === undefined ? '' : `, settled ${r.settled} (${r.settled_by}${r.reported_prompt === undefined ? '' : `, reported prompt ${r.reported_prompt}`}), ${r.reserved - r.settled >= 0 ? `${r.reserved - r.settled} given back` : `${r.settled - r.reserved} charged on top`}`}`)
+  return (rows ?? []).map(
+    (r) =>
+      `    llm ${r.policy}/${r.rule}: prompt estimate ${r.prompt_estimate}, reserved ${r.reserved}${r.settled === undefined ? '' : `, settled ${r.settled} (${r.settled_by}${r.reported_prompt === undefined ? '' : `, reported prompt ${r.reported_prompt}`}), ${r.reserved - r.settled >= 0 ? `${r.reserved - r.settled} given back` : `${r.settled - r.reserved} charged on top`}`}`,
+  )
 }

@@ -91,15 +91,23 @@ export function table(r: RequestReport): string {
   const ds = Object.entries(r.descriptors)
   if (ds.length) lines.push(`    descriptors: ${ds.map(([k, v]) => `${k}=${v}`).join(' ')}`)
   for (const l of r.limits) {
-    const left = l.outcome === 'allowed' && !l.charged ? ', not charged (another limit rejected)' : l.tokens_left === undefined ? '' : `, ${Math.floor(l.tokens_left)} left`
-    lines.push(`    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}${l.detail ? `; ${l.detail}` : ''}`)
+    const left =
+      l.outcome === 'allowed' && !l.charged
+        ? ', not charged (another limit rejected)'
+        : l.tokens_left === undefined
+          ? ''
+          : `, ${Math.floor(l.tokens_left)} left`
+    lines.push(
+      `    limit ${l.policy}/${l.rule}${l.shadow ? ' [shadow]' : ''} key=${l.key} cost=${l.cost} → ${l.outcome}${left}${l.detail ? `; ${l.detail}` : ''}`,
+    )
   }
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
-  lines.push(`    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms` : ''}`)
+  lines.push(
+    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms` : ''}`,
+  )
   lines.push(...llmLines(r.llm))
   const h = Object.entries(r.headers)
   if (h.length) lines.push(`    headers: ${h.map(([k, v]) => `${k}: ${v}`).join(' | ')}`)
   return lines.join('\n')
 }
-

@@ -60,20 +60,24 @@ export function parseSample(text: string, line: number, prevAt: number): SampleR
   const path = q === -1 ? fullPath : fullPath.slice(0, q)
   const params = new URLSearchParams(q === -1 ? '' : fullPath.slice(q + 1))
   if (r.query !== undefined) {
-    if (r.query === null || typeof r.query !== 'object' || Array.isArray(r.query)) throw new LineError('"query" must be an object of name → value')
+    if (r.query === null || typeof r.query !== 'object' || Array.isArray(r.query))
+      throw new LineError('"query" must be an object of name → value')
     for (const [k, v] of Object.entries(r.query as Record<string, unknown>)) {
       for (const x of Array.isArray(v) ? v : [v]) {
-        if (!['string', 'number', 'boolean'].includes(typeof x)) throw new LineError(`query "${k}" must be a string, number, boolean or a list of them`)
+        if (!['string', 'number', 'boolean'].includes(typeof x))
+          throw new LineError(`query "${k}" must be a string, number, boolean or a list of them`)
         params.append(k, String(x))
       }
     }
   }
   const rawHeaders: string[] = []
   if (r.headers !== undefined) {
-    if (r.headers === null || typeof r.headers !== 'object' || Array.isArray(r.headers)) throw new LineError('"headers" must be an object of name → value')
+    if (r.headers === null || typeof r.headers !== 'object' || Array.isArray(r.headers))
+      throw new LineError('"headers" must be an object of name → value')
     for (const [k, v] of Object.entries(r.headers as Record<string, unknown>)) {
       for (const x of Array.isArray(v) ? v : [v]) {
-        if (!['string', 'number', 'boolean'].includes(typeof x)) throw new LineError(`header "${k}" must be a string, number, boolean or a list of them`)
+        if (!['string', 'number', 'boolean'].includes(typeof x))
+          throw new LineError(`header "${k}" must be a string, number, boolean or a list of them`)
         rawHeaders.push(k, String(x))
       }
     }
@@ -82,7 +86,8 @@ export function parseSample(text: string, line: number, prevAt: number): SampleR
   const host = r.host !== undefined ? str(r.host, 'host') : hostHeader !== -1 ? rawHeaders[hostHeader + 1]! : 'localhost'
   const ip = r.ip === undefined ? '127.0.0.1' : str(r.ip, 'ip')
   const repeat = r.repeat === undefined ? 1 : r.repeat
-  if (typeof repeat !== 'number' || !Number.isInteger(repeat) || repeat < 1 || repeat > MAX_REPEAT) throw new LineError(`"repeat" must be an integer from 1 to ${MAX_REPEAT}`)
+  if (typeof repeat !== 'number' || !Number.isInteger(repeat) || repeat < 1 || repeat > MAX_REPEAT)
+    throw new LineError(`"repeat" must be an integer from 1 to ${MAX_REPEAT}`)
   const at = r.at === undefined ? prevAt : r.at
   if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) throw new LineError('"at" must be a number of seconds ≥ 0')
   if (at < prevAt) throw new LineError(`"at" (${at}) is earlier than the previous request's (${prevAt}); time must not go backwards`)
@@ -96,4 +101,3 @@ export function parseSample(text: string, line: number, prevAt: number): SampleR
     target: rawQuery ? `${path}?${rawQuery}` : path,
   }
 }
-

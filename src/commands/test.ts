@@ -131,7 +131,9 @@ export async function run(args: string[]): Promise<number> {
       shadowRejects = []
       details = []
       store.last = []
-      const d = await new Promise<Decision>((resolve) => engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true, resolve))
+      const d = await new Promise<Decision>((resolve) =>
+        engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true, resolve),
+      )
       const outcomes = planned.length ? store.last : []
       n++
       if (d.allowed) allowed++

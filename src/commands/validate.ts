@@ -72,11 +72,15 @@ async function validateOne(path: string, format: string, signingKey: string | un
 
   if (!r.ok) {
     for (const e of r.errors) process.stderr.write(`error: ${e}\n`)
-    process.stderr.write(`${r.file}: invalid: ${r.errors.length} error${r.errors.length === 1 ? '' : 's'}; the gateway would keep its current bundle\n`)
+    process.stderr.write(
+      `${r.file}: invalid: ${r.errors.length} error${r.errors.length === 1 ? '' : 's'}; the gateway would keep its current bundle\n`,
+    )
     return 1
   }
   const s = r.summary
-  const algos = Object.entries(s.algorithms).map(([k, v]) => `${k} ${v}`).join(', ')
+  const algos = Object.entries(s.algorithms)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ')
   const lines = [
     `${r.file}: bundle_version ${s.version}, ${s.policies} polic${s.policies === 1 ? 'y' : 'ies'}, ${s.rules} rule${s.rules === 1 ? '' : 's'}${algos ? ` (${algos})` : ''}`,
     ...policyLines(r),
@@ -86,7 +90,9 @@ async function validateOne(path: string, format: string, signingKey: string | un
   process.stdout.write(`${lines.join('\n')}\n`)
   if (r.dropped.length) {
     for (const d of r.dropped) process.stderr.write(`error: ${d}\n`)
-    process.stderr.write(`${r.file}: ${r.dropped.length} error${r.dropped.length === 1 ? '' : 's'} in policies: as a reload the gateway refuses this bundle whole and keeps the loaded one; at start-up (nothing loaded yet) it loads the bundle without the policies named above\n`)
+    process.stderr.write(
+      `${r.file}: ${r.dropped.length} error${r.dropped.length === 1 ? '' : 's'} in policies: as a reload the gateway refuses this bundle whole and keeps the loaded one; at start-up (nothing loaded yet) it loads the bundle without the policies named above\n`,
+    )
     return 1
   }
   process.stdout.write(`ok${r.warnings.length ? ` (${r.warnings.length} warning${r.warnings.length === 1 ? '' : 's'})` : ''}\n`)

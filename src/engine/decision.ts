@@ -7,8 +7,13 @@ import type { LlmConfig } from '../algorithms/llm.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
-  | 'no_bundle_loaded' | 'no_matching_policy' | 'all_rules_passed' | 'kill_switch'
-  | 'service_unavailable' | 'store_unavailable_fail_open' | RejectReason
+  | 'no_bundle_loaded'
+  | 'no_matching_policy'
+  | 'all_rules_passed'
+  | 'kill_switch'
+  | 'service_unavailable'
+  | 'store_unavailable_fail_open'
+  | RejectReason
 
 /**
  * One token_bucket_llm rule's charge on an allowed request: settled once the

@@ -35,10 +35,17 @@ export class Engine {
    * epoch milliseconds, passed in so tests drive time. A continuation rather
    * than a promise: the proxy's hot path then allocates no promise at all.
    */
-  evaluate(bundle: CompiledBundle | null, view: RequestView, nowMs: number, collectDescriptors: boolean, then: (d: Decision) => void): void {
+  evaluate(
+    bundle: CompiledBundle | null,
+    view: RequestView,
+    nowMs: number,
+    collectDescriptors: boolean,
+    then: (d: Decision) => void,
+  ): void {
     if (bundle === null) return then(NO_BUNDLE)
     const killed = killSwitchRetryAfter(bundle, view, nowMs)
-    if (killed !== undefined) return then({ allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS: killed, matchedPolicies: [] })
+    if (killed !== undefined)
+      return then({ allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS: killed, matchedPolicies: [] })
     const matched = bundle.index.match(view.method, view.path, view.host)
     if (matched.length === 0) return then(NO_MATCH)
     const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
@@ -51,15 +58,33 @@ export class Engine {
     if (plan.early !== undefined) {
       // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call.
       const { policy, rule, reason } = plan.early
-      return then({ allowed: false, status: 429, reason, mode: 'enforce', policyId: policy.id, ruleName: rule.name, matchedPolicies: ids, descriptors })
+      return then({
+        allowed: false,
+        status: 429,
+        reason,
+        mode: 'enforce',
+        policyId: policy.id,
+        ruleName: rule.name,
+        matchedPolicies: ids,
+        descriptors,
+      })
     }
-    if (plan.checks.length === 0) return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: globalShadow ? 'shadow' : 'enforce', matchedPolicies: ids, descriptors })
+    if (plan.checks.length === 0)
+      return then({
+        allowed: true,
+        status: 200,
+        reason: 'all_rules_passed',
+        mode: globalShadow ? 'shadow' : 'enforce',
+        matchedPolicies: ids,
+        descriptors,
+      })
     this.opts.store.apply(plan.checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids)))
   }
 
   private storeFailed(err: Error, ids: string[]): Decision {
     this.opts.observer.storeError(err)
-    if (this.opts.failPolicy === 'closed') return { allowed: false, status: 503, reason: 'service_unavailable', mode: 'enforce', matchedPolicies: ids }
+    if (this.opts.failPolicy === 'closed')
+      return { allowed: false, status: 503, reason: 'service_unavailable', mode: 'enforce', matchedPolicies: ids }
     return { allowed: true, status: 200, reason: 'store_unavailable_fail_open', mode: 'enforce', matchedPolicies: ids }
   }
 }

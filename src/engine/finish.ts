@@ -40,7 +40,13 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     if (!o.allowed) {
       if (p.rule === p.policy.loop) obs.loopDetected?.(p.policy.id, 'reject')
       // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
-      if (p.shadow) obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason: algorithm.rejectReason, key: logKey(p.rule, checks[i]!.key, p.composite) })
+      if (p.shadow)
+        obs.shadowReject({
+          policyId: p.policy.id,
+          ruleName: p.rule.name,
+          reason: algorithm.rejectReason,
+          key: logKey(p.rule, checks[i]!.key, p.composite),
+        })
       else if (rejectedAt === -1) rejectedAt = i
       continue
     }
@@ -85,7 +91,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       const o = outcomes[i]
       const p = planned[i]!
       // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
-      if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit)) obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
+      if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit))
+        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
     }
   }
   return {

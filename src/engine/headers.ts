@@ -38,10 +38,15 @@ export function rateLimitHeaders(l: LimitView): string[] {
   const reset = sfInteger(l.resetS)
   const id = sfPolicyId(l.policyId)
   return [
-    'RateLimit-Limit', limit,
-    'RateLimit-Remaining', remaining,
-    'RateLimit-Reset', reset,
-    'RateLimit', `${id};r=${remaining};t=${reset}`,
-    'RateLimit-Policy', `${id};q=${limit};w=${sfInteger(l.windowS)}`,
+    'RateLimit-Limit',
+    limit,
+    'RateLimit-Remaining',
+    remaining,
+    'RateLimit-Reset',
+    reset,
+    'RateLimit',
+    `${id};r=${remaining};t=${reset}`,
+    'RateLimit-Policy',
+    `${id};q=${limit};w=${sfInteger(l.windowS)}`,
   ]
 }

@@ -22,7 +22,15 @@ export interface LlmPlanTarget {
   readonly observer: EngineObserver
   readonly llm: LlmReservation[]
   early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason } | undefined
-  push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number }, llm?: number): void
+  push(
+    policy: CompiledPolicy,
+    rule: CompiledRule,
+    shadow: boolean,
+    composite: string,
+    cost: number,
+    part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number },
+    llm?: number,
+  ): void
 }
 
 export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string): void {
@@ -37,7 +45,13 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
   else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
   if (early !== undefined) {
-    if (shadow) plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite) })
+    if (shadow)
+      plan.observer.shadowReject({
+        policyId: policy.id,
+        ruleName: rule.name,
+        reason: early,
+        key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite),
+      })
     else plan.early ??= { policy, rule, reason: early }
     return
   }
@@ -58,5 +72,6 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
     streaming: c.streaming.enabled,
   })
   plan.push(policy, rule, shadow, composite, reserved, undefined, index)
-  if (dayKey !== undefined) plan.push(policy, rule, shadow, composite, reserved, { algorithm: LLM_DAY, limit: c.day!, key: dayKey, llm: index })
+  if (dayKey !== undefined)
+    plan.push(policy, rule, shadow, composite, reserved, { algorithm: LLM_DAY, limit: c.day!, key: dayKey, llm: index })
 }

@@ -10,7 +10,14 @@ import type { CompiledRule } from '../bundle/compile.js'
 /** Descriptors whose value is a credential. */
 export function isSecretDescriptor(name: string): boolean {
   const n = name.toLowerCase().replace(/_/g, '-')
-  return n === 'llm:api-key' || n === 'header:authorization' || n === 'header:proxy-authorization' || n === 'header:x-api-key' || n === 'header:api-key' || n === 'header:cookie'
+  return (
+    n === 'llm:api-key' ||
+    n === 'header:authorization' ||
+    n === 'header:proxy-authorization' ||
+    n === 'header:x-api-key' ||
+    n === 'header:api-key' ||
+    n === 'header:cookie'
+  )
 }
 
 export function shortHash(value: string): string {

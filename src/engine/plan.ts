@@ -96,7 +96,15 @@ export class Plan {
   }
 
   /** One check on `rule`'s own limit (or `part`, a second limit of the rule, under its own prefix). */
-  push(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean, composite: string, cost: number, part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number }, llm?: number): void {
+  push(
+    policy: CompiledPolicy,
+    rule: CompiledRule,
+    shadow: boolean,
+    composite: string,
+    cost: number,
+    part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number },
+    llm?: number,
+  ): void {
     const key = part?.key ?? (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
     const algorithm = part?.algorithm ?? rule.algorithm!
     const limit = part?.limit ?? rule.limit!

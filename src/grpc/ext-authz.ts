@@ -16,7 +16,11 @@ const RPC_OK = 0
 const RPC_PERMISSION_DENIED = 7
 const RPC_UNAVAILABLE = 14
 
-interface HeaderValue { key?: string; value?: string; raw_value?: Buffer }
+interface HeaderValue {
+  key?: string
+  value?: string
+  raw_value?: Buffer
+}
 interface HttpRequest {
   method?: string
   headers?: Record<string, string>
@@ -36,7 +40,8 @@ export function inputFromCheck(req: CheckRequest): RequestInput {
   const http = req.attributes?.request?.http
   if (http === undefined || http === null) throw new InvalidGrpcRequest('attributes.request.http is required')
   const target = http.path || '/'
-  if (!target.startsWith('/') && target !== '*') throw new InvalidGrpcRequest(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
+  if (!target.startsWith('/') && target !== '*')
+    throw new InvalidGrpcRequest(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
   const q = target.indexOf('?')
   const rawHeaders: string[] = []
   // Envoy sends either the `headers` map or, with encode_raw_headers, `header_map`; pseudo-headers are not HTTP headers here.

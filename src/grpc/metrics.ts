@@ -9,7 +9,12 @@ export interface GrpcMetrics {
 export function createGrpcMetrics(registry: Registry): GrpcMetrics {
   const registers = [registry]
   return {
-    calls: new Counter({ name: 'fairvisor_grpc_calls_total', help: 'gRPC calls by method and gRPC status code name.', labelNames: ['method', 'code'], registers }),
+    calls: new Counter({
+      name: 'fairvisor_grpc_calls_total',
+      help: 'gRPC calls by method and gRPC status code name.',
+      labelNames: ['method', 'code'],
+      registers,
+    }),
     rlsDecisions: new Counter({
       name: 'fairvisor_rls_decisions_total',
       help: 'ShouldRateLimit answers by configured domain (_unknown for any other) and overall code (ok, over_limit, store_failed_ok, store_failed_over_limit).',

@@ -12,7 +12,11 @@ import { GrpcServiceMissing } from '../errors.js'
 /** proto/ at the package root: two levels above dist/grpc/ (and src/grpc/ under tsx). */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url))
 
-export const PROTO_FILES = ['envoy/service/auth/v3/external_auth.proto', 'envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto']
+export const PROTO_FILES = [
+  'envoy/service/auth/v3/external_auth.proto',
+  'envoy/service/ratelimit/v3/rls.proto',
+  'grpc/health/v1/health.proto',
+]
 
 export const LOADER_OPTIONS = { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] }
 

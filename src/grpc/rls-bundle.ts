@@ -10,11 +10,24 @@ import type { Decide } from '../http/decide.js'
 import type { Entry } from './rls-match.js'
 import { OVER_LIMIT, type DescriptorStatus } from './rls-service.js'
 
-export function decideDescriptors(decide: Decide, domain: string, descriptors: ReadonlyArray<{ entries: Entry[] }>, then: (ds: Decision[]) => void): void {
+export function decideDescriptors(
+  decide: Decide,
+  domain: string,
+  descriptors: ReadonlyArray<{ entries: Entry[] }>,
+  then: (ds: Decision[]) => void,
+): void {
   const out: Decision[] = new Array(descriptors.length)
   let left = descriptors.length
   descriptors.forEach((d, i) => {
-    const input = { method: 'POST', path: `/${domain}`, rawQuery: '', host: '', rawHeaders: [], peer: '', descriptorEntries: new Map(d.entries.map((e) => [e.key, e.value])) }
+    const input = {
+      method: 'POST',
+      path: `/${domain}`,
+      rawQuery: '',
+      host: '',
+      rawHeaders: [],
+      peer: '',
+      descriptorEntries: new Map(d.entries.map((e) => [e.key, e.value])),
+    }
     decide(input, false, (decision) => {
       out[i] = decision
       if (--left === 0) then(out)
@@ -27,5 +40,9 @@ export function mergeDecision(s: DescriptorStatus, d: Decision): DescriptorStatu
   if (d.reason === 'no_bundle_loaded') return s
   const over = !d.allowed
   if (s.current_limit !== undefined || d.limit === undefined) return over ? { ...s, code: OVER_LIMIT, limit_remaining: 0 } : s
-  return { code: over ? OVER_LIMIT : s.code, limit_remaining: over ? 0 : Math.max(0, Math.floor(d.limit.remaining)), duration_until_reset: { seconds: d.limit.resetS } }
+  return {
+    code: over ? OVER_LIMIT : s.code,
+    limit_remaining: over ? 0 : Math.max(0, Math.floor(d.limit.remaining)),
+    duration_until_reset: { seconds: d.limit.resetS },
+  }
 }

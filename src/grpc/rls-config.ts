@@ -38,7 +38,6 @@ export interface RlsNode {
 
 export type RlsConfig = Map<string, RlsNode>
 
-
 const newNode = (limit?: RlsLimit): RlsNode => ({ limit, children: new Map(), wildcards: [] })
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -51,13 +50,25 @@ function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric
   const unit = typeof raw.unit === 'string' ? raw.unit.toLowerCase() : undefined
   const rpu = raw.requests_per_unit
   if (!unlimited) {
-    if (unit === undefined || !(unit in UNIT_SECONDS)) throw new RlsConfigError(`${where}.rate_limit.unit "${String(raw.unit)}" is not one of ${Object.keys(UNIT_SECONDS).join(', ')}`)
-    if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffffffff) throw new RlsConfigError(`${where}.rate_limit.requests_per_unit must be an integer from 0 to 4294967295`)
-  } else if (unit !== undefined || rpu !== undefined) throw new RlsConfigError(`${where}.rate_limit: unlimited takes no unit or requests_per_unit`)
+    if (unit === undefined || !(unit in UNIT_SECONDS))
+      throw new RlsConfigError(`${where}.rate_limit.unit "${String(raw.unit)}" is not one of ${Object.keys(UNIT_SECONDS).join(', ')}`)
+    if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffffffff)
+      throw new RlsConfigError(`${where}.rate_limit.requests_per_unit must be an integer from 0 to 4294967295`)
+  } else if (unit !== undefined || rpu !== undefined)
+    throw new RlsConfigError(`${where}.rate_limit: unlimited takes no unit or requests_per_unit`)
   const replaces = raw.replaces === undefined ? [] : raw.replaces
-  if (!Array.isArray(replaces) || !replaces.every((r) => isObject(r) && typeof r.name === 'string' && r.name !== '')) throw new RlsConfigError(`${where}.rate_limit.replaces must be a list of {name: …}`)
+  if (!Array.isArray(replaces) || !replaces.every((r) => isObject(r) && typeof r.name === 'string' && r.name !== ''))
+    throw new RlsConfigError(`${where}.rate_limit.replaces must be a list of {name: …}`)
   if (raw.name !== undefined && typeof raw.name !== 'string') throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
-  return { unit: (unit ?? 'second') as Unit, requestsPerUnit: unlimited ? 0 : (rpu as number), unlimited, name: raw.name as string | undefined, replaces: replaces.map((r: { name: string }) => r.name), shadow, detailedMetric }
+  return {
+    unit: (unit ?? 'second') as Unit,
+    requestsPerUnit: unlimited ? 0 : (rpu as number),
+    unlimited,
+    name: raw.name as string | undefined,
+    replaces: replaces.map((r: { name: string }) => r.name),
+    shadow,
+    detailedMetric,
+  }
 }
 
 function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
@@ -67,7 +78,9 @@ function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
     const at = `${where}.descriptors[${i}]`
     if (!isObject(raw) || typeof raw.key !== 'string' || raw.key === '') throw new RlsConfigError(`${at} needs a non-empty key`)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
-    const node = newNode(raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true))
+    const node = newNode(
+      raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+    )
     parseDescriptors(raw.descriptors, at, node)
     if (value.endsWith('*')) return void into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })
     const mapKey = value === '' ? raw.key : `${raw.key}_${value}`
@@ -82,7 +95,8 @@ export function parseRlsYaml(text: string, source: string, into: RlsConfig = new
     if (doc.errors.length) throw new RlsConfigError(`${source}: ${doc.errors[0]!.message}`)
     const root: unknown = doc.toJS()
     if (root === null || root === undefined) continue
-    if (!isObject(root) || typeof root.domain !== 'string' || root.domain === '') throw new RlsConfigError(`${source}: a configuration needs a non-empty domain`)
+    if (!isObject(root) || typeof root.domain !== 'string' || root.domain === '')
+      throw new RlsConfigError(`${source}: a configuration needs a non-empty domain`)
     if (into.has(root.domain)) throw new RlsConfigError(`${source}: duplicate domain ${root.domain}`)
     const node = newNode()
     parseDescriptors(root.descriptors, `${source}: ${root.domain}`, node)
@@ -94,7 +108,12 @@ export function parseRlsYaml(text: string, source: string, into: RlsConfig = new
 /** A file, or every .yaml / .yml file of a directory (as envoyproxy/ratelimit loads its runtime directory). */
 export function loadRlsConfig(path: string): RlsConfig {
   const config: RlsConfig = new Map()
-  const files = statSync(path).isDirectory() ? readdirSync(path).filter((f) => /\.ya?ml$/.test(f) && !f.startsWith('.')).sort().map((f) => join(path, f)) : [path]
+  const files = statSync(path).isDirectory()
+    ? readdirSync(path)
+        .filter((f) => /\.ya?ml$/.test(f) && !f.startsWith('.'))
+        .sort()
+        .map((f) => join(path, f))
+    : [path]
   for (const file of files) parseRlsYaml(readFileSync(file, 'utf8'), file, config)
   return config
 }

@@ -82,11 +82,20 @@ const counterKey = (domain: string, entries: readonly Entry[]): string => {
 }
 
 function status(p: Planned, o: Outcome | undefined): DescriptorStatus {
-  const current_limit = { requests_per_unit: p.limit.requestsPerUnit, unit: UNIT_CODE[p.limit.unit], ...(p.limit.name ? { name: p.limit.name } : {}) }
+  const current_limit = {
+    requests_per_unit: p.limit.requestsPerUnit,
+    unit: UNIT_CODE[p.limit.unit],
+    ...(p.limit.name ? { name: p.limit.name } : {}),
+  }
   if (o === undefined) return { code: OK, current_limit, limit_remaining: p.limit.requestsPerUnit }
   const remaining = Math.max(0, Math.floor(p.limit.requestsPerUnit - o.value))
   // A shadow limit counts and reports, but never answers OVER_LIMIT.
-  return { code: o.allowed || p.limit.shadow ? OK : OVER_LIMIT, current_limit, limit_remaining: o.allowed ? remaining : Math.min(remaining, p.limit.requestsPerUnit), duration_until_reset: { seconds: o.retryAfter } }
+  return {
+    code: o.allowed || p.limit.shadow ? OK : OVER_LIMIT,
+    current_limit,
+    limit_remaining: o.allowed ? remaining : Math.min(remaining, p.limit.requestsPerUnit),
+    duration_until_reset: { seconds: o.retryAfter },
+  }
 }
 
 function headers(statuses: readonly DescriptorStatus[]): Array<{ key: string; value: string }> | undefined {
@@ -120,12 +129,22 @@ export function createShouldRateLimit(o: RlsOptions) {
       limits.forEach((limit, index) => {
         if (limit === undefined || (limit.name !== undefined && replaced.has(limit.name))) return
         if (limit.unlimited) return void (statuses[index] = { code: OK, limit_remaining: 0xffffffff })
-        const check = { key: counterKey(parsed.domain, parsed.descriptors[index]!.entries), limit: counterLimit(limit.requestsPerUnit, UNIT_SECONDS[limit.unit], 0), cost: parsed.descriptors[index]!.hits, shadow: limit.shadow }
+        const check = {
+          key: counterKey(parsed.domain, parsed.descriptors[index]!.entries),
+          limit: counterLimit(limit.requestsPerUnit, UNIT_SECONDS[limit.unit], 0),
+          cost: parsed.descriptors[index]!.hits,
+          shadow: limit.shadow,
+        }
         planned.push({ index, limit, check })
       })
     }
     const finish = (outcomes: Outcomes | undefined, storeFailed: boolean): void => {
-      planned.forEach((p, i) => (statuses[p.index] = storeFailed ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 } : status(p, outcomes![i])))
+      planned.forEach(
+        (p, i) =>
+          (statuses[p.index] = storeFailed
+            ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 }
+            : status(p, outcomes![i])),
+      )
       if (o.decide && o.bundleLoaded?.()) {
         decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
           ds.forEach((d, i) => (statuses[i] = mergeDecision(statuses[i]!, d)))
@@ -141,15 +160,23 @@ export function createShouldRateLimit(o: RlsOptions) {
       then(null, res)
     }
     if (planned.length === 0) return finish([], false)
-    o.store.apply(planned.map((p) => p.check), o.clock() / 1000, (err, outcomes) => {
-      if (err) return finish(undefined, true)
-      const skipped = planned.filter((_, i) => outcomes![i] === undefined)
-      if (skipped.length === 0) return finish(outcomes, false)
-      // Checks after a reject in their group were not evaluated: read their counters (cost 0) so every status is true.
-      o.store.apply(skipped.map((p) => ({ ...p.check, cost: 0 })), o.clock() / 1000, (err2, read) => {
-        if (!err2) skipped.forEach((p, j) => (outcomes![planned.indexOf(p)] = read![j]))
-        finish(outcomes, false)
-      })
-    })
+    o.store.apply(
+      planned.map((p) => p.check),
+      o.clock() / 1000,
+      (err, outcomes) => {
+        if (err) return finish(undefined, true)
+        const skipped = planned.filter((_, i) => outcomes![i] === undefined)
+        if (skipped.length === 0) return finish(outcomes, false)
+        // Checks after a reject in their group were not evaluated: read their counters (cost 0) so every status is true.
+        o.store.apply(
+          skipped.map((p) => ({ ...p.check, cost: 0 })),
+          o.clock() / 1000,
+          (err2, read) => {
+            if (!err2) skipped.forEach((p, j) => (outcomes![planned.indexOf(p)] = read![j]))
+            finish(outcomes, false)
+          },
+        )
+      },
+    )
   }
 }

@@ -11,7 +11,10 @@ export class RlsSource {
   current: RlsConfig = new Map()
   private watcher: FileWatcher | undefined
 
-  constructor(private readonly path: string, private readonly log: Logger) {}
+  constructor(
+    private readonly path: string,
+    private readonly log: Logger,
+  ) {}
 
   /** True when the configuration loaded (and replaced the one in force). */
   reload(): boolean {
@@ -28,7 +31,8 @@ export class RlsSource {
   watch(): Promise<void> {
     this.watcher = watchPath(this.path, () => void this.reload(), {
       extensions: ['.yaml', '.yml'],
-      onError: (err) => this.log.error({ err: { message: err.message }, file: this.path }, 'rls config watcher failed; the loaded configuration stays'),
+      onError: (err) =>
+        this.log.error({ err: { message: err.message }, file: this.path }, 'rls config watcher failed; the loaded configuration stays'),
     })
     return this.watcher.ready
   }

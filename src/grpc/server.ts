@@ -4,7 +4,14 @@
  * that does not decode or does not make sense is answered INVALID_ARGUMENT;
  * no request can throw out of a handler.
  */
-import { Server, ServerCredentials, status as Code, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js'
+import {
+  Server,
+  ServerCredentials,
+  status as Code,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js'
 import type { Decide } from '../http/decide.js'
 import type { Logger } from '../observe/logger.js'
 import type { FailPolicy, Store } from '../store/store.js'
@@ -33,7 +40,11 @@ export interface GrpcListener {
   shutdown(timeoutMs: number): Promise<void>
 }
 
-const CODE_NAMES = Object.fromEntries(Object.entries(Code).filter(([, v]) => typeof v === 'number').map(([k, v]) => [v, k])) as Record<number, string>
+const CODE_NAMES = Object.fromEntries(
+  Object.entries(Code)
+    .filter(([, v]) => typeof v === 'number')
+    .map(([k, v]) => [v, k]),
+) as Record<number, string>
 
 type Handler<Req> = (req: Req, then: (err: Error | null, res?: object) => void) => void
 
@@ -60,7 +71,9 @@ export async function startGrpc(o: GrpcOptions, port: number, host: string): Pro
   // channelz (per-call tracing for grpcdebug) costs CPU on every call and nothing here reads it.
   const server = new Server({ 'grpc.enable_channelz': 0 })
   const check = createCheck(o.decide, o.exposeReason)
-  server.addService(service('envoy.service.auth.v3.Authorization'), { Check: unary<CheckRequest>('envoy.service.auth.v3.Authorization/Check', o, check) } as UntypedServiceImplementation)
+  server.addService(service('envoy.service.auth.v3.Authorization'), {
+    Check: unary<CheckRequest>('envoy.service.auth.v3.Authorization/Check', o, check),
+  } as UntypedServiceImplementation)
   const known = (): RlsConfig => o.rlsConfig()
   const shouldRateLimit = createShouldRateLimit({
     store: o.store,
@@ -70,14 +83,26 @@ export async function startGrpc(o: GrpcOptions, port: number, host: string): Pro
     responseHeaders: o.rlsResponseHeaders,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
-    answered: (domain, overall, storeFailed) => o.metrics.rlsDecisions.inc({ domain: domain ?? '_unknown', code: (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok') }),
+    answered: (domain, overall, storeFailed) =>
+      o.metrics.rlsDecisions.inc({
+        domain: domain ?? '_unknown',
+        code: (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok'),
+      }),
   })
-  server.addService(service('envoy.service.ratelimit.v3.RateLimitService'), { ShouldRateLimit: unary<RateLimitRequest>('envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', o, shouldRateLimit) } as UntypedServiceImplementation)
+  server.addService(service('envoy.service.ratelimit.v3.RateLimitService'), {
+    ShouldRateLimit: unary<RateLimitRequest>('envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', o, shouldRateLimit),
+  } as UntypedServiceImplementation)
   const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService'])
   server.addService(service('grpc.health.v1.Health'), {
-    Check: unary<{ service?: string }>('grpc.health.v1.Health/Check', o, (req, then) => then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 })),
+    Check: unary<{ service?: string }>('grpc.health.v1.Health/Check', o, (req, then) =>
+      then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),
+    ),
   } as UntypedServiceImplementation)
-  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))))
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  )
   return {
     port: bound,
     shutdown: (timeoutMs) =>

@@ -7,15 +7,27 @@ import { sendJson } from './respond.js'
 import type { Handler } from './server.js'
 
 /** `metricsText`: where /metrics comes from (default: this thread's registry; worker threads ask their supervisor for the sum). */
-export function adminRoutes(bundle: Readiness['bundle'], store: Store, failPolicy: FailPolicy, metrics: Metrics, metricsText = (): Promise<string> => metrics.registry.metrics()): Map<string, Handler> {
+export function adminRoutes(
+  bundle: Readiness['bundle'],
+  store: Store,
+  failPolicy: FailPolicy,
+  metrics: Metrics,
+  metricsText = (): Promise<string> => metrics.registry.metrics(),
+): Map<string, Handler> {
   return new Map<string, Handler>([
     ['/livez', livez],
     ['/readyz', readyz({ bundle, store: () => storeHealth(store, failPolicy) })],
-    ['/metrics', (_req: IncomingMessage, res: ServerResponse) => {
-      metricsText().then((text) => {
-        res.writeHead(200, ['content-type', metrics.registry.contentType, 'cache-control', 'no-store'])
-        res.end(text)
-      }, (err: Error) => sendJson(res, 500, { error: err.message }))
-    }],
+    [
+      '/metrics',
+      (_req: IncomingMessage, res: ServerResponse) => {
+        metricsText().then(
+          (text) => {
+            res.writeHead(200, ['content-type', metrics.registry.contentType, 'cache-control', 'no-store'])
+            res.end(text)
+          },
+          (err: Error) => sendJson(res, 500, { error: err.message }),
+        )
+      },
+    ],
   ])
 }

@@ -22,14 +22,22 @@ export function debugHeaders(d: Decision, latencyUs: number, withReason: boolean
   const decision = d.allowed ? 'allow' : 'reject'
   const latency = String(latencyUs)
   const out = [
-    'X-Fairvisor-Decision', decision,
-    'X-Fairvisor-Mode', d.mode,
-    'X-Fairvisor-Latency-Us', latency,
-    'X-Fairvisor-Debug-Decision', decision,
-    'X-Fairvisor-Debug-Mode', d.mode,
-    'X-Fairvisor-Debug-Reason', d.reason,
-    'X-Fairvisor-Debug-Latency-Us', latency,
-    'X-Fairvisor-Debug-Matched-Policies', safe(d.matchedPolicies.join(',')),
+    'X-Fairvisor-Decision',
+    decision,
+    'X-Fairvisor-Mode',
+    d.mode,
+    'X-Fairvisor-Latency-Us',
+    latency,
+    'X-Fairvisor-Debug-Decision',
+    decision,
+    'X-Fairvisor-Debug-Mode',
+    d.mode,
+    'X-Fairvisor-Debug-Reason',
+    d.reason,
+    'X-Fairvisor-Debug-Latency-Us',
+    latency,
+    'X-Fairvisor-Debug-Matched-Policies',
+    safe(d.matchedPolicies.join(',')),
   ]
   if (withReason) out.push('X-Fairvisor-Reason', d.reason)
   if (d.policyId !== undefined) out.push('X-Fairvisor-Debug-Policy', safe(d.policyId))
@@ -39,7 +47,10 @@ export function debugHeaders(d: Decision, latencyUs: number, withReason: boolean
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i]!
       out.push(`X-Fairvisor-Debug-Descriptor-${i + 1}-Key`, safe(k))
-      out.push(`X-Fairvisor-Debug-Descriptor-${i + 1}-Value`, safe(isSecretDescriptor(k) ? shortHash(d.descriptors.get(k)!) : d.descriptors.get(k)!.slice(0, MAX_DESCRIPTOR_VALUE)))
+      out.push(
+        `X-Fairvisor-Debug-Descriptor-${i + 1}-Value`,
+        safe(isSecretDescriptor(k) ? shortHash(d.descriptors.get(k)!) : d.descriptors.get(k)!.slice(0, MAX_DESCRIPTOR_VALUE)),
+      )
     }
   }
   return out

@@ -55,7 +55,13 @@ export function createDebugSessions(secret: string | undefined, nowMs: () => num
   const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
   if (secret === undefined) {
     // Debug sessions are off: the endpoints do not exist and no request is ever "in session".
-    return { routes: new Map([['/v1/debug/session', notFound], ['/v1/debug/logout', notFound]]), active: () => false }
+    return {
+      routes: new Map([
+        ['/v1/debug/session', notFound],
+        ['/v1/debug/logout', notFound],
+      ]),
+      active: () => false,
+    }
   }
 
   const login: Handler = (req, res) => {
@@ -63,13 +69,23 @@ export function createDebugSessions(secret: string | undefined, nowMs: () => num
     const given = req.headers['x-fairvisor-debug-secret']
     if (typeof given !== 'string' || !sameSecret(given, secret)) return sendJson(res, 403, { error: 'debug_secret_invalid' })
     const expiry = String(Math.floor(nowMs() / 1000) + DEBUG_SESSION_S)
-    res.writeHead(204, ['set-cookie', `${DEBUG_COOKIE}=${expiry}.${sign(secret, expiry)}; Path=/; Max-Age=${DEBUG_SESSION_S}; HttpOnly; Secure; SameSite=Strict`, 'cache-control', 'no-store'])
+    res.writeHead(204, [
+      'set-cookie',
+      `${DEBUG_COOKIE}=${expiry}.${sign(secret, expiry)}; Path=/; Max-Age=${DEBUG_SESSION_S}; HttpOnly; Secure; SameSite=Strict`,
+      'cache-control',
+      'no-store',
+    ])
     res.end()
   }
 
   const logout: Handler = (req, res) => {
     if (req.method !== 'POST') return methodNotAllowed(res)
-    res.writeHead(204, ['set-cookie', `${DEBUG_COOKIE}=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Strict`, 'cache-control', 'no-store'])
+    res.writeHead(204, [
+      'set-cookie',
+      `${DEBUG_COOKIE}=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Strict`,
+      'cache-control',
+      'no-store',
+    ])
     res.end()
   }
 
@@ -88,5 +104,11 @@ export function createDebugSessions(secret: string | undefined, nowMs: () => num
     return given.length === want.length && timingSafeEqual(given, want)
   }
 
-  return { routes: new Map([['/v1/debug/session', login], ['/v1/debug/logout', logout]]), active }
+  return {
+    routes: new Map([
+      ['/v1/debug/session', login],
+      ['/v1/debug/logout', logout],
+    ]),
+    active,
+  }
 }

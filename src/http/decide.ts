@@ -42,7 +42,8 @@ export function createDecider(o: DeciderOptions): Decide {
   return (input, collectDescriptors, then) => {
     const start = process.hrtime.bigint()
     const token = jwt && bearerToken(rawHeader(input.rawHeaders, 'authorization'))
-    if (token) jwt!.verify(token, o.clock()).then((verifiedClaims) => evaluate({ ...input, verifiedClaims }, collectDescriptors, start, then))
+    if (token)
+      jwt!.verify(token, o.clock()).then((verifiedClaims) => evaluate({ ...input, verifiedClaims }, collectDescriptors, start, then))
     else evaluate(input, collectDescriptors, start, then)
   }
 }

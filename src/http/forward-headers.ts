@@ -7,8 +7,15 @@ import type { IncomingMessage } from 'node:http'
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus proxy-connection which some clients still send. */
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization',
-  'te', 'trailer', 'transfer-encoding', 'upgrade',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
 ])
 /** Replaced by the proxy itself; `expect` is answered by Node's server (100-continue). */
 const REPLACED = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect'])
@@ -97,4 +104,3 @@ export function downstreamHeaders(raw: Buffer[], extra: readonly string[] | unde
   if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
   return out
 }
-

@@ -38,7 +38,10 @@ function decoderFor(encoding: string | undefined): Transform | undefined {
     case 'deflate':
       return zlib.createInflate(sync)
     case 'br':
-      return zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH })
+      return zlib.createBrotliDecompress({
+        flush: zlib.constants.BROTLI_OPERATION_FLUSH,
+        finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH,
+      })
     case 'zstd':
       return (zlib as Zstd).createZstdDecompress?.() // Node ≥ 22.15 only
   }

@@ -192,18 +192,30 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     if (res.destroyed || client.destroyed) return
     if (res.headersSent) {
       // The client already has the backend's status and part of the body: say that, not "502".
-      log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status: res.statusCode }, timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body')
+      log.error(
+        { err: { code: err.code, message: err.message }, method: req.method, path: req.url, status: res.statusCode },
+        timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body',
+      )
       res.destroy(err) // mid-body: the only honest signal is a truncated response
       return
     }
-    log.error({ err: { code: err.code, message: err.message }, method: req.method, path: req.url, status }, timeout ? 'backend timed out' : 'backend unreachable')
+    log.error(
+      { err: { code: err.code, message: err.message }, method: req.method, path: req.url, status },
+      timeout ? 'backend timed out' : 'backend unreachable',
+    )
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
   }
 
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
   const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
 
-  function forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void {
+  function forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extraHeaders: readonly string[] | undefined,
+    held?: HeldBody,
+    tap?: LlmExchange,
+  ): void {
     const f = new Forwarding(req, res, extraHeaders, failure)
     f.tap = tap
     ;(res as ForwardedResponse)[kForwarding] = f
@@ -212,7 +224,19 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     const body = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     if (tap !== undefined) askIdentity(headers)
     pool.dispatch(
-      { origin: origin.origin, path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, body: !body ? null : held === undefined ? req : held.ended ? held.held : Readable.from(heldThenRest(req, held), { objectMode: false }) },
+      {
+        origin: origin.origin,
+        path: req.url!,
+        method: req.method as Dispatcher.HttpMethod,
+        headers,
+        body: !body
+          ? null
+          : held === undefined
+            ? req
+            : held.ended
+              ? held.held
+              : Readable.from(heldThenRest(req, held), { objectMode: false }),
+      },
       f,
     )
   }
@@ -239,7 +263,8 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       })
       .catch((err: Error & { code?: string }) => {
         log.error({ err: { code: err.code, message: err.message }, path: req.url }, 'backend upgrade failed')
-        if (!socket.destroyed) endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
+        if (!socket.destroyed)
+          endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
       })
   }
 

@@ -56,10 +56,22 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
     return undefined
   }
   /** Forward or reject as `decisionResponse` says; `debugLatencyUs` set for a client holding a debug session. */
-  const onDecision = (req: IncomingMessage, res: ServerResponse, d: Decision, held: HeldBody | undefined, debugLatencyUs?: number): void => {
+  const onDecision = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    d: Decision,
+    held: HeldBody | undefined,
+    debugLatencyUs?: number,
+  ): void => {
     const r = decisionResponse(d, { exposeReason, path: req.url, debugLatencyUs })
     const tap = tapOf(d)
-    if (d.allowed) afterDelay(d, res, () => proxy.forward(req, res, r.headers.length === 0 ? undefined : r.headers, held, tap), () => tap?.end(false))
+    if (d.allowed)
+      afterDelay(
+        d,
+        res,
+        () => proxy.forward(req, res, r.headers.length === 0 ? undefined : r.headers, held, tap),
+        () => tap?.end(false),
+      )
     else rejectHeld(req, res, held, () => writeDecision(res, r))
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
@@ -73,7 +85,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
     const input = inputFromRequest(req)
     // Only a request that a policy with an LLM rule matches waits for (the first MiB of) its body.
     const budget = llm === undefined ? undefined : bodyBudget(llm.bundle(), input)
-    if (budget !== undefined) return readHead(req, budget, (held) => run(req, res, { ...input, body: held.held, bodyComplete: held.ended }, held))
+    if (budget !== undefined)
+      return readHead(req, budget, (held) => run(req, res, { ...input, body: held.held, bodyComplete: held.ended }, held))
     run(req, res, input, undefined)
   }
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void =>

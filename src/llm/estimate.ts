@@ -76,9 +76,15 @@ export function headerHint(raw: string | undefined): number | undefined {
 }
 
 export function estimatePrompt(estimator: Estimator, encoding: string, body: LlmBody, hint: string | undefined): number {
-  const n = estimator === 'header_hint' ? headerHint(hint) ?? simpleWordEstimate(body) : estimator === 'tokenizer' ? tokenizerEstimate(body, encoding) : simpleWordEstimate(body)
+  const n =
+    estimator === 'header_hint'
+      ? (headerHint(hint) ?? simpleWordEstimate(body))
+      : estimator === 'tokenizer'
+        ? tokenizerEstimate(body, encoding)
+        : simpleWordEstimate(body)
   // A chunked body read past its first MiB and not estimated as JSON (it passed its read
   // budget, http/llm-body.ts) counts at least its size / 4, whatever the estimator: the budget is in those units.
-  if (body.json === undefined && body.held !== undefined && body.held.length > MAX_HELD_BODY) return Math.max(n, Math.ceil(body.totalBytes / 4))
+  if (body.json === undefined && body.held !== undefined && body.held.length > MAX_HELD_BODY)
+    return Math.max(n, Math.ceil(body.totalBytes / 4))
   return n
 }

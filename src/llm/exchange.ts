@@ -72,15 +72,24 @@ export class LlmExchange {
     this.status = status
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
     if (contentType?.includes('text/event-stream')) {
-      this.meter = new SseMeter(this.reservations.map((r) => {
-        const why = r.shadow ? 'shadow' : !r.config.streaming.enforceMidStream ? 'enforce_mid_stream_off' : !r.streaming ? 'not_streaming' : undefined
-        return {
-          maxCompletion: r.config.streaming.maxCompletion,
-          bufferTokens: r.config.streaming.bufferTokens,
-          enforce: why === undefined,
-          wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
-        }
-      }), path)
+      this.meter = new SseMeter(
+        this.reservations.map((r) => {
+          const why = r.shadow
+            ? 'shadow'
+            : !r.config.streaming.enforceMidStream
+              ? 'enforce_mid_stream_off'
+              : !r.streaming
+                ? 'not_streaming'
+                : undefined
+          return {
+            maxCompletion: r.config.streaming.maxCompletion,
+            bufferTokens: r.config.streaming.bufferTokens,
+            enforce: why === undefined,
+            wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
+          }
+        }),
+        path,
+      )
       return true
     }
     if (contentType?.includes('json')) this.json = []
@@ -104,7 +113,12 @@ export class LlmExchange {
     this.cutBy = r
     const m = this.meter!
     const usage = r.config.streaming.includePartialUsage ? { prompt: m.usage.prompt ?? r.prompt, completion: m.counted } : undefined
-    const events = closingEvents(m.facts, r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close', m.counted, usage)
+    const events = closingEvents(
+      m.facts,
+      r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
+      m.counted,
+      usage,
+    )
     this.hooks.truncated(r, m.counted)
     this.end(true)
     return Buffer.from(events)

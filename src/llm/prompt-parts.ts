@@ -41,8 +41,10 @@ function part(p: unknown, out: PromptParts): void {
   const o = p as Record<string, unknown>
   if (typeof o.type === 'string' && IMAGE_TYPES.has(o.type)) return void out.images++
   if (typeof o.text === 'string') out.texts.push(o.text)
-  else if (o.content !== undefined) part(o.content, out) // tool_result, nested blocks
-  else if (typeof o.output === 'string') out.texts.push(o.output) // Responses function_call_output
+  else if (o.content !== undefined)
+    part(o.content, out) // tool_result, nested blocks
+  else if (typeof o.output === 'string')
+    out.texts.push(o.output) // Responses function_call_output
   else out.texts.push(JSON.stringify(o)) // tool_use, function_call, documents: billed as their text
 }
 

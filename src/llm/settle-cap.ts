@@ -38,6 +38,7 @@ export function settleAdjustments(r: LlmReservation, used: number, capped?: (c: 
     dayCharge = Math.min(overrun, r.config.day?.limit ?? overrun)
     out.push({ key: r.day.key, limit: r.day.limit, amount: refund > 0 ? refund : -dayCharge })
   }
-  if (minuteCharge < overrun || (dayCharge !== undefined && dayCharge < overrun)) capped?.({ reservation: r, reported: used, minuteCharge, dayCharge })
+  if (minuteCharge < overrun || (dayCharge !== undefined && dayCharge < overrun))
+    capped?.({ reservation: r, reported: used, minuteCharge, dayCharge })
   return out
 }

@@ -40,10 +40,16 @@ export class SseMeter {
   readonly facts: StreamFacts
 
   /** `path`: the request's, which names the API the closing events speak. */
-  constructor(private readonly limits: readonly CompletionLimit[], path = '') {
+  constructor(
+    private readonly limits: readonly CompletionLimit[],
+    path = '',
+  ) {
     this.blocks = limits.map(() => 0)
     this.flagged = limits.map(() => false)
-    this.facts = new StreamFacts(path, limits.some((l) => l.enforce))
+    this.facts = new StreamFacts(
+      path,
+      limits.some((l) => l.enforce),
+    )
     this.parser = createParser({ onEvent: (e) => this.event(e.event, e.data) })
   }
 

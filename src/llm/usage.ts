@@ -57,11 +57,14 @@ export function deltaText(obj: unknown): string {
   const choices = o.choices
   if (Array.isArray(choices)) {
     let text = ''
-    for (const c of choices as { delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: { arguments?: unknown } } }[]) {
+    for (const c of choices as {
+      delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: { arguments?: unknown } }
+    }[]) {
       const d = c?.delta
       if (d === undefined || d === null) continue
       text += str(d.content) + str(d.reasoning_content) + str(d.function_call?.arguments)
-      if (Array.isArray(d.tool_calls)) for (const t of d.tool_calls as { function?: { arguments?: unknown } }[]) text += str(t?.function?.arguments)
+      if (Array.isArray(d.tool_calls))
+        for (const t of d.tool_calls as { function?: { arguments?: unknown } }[]) text += str(t?.function?.arguments)
     }
     return text
   }

@@ -21,7 +21,11 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
     },
     breakerState(policy, open) {
       if (breakers.get(policy) === open) return
-      if (open || breakers.has(policy)) log.warn({ event: open ? 'circuit_open' : 'circuit_closed', policy }, open ? 'circuit breaker open: spend rate reached its threshold' : 'circuit breaker closed')
+      if (open || breakers.has(policy))
+        log.warn(
+          { event: open ? 'circuit_open' : 'circuit_closed', policy },
+          open ? 'circuit breaker open: spend rate reached its threshold' : 'circuit breaker closed',
+        )
       breakers.set(policy, open)
       metrics.circuitState.set({ target: policy }, open ? 1 : 0)
     },
@@ -31,7 +35,11 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
       let t = missing.get(key)
       if (t === undefined) missing.set(key, (t = new LogThrottle(clock)))
       const n = t.hit()
-      if (n > 0) log.warn({ key, policy, rule, requests: n }, 'limit key missing; rule skipped (fail-open; counted in fairvisor_descriptor_missing_total)')
+      if (n > 0)
+        log.warn(
+          { key, policy, rule, requests: n },
+          'limit key missing; rule skipped (fail-open; counted in fairvisor_descriptor_missing_total)',
+        )
     },
     shadowReject(r) {
       metrics.shadowRejects.inc({ policy: r.policyId })
@@ -42,7 +50,8 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
       if (failPolicy === 'open') metrics.storeFailOpen.inc({ store: storeKind })
       // During an outage every request fails the same way: one line per second, with the count, not one per request.
       const n = storeErrors.hit()
-      if (n > 0) log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: n, failPolicy }, 'store call failed')
+      if (n > 0)
+        log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: n, failPolicy }, 'store call failed')
     },
     limitCharged(policy, cost, value, llm) {
       // An LLM rule's charge is a reservation: what it consumed is counted when it is settled.
@@ -62,7 +71,20 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
   return (d, startNs) => {
     recordDecision(metrics, d, startNs)
     const durationUs = Number((process.hrtime.bigint() - startNs) / 1000n)
-    log.debug({ event: 'decision', outcome: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error', reason: d.reason, policy: d.policyId, rule: d.ruleName, key: d.key, cost: d.cost, mode: d.mode, durationUs }, 'decision')
+    log.debug(
+      {
+        event: 'decision',
+        outcome: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error',
+        reason: d.reason,
+        policy: d.policyId,
+        rule: d.ruleName,
+        key: d.key,
+        cost: d.cost,
+        mode: d.mode,
+        durationUs,
+      },
+      'decision',
+    )
   }
 }
 
@@ -85,6 +107,10 @@ export function evictionLog(log: Logger, clock: () => number): () => void {
   const t = new LogThrottle(clock, 10_000)
   return () => {
     const n = t.hit()
-    if (n > 0) log.warn({ evictions: n }, 'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE')
+    if (n > 0)
+      log.warn(
+        { evictions: n },
+        'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE',
+      )
   }
 }

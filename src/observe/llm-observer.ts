@@ -21,8 +21,13 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
       metrics.tokenSettlements.inc({ by: s.by })
       if (!r.shadow) metrics.hot.tokensConsumed.inc(r.policyId, () => ({ policy: r.policyId }), s.used)
       if (!r.shadow && s.used < r.reserved) metrics.tokenReservationUnused.inc({ policy: r.policyId }, r.reserved - s.used)
-      if (s.actualPrompt !== undefined && r.prompt > 0) metrics.tokenEstimationAccuracy.observe({ estimator: r.config.estimator }, s.actualPrompt / r.prompt)
-      if (s.by === 'reserved') log.info({ event: 'llm_no_usage', policy: r.policyId, rule: r.ruleName, reserved: r.reserved }, 'LLM response carried no usage; the reservation is kept')
+      if (s.actualPrompt !== undefined && r.prompt > 0)
+        metrics.tokenEstimationAccuracy.observe({ estimator: r.config.estimator }, s.actualPrompt / r.prompt)
+      if (s.by === 'reserved')
+        log.info(
+          { event: 'llm_no_usage', policy: r.policyId, rule: r.ruleName, reserved: r.reserved },
+          'LLM response carried no usage; the reservation is kept',
+        )
     }
   }
   return {
@@ -35,16 +40,51 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
       dropped += list.length
       const now = clock()
       if (now - lastDropLog < 1000) return
-      log.error({ event: 'llm_settlement_dropped', err: { message: err.message }, settlements: dropped }, 'store unavailable: LLM settlement dropped')
+      log.error(
+        { event: 'llm_settlement_dropped', err: { message: err.message }, settlements: dropped },
+        'store unavailable: LLM settlement dropped',
+      )
       lastDropLog = now
       dropped = 0
     },
     wouldTruncate(r, counted, why) {
-      log.info({ event: 'would_truncate', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, why }, `stream passed max_completion_tokens; not cut (${why})`)
+      log.info(
+        {
+          event: 'would_truncate',
+          policy: r.policyId,
+          rule: r.ruleName,
+          completion_tokens: counted,
+          max_completion_tokens: r.config.streaming.maxCompletion,
+          why,
+        },
+        `stream passed max_completion_tokens; not cut (${why})`,
+      )
     },
-    overrunCapped: (c) => log.warn({ event: 'llm_overrun_capped', policy: c.reservation.policyId, rule: c.reservation.ruleName, reported_tokens: c.reported, reserved: c.reservation.reserved, minute_charge: c.minuteCharge, day_charge: c.dayCharge }, 'reported usage far above the reservation: overrun charge capped'),
+    overrunCapped: (c) =>
+      log.warn(
+        {
+          event: 'llm_overrun_capped',
+          policy: c.reservation.policyId,
+          rule: c.reservation.ruleName,
+          reported_tokens: c.reported,
+          reserved: c.reservation.reserved,
+          minute_charge: c.minuteCharge,
+          day_charge: c.dayCharge,
+        },
+        'reported usage far above the reservation: overrun charge capped',
+      ),
     truncated(r, counted) {
-      log.info({ event: 'stream_truncated', policy: r.policyId, rule: r.ruleName, completion_tokens: counted, max_completion_tokens: r.config.streaming.maxCompletion, action: r.config.streaming.onLimitExceeded }, 'stream ended at max_completion_tokens')
+      log.info(
+        {
+          event: 'stream_truncated',
+          policy: r.policyId,
+          rule: r.ruleName,
+          completion_tokens: counted,
+          max_completion_tokens: r.config.streaming.maxCompletion,
+          action: r.config.streaming.onLimitExceeded,
+        },
+        'stream ended at max_completion_tokens',
+      )
     },
   }
 }

@@ -11,8 +11,14 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredGauge, FastHistogram } from './hot-metrics.js'
 
 export const RETRY_AFTER_BUCKETS = [
-  [1, 'le_1'], [5, 'le_5'], [10, 'le_10'], [30, 'le_30'], [60, 'le_60'],
-  [300, 'le_300'], [900, 'le_900'], [3600, 'le_3600'],
+  [1, 'le_1'],
+  [5, 'le_5'],
+  [10, 'le_10'],
+  [30, 'le_30'],
+  [60, 'le_60'],
+  [300, 'le_300'],
+  [900, 'le_900'],
+  [3600, 'le_3600'],
 ] as const
 
 export function retryAfterBucket(seconds: number): string {
@@ -55,28 +61,77 @@ export function createMetrics() {
     bindLiveState(state: LiveState): void {
       live = state
     },
-    decisions: new Counter({ name: 'fairvisor_decisions_total', help: 'Decisions by action, reason and policy.', labelNames: ['action', 'reason', 'policy'], registers: r }),
+    decisions: new Counter({
+      name: 'fairvisor_decisions_total',
+      help: 'Decisions by action, reason and policy.',
+      labelNames: ['action', 'reason', 'policy'],
+      registers: r,
+    }),
     decisionDuration: new FastHistogram(
       'fairvisor_decision_duration_seconds',
       'Time to decide one request, store call included.',
       [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
       registry,
     ),
-    ratelimitRemaining: new Gauge({ name: 'fairvisor_ratelimit_remaining', help: 'RateLimit-Remaining of the last decision per policy.', labelNames: ['policy'], aggregator: 'min', registers: r }),
-    tokensConsumed: new Counter({ name: 'fairvisor_tokens_consumed_total', help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage), per policy.', labelNames: ['policy'], registers: r }),
-    tokensRemaining: new Gauge({ name: 'fairvisor_tokens_remaining', help: 'Tokens left in the bucket of the last enforce limit charged, per policy.', labelNames: ['policy'], aggregator: 'min', registers: r }),
-    tokenEstimationAccuracy: new Histogram({
-      name: 'fairvisor_token_estimation_accuracy_ratio', help: 'LLM prompt tokens reported by the provider divided by the estimate made before the call.',
-      buckets: [0.25, 0.5, 0.75, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 4], labelNames: ['estimator'], registers: r,
+    ratelimitRemaining: new Gauge({
+      name: 'fairvisor_ratelimit_remaining',
+      help: 'RateLimit-Remaining of the last decision per policy.',
+      labelNames: ['policy'],
+      aggregator: 'min',
+      registers: r,
     }),
-    tokenReservationUnused: new Counter({ name: 'fairvisor_token_reservation_unused_total', help: 'LLM tokens reserved before a call and given back at settlement, per policy.', labelNames: ['policy'], registers: r }),
-    tokenSettlements: new Counter({ name: 'fairvisor_token_settlements_total', help: 'LLM reservations settled, by what they were settled on (usage, counted, reserved, refunded, dropped).', labelNames: ['by'], registers: r }),
-    loopDetected: new Counter({ name: 'fairvisor_loop_detected_total', help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).', labelNames: ['policy', 'action'], registers: r }),
-    circuitState: new Gauge({ name: 'fairvisor_circuit_state', help: 'Circuit breaker state per target (0 closed, 1 open).', labelNames: ['target'], aggregator: 'max', registers: r }),
+    tokensConsumed: new Counter({
+      name: 'fairvisor_tokens_consumed_total',
+      help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage), per policy.',
+      labelNames: ['policy'],
+      registers: r,
+    }),
+    tokensRemaining: new Gauge({
+      name: 'fairvisor_tokens_remaining',
+      help: 'Tokens left in the bucket of the last enforce limit charged, per policy.',
+      labelNames: ['policy'],
+      aggregator: 'min',
+      registers: r,
+    }),
+    tokenEstimationAccuracy: new Histogram({
+      name: 'fairvisor_token_estimation_accuracy_ratio',
+      help: 'LLM prompt tokens reported by the provider divided by the estimate made before the call.',
+      buckets: [0.25, 0.5, 0.75, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 4],
+      labelNames: ['estimator'],
+      registers: r,
+    }),
+    tokenReservationUnused: new Counter({
+      name: 'fairvisor_token_reservation_unused_total',
+      help: 'LLM tokens reserved before a call and given back at settlement, per policy.',
+      labelNames: ['policy'],
+      registers: r,
+    }),
+    tokenSettlements: new Counter({
+      name: 'fairvisor_token_settlements_total',
+      help: 'LLM reservations settled, by what they were settled on (usage, counted, reserved, refunded, dropped).',
+      labelNames: ['by'],
+      registers: r,
+    }),
+    loopDetected: new Counter({
+      name: 'fairvisor_loop_detected_total',
+      help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).',
+      labelNames: ['policy', 'action'],
+      registers: r,
+    }),
+    circuitState: new Gauge({
+      name: 'fairvisor_circuit_state',
+      help: 'Circuit breaker state per target (0 closed, 1 open).',
+      labelNames: ['target'],
+      aggregator: 'max',
+      registers: r,
+    }),
     // The next four are computed when scraped, from the current bundle and the
     // clock, so an override or kill switch shows as off the moment it expires.
     killSwitchActive: new Gauge({
-      name: 'fairvisor_kill_switch_active', help: 'Kill switches in the loaded bundle that have not expired.', aggregator: 'max', registers: r,
+      name: 'fairvisor_kill_switch_active',
+      help: 'Kill switches in the loaded bundle that have not expired.',
+      aggregator: 'max',
+      registers: r,
       collect() {
         const b = live?.bundle()
         if (!b) return void this.set(0)
@@ -87,7 +142,10 @@ export function createMetrics() {
       },
     }),
     shadowModeActive: new Gauge({
-      name: 'fairvisor_shadow_mode_active', help: 'Policies running in shadow mode now (all of them while global_shadow is active).', aggregator: 'max', registers: r,
+      name: 'fairvisor_shadow_mode_active',
+      help: 'Policies running in shadow mode now (all of them while global_shadow is active).',
+      aggregator: 'max',
+      registers: r,
       collect() {
         const b = live?.bundle()
         if (!b) return void this.set(0)
@@ -95,38 +153,100 @@ export function createMetrics() {
       },
     }),
     globalShadowActive: new Gauge({
-      name: 'fairvisor_global_shadow_active', help: '1 while global_shadow is active.', aggregator: 'max', registers: r,
+      name: 'fairvisor_global_shadow_active',
+      help: '1 while global_shadow is active.',
+      aggregator: 'max',
+      registers: r,
       collect() {
         this.set(activeUntil(live?.bundle()?.globalShadowUntil))
       },
     }),
     killSwitchOverrideActive: new Gauge({
-      name: 'fairvisor_kill_switch_override_active', help: '1 while kill_switch_override is active.', aggregator: 'max', registers: r,
+      name: 'fairvisor_kill_switch_override_active',
+      help: '1 while kill_switch_override is active.',
+      aggregator: 'max',
+      registers: r,
       collect() {
         this.set(activeUntil(live?.bundle()?.killSwitchOverrideUntil))
       },
     }),
-    saasReachable: new Gauge({ name: 'fairvisor_saas_reachable', help: 'Always 0: this gateway runs without a SaaS control plane.', aggregator: 'max', registers: r }),
-    saasCalls: new Counter({ name: 'fairvisor_saas_calls_total', help: 'Always 0: this gateway runs without a SaaS control plane.', registers: r }),
-    eventsSent: new Counter({ name: 'fairvisor_events_sent_total', help: 'Always 0: this gateway sends no events to a control plane.', registers: r }),
-    configInfo: new Gauge({ name: 'fairvisor_config_info', help: 'Loaded bundle version and hash (value 1).', labelNames: ['version', 'hash'], aggregator: 'max', registers: r }),
-    buildInfo: new Gauge({ name: 'fairvisor_build_info', help: 'Gateway version (value 1).', labelNames: ['version'], aggregator: 'max', registers: r }),
-    descriptorMissing: new Counter({ name: 'fairvisor_descriptor_missing_total', help: 'Rules skipped because a limit key was missing, by key name.', labelNames: ['key'], registers: r }),
-    retryAfterBucket: new Counter({ name: 'fairvisor_retry_after_bucket_total', help: 'Rejects by Retry-After range.', labelNames: ['bucket'], registers: r }),
-    shadowRejects: new Counter({ name: 'fairvisor_shadow_would_reject_total', help: 'Would-be rejects of shadow policies.', labelNames: ['policy'], registers: r }),
+    saasReachable: new Gauge({
+      name: 'fairvisor_saas_reachable',
+      help: 'Always 0: this gateway runs without a SaaS control plane.',
+      aggregator: 'max',
+      registers: r,
+    }),
+    saasCalls: new Counter({
+      name: 'fairvisor_saas_calls_total',
+      help: 'Always 0: this gateway runs without a SaaS control plane.',
+      registers: r,
+    }),
+    eventsSent: new Counter({
+      name: 'fairvisor_events_sent_total',
+      help: 'Always 0: this gateway sends no events to a control plane.',
+      registers: r,
+    }),
+    configInfo: new Gauge({
+      name: 'fairvisor_config_info',
+      help: 'Loaded bundle version and hash (value 1).',
+      labelNames: ['version', 'hash'],
+      aggregator: 'max',
+      registers: r,
+    }),
+    buildInfo: new Gauge({
+      name: 'fairvisor_build_info',
+      help: 'Gateway version (value 1).',
+      labelNames: ['version'],
+      aggregator: 'max',
+      registers: r,
+    }),
+    descriptorMissing: new Counter({
+      name: 'fairvisor_descriptor_missing_total',
+      help: 'Rules skipped because a limit key was missing, by key name.',
+      labelNames: ['key'],
+      registers: r,
+    }),
+    retryAfterBucket: new Counter({
+      name: 'fairvisor_retry_after_bucket_total',
+      help: 'Rejects by Retry-After range.',
+      labelNames: ['bucket'],
+      registers: r,
+    }),
+    shadowRejects: new Counter({
+      name: 'fairvisor_shadow_would_reject_total',
+      help: 'Would-be rejects of shadow policies.',
+      labelNames: ['policy'],
+      registers: r,
+    }),
     reloads: new Counter({ name: 'fairvisor_config_reload_total', help: 'Bundle loads by result.', labelNames: ['result'], registers: r }),
-    storeErrors: new Counter({ name: 'fairvisor_store_errors_total', help: 'Store calls that failed or missed their deadline.', labelNames: ['store'], registers: r }),
-    storeFailOpen: new Counter({ name: 'fairvisor_store_fail_open_total', help: 'Requests let through without a limit check because the store call failed (FAIRVISOR_FAIL_POLICY=open).', labelNames: ['store'], registers: r }),
+    storeErrors: new Counter({
+      name: 'fairvisor_store_errors_total',
+      help: 'Store calls that failed or missed their deadline.',
+      labelNames: ['store'],
+      registers: r,
+    }),
+    storeFailOpen: new Counter({
+      name: 'fairvisor_store_fail_open_total',
+      help: 'Requests let through without a limit check because the store call failed (FAIRVISOR_FAIL_POLICY=open).',
+      labelNames: ['store'],
+      registers: r,
+    }),
     // A flood of new keys evicts the least recently used counters: visible here, not silent.
     storeEvictions: new Counter({
-      name: 'fairvisor_store_evictions_total', help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).', aggregator: 'max', registers: r,
+      name: 'fairvisor_store_evictions_total',
+      help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).',
+      aggregator: 'max',
+      registers: r,
       collect() {
         const f = live?.storeFill?.()
         if (f) this.reset(), this.inc(f.evictions)
       },
     }),
     storeFill: new Gauge({
-      name: 'fairvisor_store_fill_ratio', help: 'Bytes charged against FAIRVISOR_SHARED_DICT_SIZE by the in-process store, as a fraction of it.', aggregator: 'max', registers: r,
+      name: 'fairvisor_store_fill_ratio',
+      help: 'Bytes charged against FAIRVISOR_SHARED_DICT_SIZE by the in-process store, as a fraction of it.',
+      aggregator: 'max',
+      registers: r,
       collect() {
         const f = live?.storeFill?.()
         this.set(f ? f.bytesUsed / f.maxBytes : 0)

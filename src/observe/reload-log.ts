@@ -10,7 +10,12 @@ export interface ReloadEvent {
   errors: readonly string[]
 }
 
-export function logReload(log: Logger, metrics: Metrics, r: ReloadEvent, applied: { version: number; hash: string; policies: readonly unknown[] } | null): void {
+export function logReload(
+  log: Logger,
+  metrics: Metrics,
+  r: ReloadEvent,
+  applied: { version: number; hash: string; policies: readonly unknown[] } | null,
+): void {
   metrics.reloads.inc({ result: r.result })
   for (const w of r.warnings) log.warn({ file: r.file }, w)
   // Errors of an applied bundle are the policies dropped at start-up: logged at error too.

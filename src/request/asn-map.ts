@@ -7,7 +7,15 @@
  */
 import { SettingError } from '../errors.js'
 
-export const IP_TYPES: ReadonlySet<string> = new Set(['business', 'education_research', 'government_admin', 'hosting', 'isp', 'unrouted', 'unknown'])
+export const IP_TYPES: ReadonlySet<string> = new Set([
+  'business',
+  'education_research',
+  'government_admin',
+  'hosting',
+  'isp',
+  'unrouted',
+  'unknown',
+])
 
 /** `AS13335`, `as13335` and `13335` are the same ASN. */
 export function normaliseAsn(raw: string): string {
@@ -23,7 +31,8 @@ export function parseAsnMap(text: string, file: string): Map<string, string> {
     const m = /^(?:AS)?(\d+)\s+([a-z_]+)\s*;$/i.exec(line)
     if (!m) throw new SettingError('FAIRVISOR_ASN_MAP_FILE', `${file}:${i + 1}: "${rawLine.trim()}" is not "<asn> <type>;"`)
     const type = m[2]!.toLowerCase()
-    if (!IP_TYPES.has(type)) throw new SettingError('FAIRVISOR_ASN_MAP_FILE', `${file}:${i + 1}: type "${m[2]}" is not one of ${[...IP_TYPES].join(', ')}`)
+    if (!IP_TYPES.has(type))
+      throw new SettingError('FAIRVISOR_ASN_MAP_FILE', `${file}:${i + 1}: type "${m[2]}" is not one of ${[...IP_TYPES].join(', ')}`)
     out.set(m[1]!, type)
   })
   return out

@@ -16,8 +16,14 @@ import { isbot } from 'isbot'
 import { boundedCache } from '../bounded-cache.js'
 
 export type BotCategory =
-  | 'search_engine' | 'ai_crawler' | 'ai_assistant_user' | 'social_preview'
-  | 'monitoring_uptime' | 'seo_research' | 'archiver' | 'other_bot'
+  | 'search_engine'
+  | 'ai_crawler'
+  | 'ai_assistant_user'
+  | 'social_preview'
+  | 'monitoring_uptime'
+  | 'seo_research'
+  | 'archiver'
+  | 'other_bot'
 
 /**
  * Product tokens of named crawlers, matched case-insensitively anywhere in the
@@ -28,26 +34,104 @@ export type BotCategory =
  */
 const NAMED: Record<Exclude<BotCategory, 'other_bot'>, readonly string[]> = {
   search_engine: [
-    'Googlebot', 'Google-InspectionTool', 'AdsBot-Google', 'Mediapartners-Google', 'Storebot-Google', 'bingbot', 'BingPreview', 'adidxbot',
-    'Applebot', 'DuckDuckBot', 'YandexBot', 'YandexImages', 'Baiduspider', 'Yahoo! Slurp', 'SeznamBot', 'Sogou web spider', 'Exabot',
-    'PetalBot', 'Qwantbot', 'MojeekBot', 'Yeti', 'coccocbot',
+    'Googlebot',
+    'Google-InspectionTool',
+    'AdsBot-Google',
+    'Mediapartners-Google',
+    'Storebot-Google',
+    'bingbot',
+    'BingPreview',
+    'adidxbot',
+    'Applebot',
+    'DuckDuckBot',
+    'YandexBot',
+    'YandexImages',
+    'Baiduspider',
+    'Yahoo! Slurp',
+    'SeznamBot',
+    'Sogou web spider',
+    'Exabot',
+    'PetalBot',
+    'Qwantbot',
+    'MojeekBot',
+    'Yeti',
+    'coccocbot',
   ],
   ai_crawler: [
-    'GPTBot', 'OAI-SearchBot', 'ClaudeBot', 'Claude-SearchBot', 'Claude-Web', 'anthropic-ai', 'CCBot', 'PerplexityBot', 'Bytespider',
-    'meta-externalagent', 'Google-CloudVertexBot', 'cohere-ai', 'Diffbot', 'YouBot', 'AI2Bot', 'Timpibot', 'ImagesiftBot', 'PanguBot', 'MistralAI-Index',
+    'GPTBot',
+    'OAI-SearchBot',
+    'ClaudeBot',
+    'Claude-SearchBot',
+    'Claude-Web',
+    'anthropic-ai',
+    'CCBot',
+    'PerplexityBot',
+    'Bytespider',
+    'meta-externalagent',
+    'Google-CloudVertexBot',
+    'cohere-ai',
+    'Diffbot',
+    'YouBot',
+    'AI2Bot',
+    'Timpibot',
+    'ImagesiftBot',
+    'PanguBot',
+    'MistralAI-Index',
   ],
   ai_assistant_user: ['ChatGPT-User', 'Claude-User', 'Perplexity-User', 'MistralAI-User', 'Meta-ExternalFetcher', 'DuckAssistBot'],
   social_preview: [
-    'facebookexternalhit', 'Facebot', 'Twitterbot', 'Slackbot', 'Slack-ImgProxy', 'LinkedInBot', 'Discordbot', 'TelegramBot', 'WhatsApp',
-    'Pinterestbot', 'redditbot', 'Embedly', 'SkypeUriPreview', 'vkShare', 'Iframely', 'Bluesky Cardyb', 'Snap URL Preview Service',
+    'facebookexternalhit',
+    'Facebot',
+    'Twitterbot',
+    'Slackbot',
+    'Slack-ImgProxy',
+    'LinkedInBot',
+    'Discordbot',
+    'TelegramBot',
+    'WhatsApp',
+    'Pinterestbot',
+    'redditbot',
+    'Embedly',
+    'SkypeUriPreview',
+    'vkShare',
+    'Iframely',
+    'Bluesky Cardyb',
+    'Snap URL Preview Service',
   ],
   monitoring_uptime: [
-    'UptimeRobot', 'Pingdom', 'StatusCake', 'Site24x7', 'Better Uptime Bot', 'BetterStack', 'Uptime-Kuma', 'Checkly', 'NewRelicPinger',
-    'DatadogSynthetics', 'GoogleStackdriverMonitoring', 'Freshping', 'HetrixTools', 'check_http', 'Monitis', 'UptimeBot',
+    'UptimeRobot',
+    'Pingdom',
+    'StatusCake',
+    'Site24x7',
+    'Better Uptime Bot',
+    'BetterStack',
+    'Uptime-Kuma',
+    'Checkly',
+    'NewRelicPinger',
+    'DatadogSynthetics',
+    'GoogleStackdriverMonitoring',
+    'Freshping',
+    'HetrixTools',
+    'check_http',
+    'Monitis',
+    'UptimeBot',
   ],
   seo_research: [
-    'AhrefsBot', 'AhrefsSiteAudit', 'SemrushBot', 'SiteAuditBot', 'MJ12bot', 'DotBot', 'rogerbot', 'BLEXBot', 'DataForSeoBot',
-    'serpstatbot', 'SEOkicks', 'Screaming Frog SEO Spider', 'Barkrowler', 'MegaIndex', 'SeznamHomepageCrawler',
+    'AhrefsBot',
+    'AhrefsSiteAudit',
+    'SemrushBot',
+    'SiteAuditBot',
+    'MJ12bot',
+    'DotBot',
+    'rogerbot',
+    'BLEXBot',
+    'DataForSeoBot',
+    'serpstatbot',
+    'SEOkicks',
+    'Screaming Frog SEO Spider',
+    'Barkrowler',
+    'MegaIndex',
+    'SeznamHomepageCrawler',
   ],
   archiver: ['ia_archiver', 'archive.org_bot', 'heritrix', 'special_archiver', 'ArchiveBot', 'Arquivo-web-crawler', 'Wayback Machine'],
 }
@@ -57,7 +141,10 @@ for (const [category, tokens] of Object.entries(NAMED)) for (const t of tokens) 
 
 // Longest first, so that at one position `Claude-SearchBot` wins over a shorter token sharing its start.
 const NAMED_PATTERN = new RegExp(
-  [...CATEGORY.keys()].sort((a, b) => b.length - a.length).map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'),
+  [...CATEGORY.keys()]
+    .sort((a, b) => b.length - a.length)
+    .map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    .join('|'),
   'i',
 )
 

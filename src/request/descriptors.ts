@@ -8,9 +8,7 @@ import { headerKey, type RequestView } from './view.js'
 
 export type Extractor = (view: RequestView) => string | undefined
 
-export type DescriptorCompile =
-  | { ok: true; extract: Extractor }
-  | { ok: false; unsupported: boolean; message: string }
+export type DescriptorCompile = { ok: true; extract: Extractor } | { ok: false; unsupported: boolean; message: string }
 
 const NAME = /^[A-Za-z0-9_-]+$/
 
@@ -29,7 +27,8 @@ export function compileDescriptor(key: string): DescriptorCompile {
     case 'jwt':
     case 'header':
     case 'query': {
-      if (!NAME.test(name)) return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
+      if (!NAME.test(name))
+        return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
       if (source === 'jwt') return { ok: true, extract: (v) => v.claim(name) }
       if (source === 'query') return { ok: true, extract: (v) => nonEmpty(v.query(name)) }
       const h = headerKey(name)
@@ -37,26 +36,39 @@ export function compileDescriptor(key: string): DescriptorCompile {
     }
     case 'descriptor':
       // An entry of the Rate Limit Service descriptor being decided (absent on HTTP requests).
-      if (!NAME.test(name)) return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
+      if (!NAME.test(name))
+        return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
       return { ok: true, extract: (v) => nonEmpty(v.descriptorEntry(name)) }
     case 'ip':
       switch (name) {
-        case 'address': return { ok: true, extract: (v) => nonEmpty(v.ip) }
-        case 'country': return { ok: true, extract: (v) => v.country }
-        case 'asn': return { ok: true, extract: (v) => v.asn }
-        case 'type': return {
-          ok: true,
-          // X-ASN-Type from the edge, else the ASN (X-ASN or the GeoIP ASN database) in the operator's map, else unknown.
-          extract: (v) => {
-            const t = v.header('x-asn-type')?.trim().toLowerCase()
-            if (t && IP_TYPES.has(t)) return t
-            const asn = v.asn
-            return (asn !== undefined && v.net.asnType(asn)) || 'unknown'
-          },
-        }
+        case 'address':
+          return { ok: true, extract: (v) => nonEmpty(v.ip) }
+        case 'country':
+          return { ok: true, extract: (v) => v.country }
+        case 'asn':
+          return { ok: true, extract: (v) => v.asn }
+        case 'type':
+          return {
+            ok: true,
+            // X-ASN-Type from the edge, else the ASN (X-ASN or the GeoIP ASN database) in the operator's map, else unknown.
+            extract: (v) => {
+              const t = v.header('x-asn-type')?.trim().toLowerCase()
+              if (t && IP_TYPES.has(t)) return t
+              const asn = v.asn
+              return (asn !== undefined && v.net.asnType(asn)) || 'unknown'
+            },
+          }
         // X-Tor-Exit from the edge wins; without it, the operator's exit list; without that, "false".
-        case 'tor': return { ok: true, extract: (v) => { const h = v.header('x-tor-exit'); return h !== undefined ? torFlag(h) : v.net.torExit(v.ip) ? 'true' : 'false' } }
-        default: return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
+        case 'tor':
+          return {
+            ok: true,
+            extract: (v) => {
+              const h = v.header('x-tor-exit')
+              return h !== undefined ? torFlag(h) : v.net.torExit(v.ip) ? 'true' : 'false'
+            },
+          }
+        default:
+          return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
       }
     case 'ua':
       if (name === 'bot') return { ok: true, extract: (v) => (v.botCategory === '' ? 'false' : 'true') }
@@ -68,6 +80,10 @@ export function compileDescriptor(key: string): DescriptorCompile {
       if (name === 'api_key') return { ok: true, extract: apiKey }
       return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; llm: takes api_key` }
     default:
-      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua:, llm: or descriptor: keys` }
+      return {
+        ok: false,
+        unsupported: false,
+        message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua:, llm: or descriptor: keys`,
+      }
   }
 }

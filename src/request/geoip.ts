@@ -30,7 +30,14 @@ export class GeoDatabase {
     this.reader = new Reader<Response>(bytes, { cache: boundedCache<number, {}>(RECORD_CACHE_ENTRIES) })
     const m = this.reader.metadata
     // A file that merely ends in something metadata-like (or a truncated copy) must not pass as a database.
-    if (!(Number.isInteger(m.nodeCount) && m.nodeCount > 0 && (m.ipVersion === 4 || m.ipVersion === 6) && m.searchTreeSize + 16 <= bytes.length)) {
+    if (
+      !(
+        Number.isInteger(m.nodeCount) &&
+        m.nodeCount > 0 &&
+        (m.ipVersion === 4 || m.ipVersion === 6) &&
+        m.searchTreeSize + 16 <= bytes.length
+      )
+    ) {
       throw new DataFileError('not a MaxMind DB (bad metadata)')
     }
     this.type = String(m.databaseType)

@@ -30,10 +30,15 @@ const NEGATIVE_TTL_MS = 30_000
 type KeySource = Uint8Array | JWTVerifyGetKey
 
 function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string[] } | undefined {
-  const set = [s.jwtHmacSecret && 'FAIRVISOR_JWT_HMAC_SECRET', s.jwksFile && 'FAIRVISOR_JWKS_FILE', s.jwksUrl && 'FAIRVISOR_JWKS_URL'].filter(Boolean) as string[]
+  const set = [
+    s.jwtHmacSecret && 'FAIRVISOR_JWT_HMAC_SECRET',
+    s.jwksFile && 'FAIRVISOR_JWKS_FILE',
+    s.jwksUrl && 'FAIRVISOR_JWKS_URL',
+  ].filter(Boolean) as string[]
   if (set.length > 1) throw new SettingError(set[1]!, `cannot be combined with ${set[0]}; configure one JWT key source`)
   if (s.jwtHmacSecret) {
-    if (s.jwtHmacSecret.length < 32) throw new SettingError('FAIRVISOR_JWT_HMAC_SECRET', 'must be at least 32 characters (HS256 needs a 256-bit secret)')
+    if (s.jwtHmacSecret.length < 32)
+      throw new SettingError('FAIRVISOR_JWT_HMAC_SECRET', 'must be at least 32 characters (HS256 needs a 256-bit secret)')
     return { key: new TextEncoder().encode(s.jwtHmacSecret), algorithms: ['HS256', 'HS384', 'HS512'] }
   }
   const asymmetric = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
@@ -76,7 +81,10 @@ export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefin
       const hit = cache.get(token)
       if (hit && hit.untilMs > nowMs) return hit.claims
       try {
-        const { payload } = await jwtVerify(token, source.key as Uint8Array, { algorithms: source.algorithms, currentDate: new Date(nowMs) })
+        const { payload } = await jwtVerify(token, source.key as Uint8Array, {
+          algorithms: source.algorithms,
+          currentDate: new Date(nowMs),
+        })
         const claims = payload as Claims
         remember(token, claims, typeof payload.exp === 'number' ? Math.min(payload.exp * 1000, nowMs + 3_600_000) : nowMs + 3_600_000)
         return claims

@@ -32,7 +32,11 @@ class DataFile<T> {
   value: T
   private bytes: Buffer
 
-  constructor(readonly setting: string, readonly file: string, private readonly parse: (bytes: Buffer, file: string) => T) {
+  constructor(
+    readonly setting: string,
+    readonly file: string,
+    private readonly parse: (bytes: Buffer, file: string) => T,
+  ) {
     let bytes: Buffer
     try {
       bytes = readFileSync(file)
@@ -55,7 +59,10 @@ class DataFile<T> {
       bytes = readFileSync(this.file)
     } catch (err) {
       // Between the unlink and the rename of a replacement: the next event reads the new file.
-      log.error({ setting: this.setting, file: this.file, err: { message: (err as Error).message } }, 'data file unreadable; the last good one stays')
+      log.error(
+        { setting: this.setting, file: this.file, err: { message: (err as Error).message } },
+        'data file unreadable; the last good one stays',
+      )
       return
     }
     if (bytes.equals(this.bytes)) return
@@ -64,7 +71,10 @@ class DataFile<T> {
       this.bytes = bytes
       log.info({ setting: this.setting, file: this.file, bytes: bytes.length }, 'data file reloaded')
     } catch (err) {
-      log.error({ setting: this.setting, file: this.file, err: { message: (err as Error).message } }, 'data file rejected; the last good one stays')
+      log.error(
+        { setting: this.setting, file: this.file, err: { message: (err as Error).message } },
+        'data file rejected; the last good one stays',
+      )
     }
   }
 }
@@ -82,7 +92,8 @@ export class NetworkData {
 
   /** Reads every configured file now; throws a SettingError naming the first bad one. */
   constructor(files: NetworkFiles) {
-    const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) => (file === undefined ? undefined : new DataFile(setting, file, parse))
+    const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) =>
+      file === undefined ? undefined : new DataFile(setting, file, parse)
     this.asnTypes = open('FAIRVISOR_ASN_MAP_FILE', files.asnMapFile, asnMap)
     this.countryDb = open('FAIRVISOR_GEOIP_COUNTRY_FILE', files.geoipCountryFile, geo)
     this.asnDb = open('FAIRVISOR_GEOIP_ASN_FILE', files.geoipAsnFile, geo)
@@ -90,7 +101,12 @@ export class NetworkData {
   }
 
   /** No files at all: every lookup answers undefined (the ip: descriptors then rely on headers alone). */
-  static readonly none = new NetworkData({ asnMapFile: undefined, geoipCountryFile: undefined, geoipAsnFile: undefined, torExitListFile: undefined })
+  static readonly none = new NetworkData({
+    asnMapFile: undefined,
+    geoipCountryFile: undefined,
+    geoipAsnFile: undefined,
+    torExitListFile: undefined,
+  })
 
   /** Network type of an ASN (`13335` or `AS13335`) from the ASN map. */
   asnType(asn: string): string | undefined {
@@ -114,13 +130,23 @@ export class NetworkData {
   async watch(log: DataLog, debounceMs?: number): Promise<void> {
     for (const f of [this.asnTypes, this.countryDb, this.asnDb, this.torExits]) {
       if (f === undefined) continue
-      this.watchers.push(watchPath(f.file, () => f.reload(log), {
-        debounceMs,
-        onError: (err) => log.error({ setting: f.setting, file: f.file, err: { message: err.message } }, 'data file watcher failed; the loaded data stays'),
-        onDirectory: (state, dir) => state === 'gone'
-          ? log.warn?.({ setting: f.setting, file: f.file, dir }, 'data file directory removed; the loaded data stays, and the directory is watched for its return')
-          : log.info({ setting: f.setting, file: f.file, dir }, 'data file directory (re)created; watching it again'),
-      }))
+      this.watchers.push(
+        watchPath(f.file, () => f.reload(log), {
+          debounceMs,
+          onError: (err) =>
+            log.error(
+              { setting: f.setting, file: f.file, err: { message: err.message } },
+              'data file watcher failed; the loaded data stays',
+            ),
+          onDirectory: (state, dir) =>
+            state === 'gone'
+              ? log.warn?.(
+                  { setting: f.setting, file: f.file, dir },
+                  'data file directory removed; the loaded data stays, and the directory is watched for its return',
+                )
+              : log.info({ setting: f.setting, file: f.file, dir }, 'data file directory (re)created; watching it again'),
+        }),
+      )
     }
     await Promise.all(this.watchers.map((w) => w.ready))
   }

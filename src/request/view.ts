@@ -142,7 +142,11 @@ export class RequestView {
     // A sidecar call has no body: a proxy may pass the original request's length in X-Original-Content-Length.
     const cl = rawHeader(this.input.rawHeaders, 'x-original-content-length') ?? rawHeader(this.input.rawHeaders, 'content-length')
     const n = cl === undefined ? undefined : Number(cl)
-    return (this._llm = parseLlmBody(this.input.body, n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined, this.input.bodyComplete === true))
+    return (this._llm = parseLlmBody(
+      this.input.body,
+      n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined,
+      this.input.bodyComplete === true,
+    ))
   }
 
   get host(): string {
@@ -163,7 +167,8 @@ export class RequestView {
     let out: string | undefined
     const raw = this.input.rawHeaders
     for (let i = 0; i < raw.length; i += 2) {
-      if (raw[i]!.length === 15 && raw[i]!.toLowerCase() === 'x-forwarded-for') out = out === undefined ? raw[i + 1]! : `${out},${raw[i + 1]!}`
+      if (raw[i]!.length === 15 && raw[i]!.toLowerCase() === 'x-forwarded-for')
+        out = out === undefined ? raw[i + 1]! : `${out},${raw[i + 1]!}`
     }
     return out
   }

@@ -19,7 +19,10 @@ import { StoreTimeoutError } from '../errors.js'
 
 /** A call that reached its deadline: recognised by its class, never by its message. */
 export class CallTimeoutError extends StoreTimeoutError {
-  constructor(backend: string, readonly ms: number) {
+  constructor(
+    backend: string,
+    readonly ms: number,
+  ) {
     super(`${backend} call timed out after ${ms} ms`)
   }
 }

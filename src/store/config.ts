@@ -22,5 +22,8 @@ export function parseStoreUrl(raw: string): StoreTarget {
   // parse*Url throw a SettingError naming FAIRVISOR_STORE when malformed.
   if (/^(redis|rediss|redis\+cluster|unix):\/\/.+/.test(raw) || raw.startsWith('/')) return { kind: 'redis', target: parseRedisUrl(raw) }
   if (isPostgresUrl(raw)) return { kind: 'postgres', target: parsePostgresUrl(raw) }
-  throw new SettingError('FAIRVISOR_STORE', `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2, unix:///path/to/redis.sock or postgres://user@host:5432/db`)
+  throw new SettingError(
+    'FAIRVISOR_STORE',
+    `"${raw}" is not a store; use memory, redis://host:port[/db], rediss://…, redis+cluster://h1:p1,h2:p2, unix:///path/to/redis.sock or postgres://user@host:5432/db`,
+  )
 }

@@ -31,7 +31,10 @@ export function createStore(config: StoreConfig, w: StoreWiring): Store {
         : new MemoryStore({ maxBytes: config.maxBytes, clock: w.clock, onEvict: w.onEvict })
     case 'redis': {
       const { target, timeoutMs } = config
-      const store = target.kind === 'cluster' ? new RedisClusterStore({ target, timeoutMs, log: w.log }) : new RedisStore({ target, timeoutMs, log: w.log })
+      const store =
+        target.kind === 'cluster'
+          ? new RedisClusterStore({ target, timeoutMs, log: w.log })
+          : new RedisStore({ target, timeoutMs, log: w.log })
       return new LeasingStore(store, w.clock)
     }
     case 'postgres': {

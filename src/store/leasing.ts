@@ -134,7 +134,10 @@ export class LeasingStore implements Store {
         out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
       }
       // A rejected group commits nothing: local takes of that group go back to their leases.
-      this.giveBack(checks, local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]))
+      this.giveBack(
+        checks,
+        local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
+      )
       this.cutAfterRejects(checks, out)
       this.release(fetches)
       done(null, out)
@@ -161,12 +164,15 @@ export class LeasingStore implements Store {
    * sweep period. Runs only while the map is not empty; the timer never holds the process.
    */
   private scheduleSweep(periodMs: number): NodeJS.Timeout {
-    const t = setTimeout(() => {
-      this.sweepTimer = undefined
-      const now = this.clock()
-      for (const [key, until] of this.exactUntil) if (until <= now) this.exactUntil.delete(key)
-      if (this.exactUntil.size > 0) this.sweepTimer = this.scheduleSweep(periodMs)
-    }, Math.max(MIN_SWEEP_MS, periodMs))
+    const t = setTimeout(
+      () => {
+        this.sweepTimer = undefined
+        const now = this.clock()
+        for (const [key, until] of this.exactUntil) if (until <= now) this.exactUntil.delete(key)
+        if (this.exactUntil.size > 0) this.sweepTimer = this.scheduleSweep(periodMs)
+      },
+      Math.max(MIN_SWEEP_MS, periodMs),
+    )
     t.unref()
     return t
   }

@@ -28,5 +28,9 @@ export function storeError(backend: string, err: unknown): StoreError {
   const e = err as Error & { code?: unknown }
   const timeout = err instanceof CallTimeoutError
   const code = typeof e?.code === 'string' ? `${e.code} ` : ''
-  return new StoreError(`${backend} ${timeout ? 'call timed out' : `call failed: ${code}${e?.message ?? String(err)}`}`, timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE', { cause: err })
+  return new StoreError(
+    `${backend} ${timeout ? 'call timed out' : `call failed: ${code}${e?.message ?? String(err)}`}`,
+    timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE',
+    { cause: err },
+  )
 }

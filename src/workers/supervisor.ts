@@ -72,7 +72,13 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     return 1
   }
   const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
-  const fill = table && ((): { evictions: number; bytesUsed: number; maxBytes: number } => ({ evictions: table.evictions, bytesUsed: table.used * SLOT_BYTES, maxBytes: table.bytes }))
+  const fill =
+    table &&
+    ((): { evictions: number; bytesUsed: number; maxBytes: number } => ({
+      evictions: table.evictions,
+      bytesUsed: table.used * SLOT_BYTES,
+      maxBytes: table.bytes,
+    }))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: fill })
   const slots: Slot[] = []
   let stopping = false
@@ -90,11 +96,16 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
 
   /** Every live worker's registry plus this thread's (reloads, bundle gauges), summed per metric's aggregator. */
   async function metricsText(): Promise<string> {
-    const parts = await Promise.all(live().map((s) => new Promise<MetricsJson>((resolve) => {
-      const id = ++seq
-      waiting.set(id, { worker: s.worker, resolve })
-      post(s.worker, { type: 'collect', id })
-    })))
+    const parts = await Promise.all(
+      live().map(
+        (s) =>
+          new Promise<MetricsJson>((resolve) => {
+            const id = ++seq
+            waiting.set(id, { worker: s.worker, resolve })
+            post(s.worker, { type: 'collect', id })
+          }),
+      ),
+    )
     parts.push(await metrics.registry.getMetricsAsJSON())
     return AggregatorRegistry.aggregate(parts).metrics()
   }
@@ -114,7 +125,10 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
       else if (m.type === 'collected') waiting.get(m.id)?.resolve(m.json), waiting.delete(m.id)
       else if (m.type === 'metrics') {
-        metricsText().then((text) => post(worker, { type: 'metrics-text', id: m.id, text }), (err: Error) => post(worker, { type: 'metrics-text', id: m.id, error: err.message }))
+        metricsText().then(
+          (text) => post(worker, { type: 'metrics-text', id: m.id, text }),
+          (err: Error) => post(worker, { type: 'metrics-text', id: m.id, error: err.message }),
+        )
       }
     })
     worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
@@ -125,10 +139,14 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       // A worker killed inside a critical section must not leave its buckets locked for the others.
       const freed = table?.releaseLocksOf(worker.threadId) ?? 0
       if (stopping) return
-      if (!slot.ready && !readyBefore.has(id)) return failed({ type: 'fatal', setting: false, message: `worker ${id} exited with code ${code} while starting` })
+      if (!slot.ready && !readyBefore.has(id))
+        return failed({ type: 'fatal', setting: false, message: `worker ${id} exited with code ${code} while starting` })
       log.error({ worker: id, code, locksFreed: freed }, 'worker exited; starting a new one')
       // Paced, so a worker that dies at once does not spin the supervisor.
-      setTimeout(() => void start(id).catch((err: Error) => log.error({ worker: id, err: { message: err.message } }, 'worker restart failed')), 100)
+      setTimeout(
+        () => void start(id).catch((err: Error) => log.error({ worker: id, err: { message: err.message } }, 'worker restart failed')),
+        100,
+      )
     })
     await ready
     readyBefore.add(id)
@@ -137,19 +155,28 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
 
   /** Reload in this thread (the report), then in every worker, and report once they all run it. */
   let reloading = Promise.resolve()
-  const reload = (force: boolean): Promise<void> => (reloading = reloading.then(async () => {
-    const r = force ? bundles.reload() : bundles.reloadIfChanged()
-    if (r === undefined) return
-    if (r.result === 'applied') {
-      const versions = await Promise.all(live().map((s) => new Promise<number | null>((resolve) => {
-        acks.set(s.worker, resolve)
-        post(s.worker, { type: 'reload' })
-      }).finally(() => acks.delete(s.worker))))
-      const behind = versions.filter((v) => v !== null && v < bundles.current!.version).length
-      if (behind > 0) log.warn({ behind, version: bundles.current!.version }, 'some workers could not load the bundle the supervisor applied; they keep theirs')
-    }
-    logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null)
-  }))
+  const reload = (force: boolean): Promise<void> =>
+    (reloading = reloading.then(async () => {
+      const r = force ? bundles.reload() : bundles.reloadIfChanged()
+      if (r === undefined) return
+      if (r.result === 'applied') {
+        const versions = await Promise.all(
+          live().map((s) =>
+            new Promise<number | null>((resolve) => {
+              acks.set(s.worker, resolve)
+              post(s.worker, { type: 'reload' })
+            }).finally(() => acks.delete(s.worker)),
+          ),
+        )
+        const behind = versions.filter((v) => v !== null && v < bundles.current!.version).length
+        if (behind > 0)
+          log.warn(
+            { behind, version: bundles.current!.version },
+            'some workers could not load the bundle the supervisor applied; they keep theirs',
+          )
+      }
+      logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null)
+    }))
 
   const started = Promise.all(Array.from({ length: settings.workers }, (_, i) => start(i + 1)))
   // While the workers start (each loads the bundle itself), this thread loads it for the reload reports.
@@ -166,12 +193,27 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   }
   const onHup = (): void => void reload(true)
   process.on('SIGHUP', onHup)
-  const watcher = settings.configFile === undefined ? undefined : watchPath(settings.configFile, () => void reload(false), {
-    onError: (err) => log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
-  })
+  const watcher =
+    settings.configFile === undefined
+      ? undefined
+      : watchPath(settings.configFile, () => void reload(false), {
+          onError: (err) =>
+            log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
+        })
   await watcher?.ready
-  log.info({ mode: settings.mode, host: settings.host, port: sock.port, adminPort: adminSock?.port, backend: settings.backendUrl?.origin, store: settings.storeConfig.kind, workers: settings.workers, version: VERSION },
-    `fairvisor listening on ${settings.host}:${sock.port}`)
+  log.info(
+    {
+      mode: settings.mode,
+      host: settings.host,
+      port: sock.port,
+      adminPort: adminSock?.port,
+      backend: settings.backendUrl?.origin,
+      store: settings.storeConfig.kind,
+      workers: settings.workers,
+      version: VERSION,
+    },
+    `fairvisor listening on ${settings.host}:${sock.port}`,
+  )
 
   return {
     port: sock.port,
@@ -190,11 +232,16 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       sock.close()
       adminSock?.close()
       const exited = slots.map((s) => new Promise<void>((resolve) => s.worker.once('exit', () => resolve())))
-      await Promise.all(slots.map((s) => new Promise<void>((resolve) => {
-        s.worker.once('exit', () => resolve())
-        s.worker.on('message', (m: FromWorker) => m.type === 'closing' && resolve())
-        post(s.worker, { type: 'shutdown' })
-      })))
+      await Promise.all(
+        slots.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.worker.once('exit', () => resolve())
+              s.worker.on('message', (m: FromWorker) => m.type === 'closing' && resolve())
+              post(s.worker, { type: 'shutdown' })
+            }),
+        ),
+      )
       log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
       // A worker whose drain outlives the deadline (plus its own forced close) is ended, so the process always exits.
       const deadline = setTimeout(() => {

@@ -7,7 +7,12 @@ import { createServer } from 'node:http'
 import { Pool, type Dispatcher } from 'undici'
 
 const pool = new Pool(process.env.BACKEND_URL!, {
-  connections: 256, pipelining: 1, keepAliveTimeout: 4000, headersTimeout: 30_000, bodyTimeout: 30_000, connect: { timeout: 5000 },
+  connections: 256,
+  pipelining: 1,
+  keepAliveTimeout: 4000,
+  headersTimeout: 30_000,
+  bodyTimeout: 30_000,
+  connect: { timeout: 5000 },
 })
 const server = createServer({ noDelay: true }, (req, res) => {
   const body = req.method === 'GET' || req.method === 'HEAD' ? null : req

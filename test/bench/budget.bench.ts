@@ -18,7 +18,21 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { abPairs, median, pairedRatio, pinCpus, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import {
+  abPairs,
+  median,
+  pairedRatio,
+  pinCpus,
+  runLoad,
+  startBackendProcess,
+  startGatewayProcess,
+  stopAll,
+  summarise,
+  table,
+  tempDir,
+  type LoadResult,
+  type Running,
+} from './lib.js'
 import { startRedis } from '../store/redis-servers.js'
 
 const argv = process.argv.slice(2)
@@ -28,13 +42,33 @@ const [seconds = 2, pairs = 6, instances = 2, connections = 64] = (noPin ? argv.
 function bundle(dir: string): string {
   const file = join(dir, 'bundle.json')
   const policy = (id: string, rule: object): object => ({ id, spec: { selector: { pathPrefix: `/${id}/` }, rules: [rule] } })
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      policy('budget', { name: 'bench_budget', limit_keys: ['header:x-user'], algorithm: 'cost_based', algorithm_config: { budget: 1e12, period: '1d', staged_actions: [{ threshold_percent: 90, action: 'warn' }, { threshold_percent: 100, action: 'reject' }] } }),
-      policy('bucket', { name: 'bench_bucket', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 1e9, tokens_per_second: 1e9 } }),
-    ],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        policy('budget', {
+          name: 'bench_budget',
+          limit_keys: ['header:x-user'],
+          algorithm: 'cost_based',
+          algorithm_config: {
+            budget: 1e12,
+            period: '1d',
+            staged_actions: [
+              { threshold_percent: 90, action: 'warn' },
+              { threshold_percent: 100, action: 'reject' },
+            ],
+          },
+        }),
+        policy('bucket', {
+          name: 'bench_bucket',
+          limit_keys: ['header:x-user'],
+          algorithm: 'token_bucket',
+          algorithm_config: { burst: 1e9, tokens_per_second: 1e9 },
+        }),
+      ],
+    }),
+  )
   return file
 }
 
@@ -52,7 +86,10 @@ async function main(): Promise<void> {
   try {
     const backend = await startBackendProcess()
     const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_LOG_LEVEL: 'info' }
-    const stores = [['memory', 'memory'], ['redis', redis.url]] as const
+    const stores = [
+      ['memory', 'memory'],
+      ['redis', redis.url],
+    ] as const
     const runs = new Map<string, LoadResult[]>()
     const load = async (t: Target): Promise<LoadResult> => {
       const r = await runLoad({ url: t.gw.url + t.path, connections, seconds, headers: { 'x-user': 'bench' } })
@@ -69,7 +106,9 @@ async function main(): Promise<void> {
         const r = await abPairs(i % 2 === 0 ? budget : bucket, i % 2 === 0 ? bucket : budget, pairs, load)
         for (const [k, v] of r) runs.set(k, [...(runs.get(k) ?? []), ...v])
         const m = (n: string): number => Math.round(median(r.get(n)!.map((x) => x.rps)))
-        console.log(`  instance ${i + 1}/${instances}, ${store}: budget ${m(budget.name)} vs token bucket ${m(bucket.name)} req/s (median of pair ratios ${pairedRatio(r, budget.name, bucket.name).median.toFixed(3)})`)
+        console.log(
+          `  instance ${i + 1}/${instances}, ${store}: budget ${m(budget.name)} vs token bucket ${m(bucket.name)} req/s (median of pair ratios ${pairedRatio(r, budget.name, bucket.name).median.toFixed(3)})`,
+        )
         await gw.stop()
       }
     }
@@ -77,11 +116,21 @@ async function main(): Promise<void> {
     for (const [store] of stores) {
       for (const name of [`${store} budget`, `${store} token bucket`]) {
         const s = summarise(runs.get(name)!)
-        rows.push([name, String(Math.round(s.rps)), s.p50Ms.toFixed(2), s.p99Ms.toFixed(2), String(s.requests), String(s.non2xx), String(s.errors)])
+        rows.push([
+          name,
+          String(Math.round(s.rps)),
+          s.p50Ms.toFixed(2),
+          s.p99Ms.toFixed(2),
+          String(s.requests),
+          String(s.non2xx),
+          String(s.errors),
+        ])
       }
     }
     const placement = pin ? `gateway on CPU ${pin.gateway}, load generator + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'
-    console.log(`\n${runs.get('memory budget')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per store; ${placement}; node ${process.version}\n`)
+    console.log(
+      `\n${runs.get('memory budget')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per store; ${placement}; node ${process.version}\n`,
+    )
     console.log(table(rows))
     console.log('')
     const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
@@ -92,7 +141,9 @@ async function main(): Promise<void> {
       const ratio = total(a) / total(b)
       const p = pairedRatio(runs, a, b)
       ok &&= ratio >= 0.9
-      console.log(`${store}: budget / token bucket = ${ratio.toFixed(3)} (ratio of total requests; median of ${p.rounds.length} pair ratios ${p.median.toFixed(3)}, range ${Math.min(...p.rounds).toFixed(2)}–${Math.max(...p.rounds).toFixed(2)}); target ≥ 0.9: ${ratio >= 0.9 ? 'met' : 'MISSED'}`)
+      console.log(
+        `${store}: budget / token bucket = ${ratio.toFixed(3)} (ratio of total requests; median of ${p.rounds.length} pair ratios ${p.median.toFixed(3)}, range ${Math.min(...p.rounds).toFixed(2)}–${Math.max(...p.rounds).toFixed(2)}); target ≥ 0.9: ${ratio >= 0.9 ? 'met' : 'MISSED'}`,
+      )
     }
     if (!ok) process.exitCode = 1
   } finally {

@@ -33,7 +33,8 @@ const env = {
 const gws: GatewayProcess[] = await Promise.all([startGateway(env, { timeoutMs: 60_000 }), startGateway(env, { timeoutMs: 60_000 })])
 // A bundle the gateway refuses would leave every request unlimited: measure nothing then.
 const applied = await gws[0]!.waitForLog((l) => l.msg === 'bundle applied', 30_000)
-if (applied.policies !== 1) throw new Error(`the benchmark's bundle was not applied: ${JSON.stringify(gws[0]!.logs.filter((l) => l.level === 'error'))}`)
+if (applied.policies !== 1)
+  throw new Error(`the benchmark's bundle was not applied: ${JSON.stringify(gws[0]!.logs.filter((l) => l.level === 'error'))}`)
 const pools = gws.map((gw) => new Pool(gw.url, { connections: PER_GATEWAY, pipelining: 1 }))
 try {
   let allowed = 0
@@ -53,7 +54,17 @@ try {
   // Read from the decisions (as fairvisor_store_fail_open_total counts them), so releases without that metric compare too.
   let failOpen = 0
   for (const gw of gws) failOpen += (await metricValue(gw, 'fairvisor_decisions_total', 'reason="store_unavailable_fail_open"')) ?? 0
-  console.log(JSON.stringify({ store: url.replace(/\/\/[^@]*@/, '//'), deadlineMs: deadline || 'default', elapsedS: +elapsed.toFixed(2), requests: total, exactAllows: allowed - failOpen, failOpenAllows: failOpen, limit: Math.floor(Number(rate) * (1 + elapsed)) }))
+  console.log(
+    JSON.stringify({
+      store: url.replace(/\/\/[^@]*@/, '//'),
+      deadlineMs: deadline || 'default',
+      elapsedS: +elapsed.toFixed(2),
+      requests: total,
+      exactAllows: allowed - failOpen,
+      failOpenAllows: failOpen,
+      limit: Math.floor(Number(rate) * (1 + elapsed)),
+    }),
+  )
 } finally {
   await Promise.all(pools.map((p) => p.close()))
   await Promise.all(gws.map((g) => g.stop()))

@@ -57,20 +57,58 @@ async function startNginx(): Promise<{ url: string; proc: ChildProcess }> {
 
 async function main(): Promise<void> {
   if (!haveTool('wrk', '-v')) throw new Error('wrk is not installed (apt-get install wrk)')
-  writeFileSync(join(dir, 'bundle.json'), JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      // Never runs out: every call is a full evaluation that charges one token and allows.
-      { id: 'allow', spec: { selector: { pathPrefix: '/allow/' }, rules: [{ name: 'allow_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1e9, burst: 1e9 } }] } },
-      // Empty after the first call: every later call is a full evaluation that rejects.
-      { id: 'reject', spec: { selector: { pathPrefix: '/reject/' }, rules: [{ name: 'reject_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } }] } },
-    ],
-  }))
-  const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'), FAIRVISOR_LOG_LEVEL: 'info' })
+  writeFileSync(
+    join(dir, 'bundle.json'),
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        // Never runs out: every call is a full evaluation that charges one token and allows.
+        {
+          id: 'allow',
+          spec: {
+            selector: { pathPrefix: '/allow/' },
+            rules: [
+              {
+                name: 'allow_user',
+                limit_keys: ['header:x-user'],
+                algorithm: 'token_bucket',
+                algorithm_config: { tokens_per_second: 1e9, burst: 1e9 },
+              },
+            ],
+          },
+        },
+        // Empty after the first call: every later call is a full evaluation that rejects.
+        {
+          id: 'reject',
+          spec: {
+            selector: { pathPrefix: '/reject/' },
+            rules: [
+              {
+                name: 'reject_user',
+                limit_keys: ['header:x-user'],
+                algorithm: 'token_bucket',
+                algorithm_config: { tokens_per_second: 0.001, burst: 1 },
+              },
+            ],
+          },
+        },
+      ],
+    }),
+  )
+  const gw = await startGateway({
+    FAIRVISOR_MODE: 'decision_service',
+    FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
+    FAIRVISOR_LOG_LEVEL: 'info',
+  })
   const results: Result[] = []
   try {
     const decision = `${gw.url}/v1/decision`
-    const call = (uri: string) => ({ 'X-Original-Method': 'GET', 'X-Original-URI': uri, 'X-Original-Host': 'api.example.com', 'X-User': 'bench-user' })
+    const call = (uri: string) => ({
+      'X-Original-Method': 'GET',
+      'X-Original-URI': uri,
+      'X-Original-Host': 'api.example.com',
+      'X-User': 'bench-user',
+    })
     wrk('warm-up', decision, 'POST', call('/allow/items?page=1'), 2)
     results.push(wrk('decision allow (200)', decision, 'POST', call('/allow/items?page=1'), SECONDS))
     results.push(wrk('decision reject (429)', decision, 'POST', call('/reject/items?page=1'), SECONDS))

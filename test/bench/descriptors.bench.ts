@@ -39,34 +39,53 @@ const BROWSERS = [
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4.1 Mobile/15E148 Safari/604.1',
   'Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0',
 ]
-const BOTS = ['Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)', 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)', 'curl/8.4.0']
+const BOTS = [
+  'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)',
+  'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)',
+  'curl/8.4.0',
+]
 // 300 distinct strings: versions vary as they do in real traffic.
 const HOT = Array.from({ length: 300 }, (_, i) => (i % 4 === 3 ? BOTS[i % 3]! : BROWSERS[i % 3]!).replace(/\d+\.0/, `${100 + i}.0`))
 
 // A country database: /24s spread over the IPv4 space, /48s in 2001:db8::/32 and beyond.
 const entries: MmdbEntry[] = []
 const codes = ['US', 'DE', 'FR', 'GB', 'JP', 'BR', 'IN', 'NL', 'CA', 'AU']
-for (let i = 0; i < 60_000; i++) entries.push({ network: `${1 + (i % 222)}.${(i * 7) % 256}.${Math.floor(i / 222) % 256}.0/24`, record: countryRecord(codes[i % codes.length]!) })
-for (let i = 0; i < 5_000; i++) entries.push({ network: `2001:${(0xdb8 + i).toString(16)}::/48`, record: countryRecord(codes[i % codes.length]!) })
+for (let i = 0; i < 60_000; i++)
+  entries.push({
+    network: `${1 + (i % 222)}.${(i * 7) % 256}.${Math.floor(i / 222) % 256}.0/24`,
+    record: countryRecord(codes[i % codes.length]!),
+  })
+for (let i = 0; i < 5_000; i++)
+  entries.push({ network: `2001:${(0xdb8 + i).toString(16)}::/48`, record: countryRecord(codes[i % codes.length]!) })
 const dedup = [...new Map(entries.map((e) => [e.network, e])).values()]
 const mmdb = writeMmdb(dedup, 'GeoLite2-Country')
 const db = new GeoDatabase(mmdb)
 const v4 = Array.from({ length: 1024 }, (_, i) => dedup[(i * 37) % 60_000]!.network.replace('.0/24', `.${i % 250}`))
 const v6 = Array.from({ length: 1024 }, (_, i) => `2001:${(0xdb8 + ((i * 13) % 5_000)).toString(16)}::${(i + 1).toString(16)}`)
-const net = new NetworkData({ asnMapFile: undefined, geoipCountryFile: tempFile('bench-country.mmdb', mmdb), geoipAsnFile: undefined, torExitListFile: undefined })
+const net = new NetworkData({
+  asnMapFile: undefined,
+  geoipCountryFile: tempFile('bench-country.mmdb', mmdb),
+  geoipAsnFile: undefined,
+  torExitListFile: undefined,
+})
 
 const category = compileDescriptor('ua:bot_category')
 const country = compileDescriptor('ip:country')
 if (!category.ok || !country.ok) throw new Error('descriptors did not compile')
-const viewOf = (rawHeaders: string[], peer = '127.0.0.1'): RequestView => new RequestView({ method: 'GET', path: '/', rawQuery: '', host: 'h', rawHeaders, peer }, undefined, net)
+const viewOf = (rawHeaders: string[], peer = '127.0.0.1'): RequestView =>
+  new RequestView({ method: 'GET', path: '/', rawQuery: '', host: 'h', rawHeaders, peer }, undefined, net)
 const hotViews = HOT.map((ua) => ['User-Agent', ua, 'Accept', '*/*'])
 
 const rows = [['what', 'ns/op', 'calls']]
 rows.push(measure('ua:bot_category cache hit: botCategory(ua)', N, (i) => botCategory(HOT[i % 300])))
 rows.push(measure('ua:bot_category cache hit: extractor on a new RequestView', N, (i) => category.extract(viewOf(hotViews[i % 300]!))))
-rows.push(measure('ua:bot_category cache miss, browser (both patterns scan)', N / 10, (i) => classifyUserAgent(`${BROWSERS[i % 3]} build/${i}`)))
+rows.push(
+  measure('ua:bot_category cache miss, browser (both patterns scan)', N / 10, (i) => classifyUserAgent(`${BROWSERS[i % 3]} build/${i}`)),
+)
 rows.push(measure('ua:bot_category cache miss, named crawler', N / 10, (i) => classifyUserAgent(`${BOTS[0]} build/${i}`)))
-rows.push(measure('ua:bot_category cache miss through botCategory (insert included)', N / 10, (i) => botCategory(`${BROWSERS[i % 3]} build/${i}`)))
+rows.push(
+  measure('ua:bot_category cache miss through botCategory (insert included)', N / 10, (i) => botCategory(`${BROWSERS[i % 3]} build/${i}`)),
+)
 rows.push(measure('ip:country IPv4: GeoDatabase.country(ip)', N, (i) => db.country(v4[i & 1023]!)))
 rows.push(measure('ip:country IPv6: GeoDatabase.country(ip)', N, (i) => db.country(v6[i & 1023]!)))
 rows.push(measure('ip:country IPv4: extractor on a new RequestView', N, (i) => country.extract(viewOf([], v4[i & 1023]!))))

@@ -25,7 +25,19 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  haveCommand, interleave, pairedRatio, runLoad, spawnServer, startBackendProcess, startBareProxy, startGatewayProcess, startNginx, stopAll, summarise, table, tempDir,
+  haveCommand,
+  interleave,
+  pairedRatio,
+  runLoad,
+  spawnServer,
+  startBackendProcess,
+  startBareProxy,
+  startGatewayProcess,
+  startNginx,
+  stopAll,
+  summarise,
+  table,
+  tempDir,
   type LoadResult,
 } from './lib.js'
 
@@ -44,10 +56,21 @@ interface Target {
 
 function bundle(name: string, config: Record<string, number>): string {
   const file = join(dir, `${name}.json`)
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [{ id: name, spec: { selector: { pathPrefix: '/' }, rules: [{ name: `${name}_user`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }] } }],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: name,
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: `${name}_user`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }],
+          },
+        },
+      ],
+    }),
+  )
   return file
 }
 
@@ -59,10 +82,12 @@ function gateway(backendUrl: string, file: string, label: string) {
 /** nginx limit_req, keyed on a constant (one bucket, like the gateway's one key), on two ports. */
 async function nginxLimitReq(backendUrl: string, zone: 'allowing' | 'rejecting') {
   const backend = new URL(backendUrl).host
-  const limit = zone === 'allowing'
-    ? 'limit_req_zone "all" zone=allowing:1m rate=1000000r/s;' // with a huge burst: never rejects
-    : 'limit_req_zone "all" zone=rejecting:1m rate=1r/m;' // burst 0: all but ~1 request a minute rejected
-  return startNginx((port) => `  upstream backend { server ${backend}; keepalive 64; }
+  const limit =
+    zone === 'allowing'
+      ? 'limit_req_zone "all" zone=allowing:1m rate=1000000r/s;' // with a huge burst: never rejects
+      : 'limit_req_zone "all" zone=rejecting:1m rate=1r/m;' // burst 0: all but ~1 request a minute rejected
+  return startNginx(
+    (port) => `  upstream backend { server ${backend}; keepalive 64; }
   ${limit}
   limit_req_status 429;
   server {
@@ -71,7 +96,9 @@ async function nginxLimitReq(backendUrl: string, zone: 'allowing' | 'rejecting')
       limit_req zone=${zone}${zone === 'allowing' ? ' burst=1000000 nodelay' : ''};
       proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
     }
-  }`, `nginx limit_req ${zone}`)
+  }`,
+    `nginx limit_req ${zone}`,
+  )
 }
 
 function check(t: Target, r: LoadResult): void {
@@ -100,7 +127,8 @@ function hotSpots(profileDir: string, top = 15): string[] {
       self.set(key, (self.get(key) ?? 0) + dt)
       total += dt
     })
-    for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top)) out.push(`${((100 * t) / total).toFixed(1).padStart(5)}%  ${k}`)
+    for (const [k, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top))
+      out.push(`${((100 * t) / total).toFixed(1).padStart(5)}%  ${k}`)
   }
   return out
 }
@@ -113,9 +141,12 @@ async function main(): Promise<void> {
     const allowGw = await gateway(backend.url, bundle('allowing', { tokens_per_second: 1e9, burst: 1e12 }), 'allow')
     const rejectGw = await gateway(backend.url, bundle('rejecting', { tokens_per_second: 0.001, burst: 1 }), 'reject')
     // The ceiling of any reject path on node:http: a server that answers a constant 429 and does nothing else.
-    const floor429 = await spawnServer('node:http constant 429', process.execPath, ['-e', `const b = Buffer.from('{"error":"too_many_requests"}');
+    const floor429 = await spawnServer('node:http constant 429', process.execPath, [
+      '-e',
+      `const b = Buffer.from('{"error":"too_many_requests"}');
 require('http').createServer((q, s) => { s.writeHead(429, { 'content-type': 'application/json', 'content-length': b.length }); s.end(b) })
-  .listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`])
+  .listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`,
+    ])
     const targets: Target[] = [
       { name: 'bare undici proxy', url: bare.url, expect: 'allow' },
       { name: 'gateway allow', url: allowGw.url, expect: 'allow' },
@@ -137,14 +168,26 @@ require('http').createServer((q, s) => { s.writeHead(429, { 'content-type': 'app
     const runs = await interleave(targets, ROUNDS, (t) => load(t, SECONDS))
     const med = new Map([...runs].map(([name, rs]) => [name, summarise(rs)]))
     const tool = med.get('gateway allow')!.tool
-    console.log(`\n${ROUNDS} interleaved rounds × ${SECONDS} s per target, ${tool} ${tool === 'wrk' ? '-t1 ' : ''}-c${CONNECTIONS}, keep-alive, 127.0.0.1, node ${process.version}; median of rounds\n`)
-    console.log(table([
-      ['target', 'requests/s', 'p99 ms', 'rounds (requests/s)'],
-      ...targets.map((t) => {
-        const m = med.get(t.name)!
-        return [t.name, String(Math.round(m.rps)), m.p99Ms.toFixed(2), runs.get(t.name)!.map((r) => Math.round(r.rps)).join(', ')]
-      }),
-    ]))
+    console.log(
+      `\n${ROUNDS} interleaved rounds × ${SECONDS} s per target, ${tool} ${tool === 'wrk' ? '-t1 ' : ''}-c${CONNECTIONS}, keep-alive, 127.0.0.1, node ${process.version}; median of rounds\n`,
+    )
+    console.log(
+      table([
+        ['target', 'requests/s', 'p99 ms', 'rounds (requests/s)'],
+        ...targets.map((t) => {
+          const m = med.get(t.name)!
+          return [
+            t.name,
+            String(Math.round(m.rps)),
+            m.p99Ms.toFixed(2),
+            runs
+              .get(t.name)!
+              .map((r) => Math.round(r.rps))
+              .join(', '),
+          ]
+        }),
+      ]),
+    )
     const rps = (name: string) => med.get(name)?.rps ?? NaN
     // The verdict uses the median of per-round ratios (see pairedRatio); the ratio of medians is printed beside it.
     const allow = pairedRatio(runs, 'gateway allow', 'bare undici proxy')
@@ -153,9 +196,15 @@ require('http').createServer((q, s) => { s.writeHead(429, { 'content-type': 'app
     const rejectRatio = reject.median
     const fmt = (xs: number[]) => xs.map((x) => x.toFixed(3)).join(', ')
     console.log('')
-    console.log(`gateway allow  / bare proxy = ${allowRatio.toFixed(3)}  (target ≥ 0.93: ${allowRatio >= 0.93 ? 'met' : 'MISSED'}; per round ${fmt(allow.rounds)}; ratio of medians ${(rps('gateway allow') / rps('bare undici proxy')).toFixed(3)})`)
-    console.log(`gateway reject / bare proxy = ${rejectRatio.toFixed(2)}×  (target ≥ 3×: ${rejectRatio >= 3 ? 'met' : 'MISSED'}; per round ${fmt(reject.rounds)}; ratio of medians ${(rps('gateway reject') / rps('bare undici proxy')).toFixed(2)})`)
-    console.log(`  for scale: node:http constant 429 / bare proxy = ${(rps('node:http constant 429') / rps('bare undici proxy')).toFixed(2)}×, gateway reject / node:http constant 429 = ${(rps('gateway reject') / rps('node:http constant 429')).toFixed(3)}`)
+    console.log(
+      `gateway allow  / bare proxy = ${allowRatio.toFixed(3)}  (target ≥ 0.93: ${allowRatio >= 0.93 ? 'met' : 'MISSED'}; per round ${fmt(allow.rounds)}; ratio of medians ${(rps('gateway allow') / rps('bare undici proxy')).toFixed(3)})`,
+    )
+    console.log(
+      `gateway reject / bare proxy = ${rejectRatio.toFixed(2)}×  (target ≥ 3×: ${rejectRatio >= 3 ? 'met' : 'MISSED'}; per round ${fmt(reject.rounds)}; ratio of medians ${(rps('gateway reject') / rps('bare undici proxy')).toFixed(2)})`,
+    )
+    console.log(
+      `  for scale: node:http constant 429 / bare proxy = ${(rps('node:http constant 429') / rps('bare undici proxy')).toFixed(2)}×, gateway reject / node:http constant 429 = ${(rps('gateway reject') / rps('node:http constant 429')).toFixed(3)}`,
+    )
     if (haveNginx) {
       console.log(`gateway allow  / nginx limit_req allow  = ${(rps('gateway allow') / rps('nginx limit_req allow')).toFixed(3)}`)
       console.log(`gateway reject / nginx limit_req reject = ${(rps('gateway reject') / rps('nginx limit_req reject')).toFixed(3)}`)

@@ -26,12 +26,14 @@ async function drive(seconds: number, call: () => Promise<boolean>): Promise<num
   let done = 0
   const end = performance.now() + seconds * 1000
   const t0 = performance.now()
-  await Promise.all(Array.from({ length: INFLIGHT }, async () => {
-    while (performance.now() < end) {
-      if (!(await call())) throw new Error('unexpected answer')
-      done++
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: INFLIGHT }, async () => {
+      while (performance.now() < end) {
+        if (!(await call())) throw new Error('unexpected answer')
+        done++
+      }
+    }),
+  )
   return done / ((performance.now() - t0) / 1000)
 }
 
@@ -43,9 +45,24 @@ function cpuSeconds(pid: number): number {
 
 function codec(): number {
   const def = loadSync(PROTO_FILES, LOADER_OPTIONS)
-  const m = def['envoy.service.auth.v3.Authorization'] as unknown as Record<string, { requestSerialize(v: object): Buffer; requestDeserialize(b: Buffer): object }>
+  const m = def['envoy.service.auth.v3.Authorization'] as unknown as Record<
+    string,
+    { requestSerialize(v: object): Buffer; requestDeserialize(b: Buffer): object }
+  >
   const check = m.Check!
-  const bytes = check.requestSerialize(checkRequest({ path: '/api/v1/items?page=2', headers: { 'user-agent': 'curl/8.5.0', accept: '*/*', authorization: 'Bearer abc.def.ghi', 'x-user': 'alice', 'x-forwarded-for': '203.0.113.9', 'x-request-id': '6f1c2a40-2f7e-4b8e-9d43-1a2b3c4d5e6f' } }))
+  const bytes = check.requestSerialize(
+    checkRequest({
+      path: '/api/v1/items?page=2',
+      headers: {
+        'user-agent': 'curl/8.5.0',
+        accept: '*/*',
+        authorization: 'Bearer abc.def.ghi',
+        'x-user': 'alice',
+        'x-forwarded-for': '203.0.113.9',
+        'x-request-id': '6f1c2a40-2f7e-4b8e-9d43-1a2b3c4d5e6f',
+      },
+    }),
+  )
   const n = 200_000
   for (let i = 0; i < 20_000; i++) check.requestSerialize(check.requestDeserialize(bytes))
   const t0 = performance.now()
@@ -55,13 +72,39 @@ function codec(): number {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fv-bench-grpc-'))
-  writeFileSync(join(dir, 'bundle.json'), JSON.stringify({
-    bundle_version: 1,
-    // Never runs out: every call is a full evaluation that charges one token and allows.
-    policies: [{ id: 'allow', spec: { selector: { pathPrefix: '/allow/' }, rules: [{ name: 'allow_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1e9, burst: 1e9 } }] } }],
-  }))
-  writeFileSync(join(dir, 'rls.yaml'), 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n')
-  const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'), FAIRVISOR_RLS_CONFIG: join(dir, 'rls.yaml'), FAIRVISOR_GRPC_PORT: '0' })
+  writeFileSync(
+    join(dir, 'bundle.json'),
+    JSON.stringify({
+      bundle_version: 1,
+      // Never runs out: every call is a full evaluation that charges one token and allows.
+      policies: [
+        {
+          id: 'allow',
+          spec: {
+            selector: { pathPrefix: '/allow/' },
+            rules: [
+              {
+                name: 'allow_user',
+                limit_keys: ['header:x-user'],
+                algorithm: 'token_bucket',
+                algorithm_config: { tokens_per_second: 1e9, burst: 1e9 },
+              },
+            ],
+          },
+        },
+      ],
+    }),
+  )
+  writeFileSync(
+    join(dir, 'rls.yaml'),
+    'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n',
+  )
+  const gw = await startGateway({
+    FAIRVISOR_MODE: 'decision_service',
+    FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
+    FAIRVISOR_RLS_CONFIG: join(dir, 'rls.yaml'),
+    FAIRVISOR_GRPC_PORT: '0',
+  })
   const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
   const c = grpcClients(line.grpcPort as number)
   const pool = new Pool(gw.url, { connections: INFLIGHT, pipelining: 1 })
@@ -80,7 +123,12 @@ async function main(): Promise<void> {
     const check = async (): Promise<boolean> => (await c.check(req)).http_response === 'ok_response'
     const rlsReq = { domain: 'bench', descriptors: [{ entries: [{ key: 'user', value: 'bench-user' }] }] }
     const rls = async (): Promise<boolean> => (await c.shouldRateLimit(rlsReq)).overall_code === 1
-    const headers = { 'x-original-method': 'GET', 'x-original-uri': '/allow/items?page=1', 'x-original-host': 'api.example.com', 'x-user': 'bench-user' }
+    const headers = {
+      'x-original-method': 'GET',
+      'x-original-uri': '/allow/items?page=1',
+      'x-original-host': 'api.example.com',
+      'x-user': 'bench-user',
+    }
     const http = async (): Promise<boolean> => {
       const r = await pool.request({ path: '/v1/decision', method: 'POST', headers })
       await r.body.dump()
@@ -96,10 +144,13 @@ async function main(): Promise<void> {
     await gw.stop()
   }
   const [, base, baseCpu] = rows[0]!
-  console.log(`\n${SECONDS} s per run, ${INFLIGHT} calls in flight, one in-process Node load generator, memory store, node ${process.version}\n`)
+  console.log(
+    `\n${SECONDS} s per run, ${INFLIGHT} calls in flight, one in-process Node load generator, memory store, node ${process.version}\n`,
+  )
   console.log('| run | decisions/s | vs HTTP | decisions per gateway CPU-second | vs HTTP |')
   console.log('|---|---:|---:|---:|---:|')
-  for (const [name, rps, perCpu] of rows) console.log(`| ${name} | ${Math.round(rps)} | ${(rps / base).toFixed(2)} | ${Math.round(perCpu)} | ${(perCpu / baseCpu).toFixed(2)} |`)
+  for (const [name, rps, perCpu] of rows)
+    console.log(`| ${name} | ${Math.round(rps)} | ${(rps / base).toFixed(2)} | ${Math.round(perCpu)} | ${(perCpu / baseCpu).toFixed(2)} |`)
   console.log(`\nCheckRequest decode + encode (@grpc/proto-loader): ${Math.round(codec())} ops/s`)
 }
 

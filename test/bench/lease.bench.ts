@@ -23,26 +23,59 @@ let files = 0
 
 function bundle(rule: string, config: object): string {
   const file = join(dir, `b${++files}.json`)
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'hot', spec: { selector: { pathPrefix: '/' }, rules: [{ name: rule, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: config }] } }] }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'hot',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: rule, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: config }],
+          },
+        },
+      ],
+    }),
+  )
   return file
 }
 
 const evalsha = (redis: RedisServer): number => commandStats(redis).get('evalsha') ?? 0
 
-interface Run { rps: number; requests: number; ok: number; calls: number; seconds: number }
+interface Run {
+  rps: number
+  requests: number
+  ok: number
+  calls: number
+  seconds: number
+}
 
 async function run(redis: RedisServer, backendUrl: string, file: string): Promise<Run> {
-  const env = { FAIRVISOR_BACKEND_URL: backendUrl, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: redis.url, FAIRVISOR_REDIS_TIMEOUT_MS: '1000' }
+  const env = {
+    FAIRVISOR_BACKEND_URL: backendUrl,
+    FAIRVISOR_CONFIG_FILE: file,
+    FAIRVISOR_STORE: redis.url,
+    FAIRVISOR_REDIS_TIMEOUT_MS: '1000',
+  }
   const gws = [await startGatewayProcess(env), await startGatewayProcess(env)]
   try {
     // Warm-up: JIT, connections, script cache.
     await Promise.all(gws.map((g) => runLoad({ url: `${g.url}/x`, connections: 8, seconds: 1, headers: { 'x-tenant': 'warm' } })))
     const before = evalsha(redis)
-    const results: LoadResult[] = await Promise.all(gws.map((g) => runLoad({ url: `${g.url}/x`, connections, seconds, headers: { 'x-tenant': 'hot' } })))
+    const results: LoadResult[] = await Promise.all(
+      gws.map((g) => runLoad({ url: `${g.url}/x`, connections, seconds, headers: { 'x-tenant': 'hot' } })),
+    )
     const requests = results.reduce((a, r) => a + r.requests, 0)
     // The measured window: the longest of the two runs (requests ÷ requests/s).
     const elapsed = Math.max(...results.map((r) => r.requests / r.rps))
-    return { rps: results.reduce((a, r) => a + r.rps, 0), requests, ok: requests - results.reduce((a, r) => a + r.non2xx, 0), calls: evalsha(redis) - before, seconds: elapsed }
+    return {
+      rps: results.reduce((a, r) => a + r.rps, 0),
+      requests,
+      ok: requests - results.reduce((a, r) => a + r.non2xx, 0),
+      calls: evalsha(redis) - before,
+      seconds: elapsed,
+    }
   } finally {
     await Promise.all(gws.map((g) => g.stop()))
   }
@@ -52,7 +85,10 @@ async function main(): Promise<void> {
   const redis = await startRedis()
   const backend = await startBackendProcess()
   try {
-    const modes = [['exact', undefined], ['lease 20 / 200 ms', { tokens: 20, ttl_ms: 200 }]] as const
+    const modes = [
+      ['exact', undefined],
+      ['lease 20 / 200 ms', { tokens: 20, ttl_ms: 200 }],
+    ] as const
     const under = new Map<string, Run[]>()
     for (let r = 0; r < rounds; r++) {
       for (const [name, lease] of r % 2 ? [...modes].reverse() : modes) {
@@ -65,7 +101,11 @@ async function main(): Promise<void> {
     }
     // Over the limit: 500 tokens/s, burst 500 on one key; the exact ceiling is burst + rate × seconds.
     const over = new Map<string, Run>()
-    for (const [name, lease] of modes) over.set(name, await run(redis, backend.url, bundle(`over${files}`, { tokens_per_second: 500, burst: 500, ...(lease ? { lease } : {}) })))
+    for (const [name, lease] of modes)
+      over.set(
+        name,
+        await run(redis, backend.url, bundle(`over${files}`, { tokens_per_second: 500, burst: 500, ...(lease ? { lease } : {}) })),
+      )
     const rows = [['mode', 'req/s (under the limit)', 'Redis calls / request', 'granted over the limit', 'exact ceiling', 'over-grant']]
     for (const [name] of modes) {
       const u = under.get(name)!
@@ -75,13 +115,17 @@ async function main(): Promise<void> {
       const ceiling = Math.round(500 + 500 * o.seconds)
       rows.push([name, String(Math.round(rps)), calls.toFixed(3), String(o.ok), String(ceiling), String(Math.max(0, o.ok - ceiling))])
     }
-    console.log(`\n2 gateway instances on one Redis, wrk -t1 -c${connections} on each, ${seconds} s per run, ${rounds} alternating rounds; node ${process.version}\n`)
+    console.log(
+      `\n2 gateway instances on one Redis, wrk -t1 -c${connections} on each, ${seconds} s per run, ${rounds} alternating rounds; node ${process.version}\n`,
+    )
     console.log(table(rows))
     const e = under.get('exact')!
     const l = under.get(modes[1][0])!
     const ratio = l.reduce((a, x) => a + x.requests, 0) / e.reduce((a, x) => a + x.requests, 0)
     const leaseCalls = l.reduce((a, x) => a + x.calls, 0) / l.reduce((a, x) => a + x.requests, 0)
-    console.log(`\nleases / exact requests/s = ${ratio.toFixed(3)}; Redis calls per request with leases ${leaseCalls.toFixed(3)} (target ≤ 0.1: ${leaseCalls <= 0.1 ? 'met' : 'MISSED'})`)
+    console.log(
+      `\nleases / exact requests/s = ${ratio.toFixed(3)}; Redis calls per request with leases ${leaseCalls.toFixed(3)} (target ≤ 0.1: ${leaseCalls <= 0.1 ? 'met' : 'MISSED'})`,
+    )
     if (leaseCalls > 0.1) process.exitCode = 1
   } finally {
     await stopAll()

@@ -90,7 +90,13 @@ function track(name: string, proc: ChildProcess, port: number): Running {
  * `PORT <n>` or a JSON log line with `"port":<n>` (the gateway's start-up line).
  * stdout is drained for the life of the process so a chatty child never blocks.
  */
-export function spawnServer(name: string, cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 15_000): Promise<Running> {
+export function spawnServer(
+  name: string,
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+  timeoutMs = 15_000,
+): Promise<Running> {
   const proc = spawn(cmd, args, { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   started.add(proc)
   return new Promise((resolve, reject) => {
@@ -153,7 +159,10 @@ export function pinCpus(): { gateway: string; rest: string } | undefined {
 
 /** test/bench/bare-proxy.ts in front of `backendUrl`: the floor a Node proxy on undici costs. */
 export function startBareProxy(backendUrl: string): Promise<Running> {
-  return spawnServer('bare proxy', process.execPath, ['--import', 'tsx', join(ROOT, 'test/bench/bare-proxy.ts')], { BACKEND_URL: backendUrl, PORT: '0' })
+  return spawnServer('bare proxy', process.execPath, ['--import', 'tsx', join(ROOT, 'test/bench/bare-proxy.ts')], {
+    BACKEND_URL: backendUrl,
+    PORT: '0',
+  })
 }
 
 /**
@@ -181,11 +190,14 @@ export async function startNginx(httpBody: (port: number) => string, name = 'ngi
 /** nginx `proxy_pass` to `backendUrl` with upstream keep-alive. */
 export function startNginxProxy(backendUrl: string): Promise<Running> {
   const backend = new URL(backendUrl).host
-  return startNginx((port) => `  upstream backend { server ${backend}; keepalive 64; }
+  return startNginx(
+    (port) => `  upstream backend { server ${backend}; keepalive 64; }
   server {
     listen 127.0.0.1:${port};
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }`, 'nginx proxy_pass')
+  }`,
+    'nginx proxy_pass',
+  )
 }
 
 function canConnect(port: number): Promise<boolean> {
@@ -199,14 +211,16 @@ function canConnect(port: number): Promise<boolean> {
 
 /** Stops every process this module started. */
 export async function stopAll(): Promise<void> {
-  await Promise.all([...started].map((p) => {
-    if (p.exitCode !== null || p.signalCode !== null) return undefined
-    return new Promise<void>((r) => {
-      p.once('exit', () => r())
-      p.kill('SIGTERM')
-      setTimeout(() => p.kill('SIGKILL'), 3000).unref()
-    })
-  }))
+  await Promise.all(
+    [...started].map((p) => {
+      if (p.exitCode !== null || p.signalCode !== null) return undefined
+      return new Promise<void>((r) => {
+        p.once('exit', () => r())
+        p.kill('SIGTERM')
+        setTimeout(() => p.kill('SIGKILL'), 3000).unref()
+      })
+    }),
+  )
 }
 
 export interface LoadOptions {
@@ -283,7 +297,14 @@ async function runAutocannon(o: LoadOptions): Promise<LoadResult> {
   // Loaded by a computed name: autocannon ships no types and is needed only without wrk.
   const name = 'autocannon'
   const { default: autocannon } = (await import(name)) as { default: (opts: object) => Promise<AutocannonResult> }
-  const r = await autocannon({ url: o.url, connections: o.connections, duration: o.seconds, method: o.method ?? 'GET', headers: o.headers, body: o.body })
+  const r = await autocannon({
+    url: o.url,
+    connections: o.connections,
+    duration: o.seconds,
+    method: o.method ?? 'GET',
+    headers: o.headers,
+    body: o.body,
+  })
   return {
     tool: 'autocannon',
     rps: r.requests.total / o.seconds,
@@ -329,7 +350,11 @@ export function median(xs: readonly number[]): number {
  * round so no target always goes first (noise on a small machine hits all
  * alike). Returns every run per target name.
  */
-export async function interleave<T extends { name: string }>(targets: readonly T[], rounds: number, load: (t: T, round: number) => Promise<LoadResult>): Promise<Map<string, LoadResult[]>> {
+export async function interleave<T extends { name: string }>(
+  targets: readonly T[],
+  rounds: number,
+  load: (t: T, round: number) => Promise<LoadResult>,
+): Promise<Map<string, LoadResult[]>> {
   const out = new Map<string, LoadResult[]>(targets.map((t) => [t.name, []]))
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < targets.length; i++) {
@@ -369,7 +394,14 @@ export function summarise(runs: readonly LoadResult[]): LoadResult {
 /** A plain left-aligned text table (first row = header). */
 export function table(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)))
-  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join('  ').trimEnd()).join('\n')
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => cell.padEnd(widths[c]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')
 }
 
 /**
@@ -393,8 +425,16 @@ export function cpuMicros(pid: number | undefined): number | undefined {
  * shared virtual machine whose speed drifts within minutes, short adjacent
  * pairs keep both sides of each ratio under the same conditions.
  */
-export async function abPairs<T extends { name: string }>(a: T, b: T, rounds: number, load: (t: T) => Promise<LoadResult>): Promise<Map<string, LoadResult[]>> {
-  const out = new Map<string, LoadResult[]>([[a.name, []], [b.name, []]])
+export async function abPairs<T extends { name: string }>(
+  a: T,
+  b: T,
+  rounds: number,
+  load: (t: T) => Promise<LoadResult>,
+): Promise<Map<string, LoadResult[]>> {
+  const out = new Map<string, LoadResult[]>([
+    [a.name, []],
+    [b.name, []],
+  ])
   for (let round = 0; round < rounds; round++) {
     for (const t of round % 2 === 0 ? [a, b] : [b, a]) out.get(t.name)!.push(await load(t))
   }
@@ -409,9 +449,22 @@ export function allowRejectBundle(dir: string): string {
   const file = join(dir, 'bundle.json')
   const policy = (id: string, prefix: string, burst: number, rate: number): object => ({
     id,
-    spec: { selector: { pathPrefix: prefix }, rules: [{ name: `${id}_rule`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst, tokens_per_second: rate } }] },
+    spec: {
+      selector: { pathPrefix: prefix },
+      rules: [
+        {
+          name: `${id}_rule`,
+          limit_keys: ['header:x-user'],
+          algorithm: 'token_bucket',
+          algorithm_config: { burst, tokens_per_second: rate },
+        },
+      ],
+    },
   })
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [policy('allow', '/allow/', 1e9, 1e9), policy('reject', '/reject/', 1, 0.0001)] }))
+  writeFileSync(
+    file,
+    JSON.stringify({ bundle_version: 1, policies: [policy('allow', '/allow/', 1e9, 1e9), policy('reject', '/reject/', 1, 0.0001)] }),
+  )
   return file
 }
 

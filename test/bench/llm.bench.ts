@@ -24,7 +24,24 @@ import { parseLlmBody } from '../../src/llm/request-body.js'
 import { RequestView } from '../../src/request/view.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
 
-const WORDS = ['the', 'rate', 'limiter', 'gateway', 'tokens', 'résumé', 'naïve', '東京', 'function()', '{"a":1}', 'https://example.com/x', '42', 'Hello,', 'world!', 'streaming', 'completion']
+const WORDS = [
+  'the',
+  'rate',
+  'limiter',
+  'gateway',
+  'tokens',
+  'résumé',
+  'naïve',
+  '東京',
+  'function()',
+  '{"a":1}',
+  'https://example.com/x',
+  '42',
+  'Hello,',
+  'world!',
+  'streaming',
+  'completion',
+]
 function text(chars: number, seed: number): string {
   let s = ''
   let x = seed
@@ -34,14 +51,36 @@ function text(chars: number, seed: number): string {
   }
   return s.slice(0, chars)
 }
-const chat = (content: string): Buffer => Buffer.from(JSON.stringify({ model: 'm', max_tokens: 256, messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content }] }))
+const chat = (content: string): Buffer =>
+  Buffer.from(
+    JSON.stringify({
+      model: 'm',
+      max_tokens: 256,
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content },
+      ],
+    }),
+  )
 const BODY = chat(text(4000, 7)) // ≈ 4 KB
 
 function engineRate(config: object, algorithm: string, seconds = 2): number {
-  const doc = { bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', limit_keys: ['header:x-k'], algorithm, algorithm_config: config }] } }] }
+  const doc = {
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'p',
+        spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', limit_keys: ['header:x-k'], algorithm, algorithm_config: config }] },
+      },
+    ],
+  }
   const r = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 'bench.json', Date.now())
   if (!r.ok) throw new Error(r.errors.join('; '))
-  const engine = new Engine({ store: new MemoryStore({ maxBytes: 64 << 20 }), failPolicy: 'open', observer: { descriptorMissing() {}, shadowReject() {}, storeError() {} } })
+  const engine = new Engine({
+    store: new MemoryStore({ maxBytes: 64 << 20 }),
+    failPolicy: 'open',
+    observer: { descriptorMissing() {}, shadowReject() {}, storeError() {} },
+  })
   const raw = ['x-k', 'k', 'content-length', String(BODY.length), 'content-type', 'application/json']
   let n = 0
   let now = Date.now()
@@ -49,7 +88,16 @@ function engineRate(config: object, algorithm: string, seconds = 2): number {
   while (performance.now() - t0 < seconds * 1000) {
     for (let i = 0; i < 200; i++) {
       now += 1000 // a second apart: the bucket never runs dry, every decision is a full allow
-      engine.evaluate(r.bundle, new RequestView({ method: 'POST', path: '/v1/chat/completions', rawQuery: '', host: 'h', rawHeaders: raw, peer: '10.0.0.1', body: BODY }, undefined), now, false, () => {})
+      engine.evaluate(
+        r.bundle,
+        new RequestView(
+          { method: 'POST', path: '/v1/chat/completions', rawQuery: '', host: 'h', rawHeaders: raw, peer: '10.0.0.1', body: BODY },
+          undefined,
+        ),
+        now,
+        false,
+        () => {},
+      )
       n++
     }
   }
@@ -81,8 +129,13 @@ for (const est of ['simple_word', 'tokenizer'] as const) {
   estimationCost(est, prompts, 3) // warm-up
   const us = estimationCost(est, prompts, 20)
   let err = 0
-  prompts.forEach((b, i) => (err += Math.abs(estimatePrompt(est, 'o200k_base', parseLlmBody(b, b.length), undefined) - exact[i]!) / exact[i]!))
-  rows.push([`estimate ${est} (prompts of 0.2–8 KB)`, `${us.toFixed(1)} µs/request, mean error ${((err / prompts.length) * 100).toFixed(1)} % vs exact`])
+  prompts.forEach(
+    (b, i) => (err += Math.abs(estimatePrompt(est, 'o200k_base', parseLlmBody(b, b.length), undefined) - exact[i]!) / exact[i]!),
+  )
+  rows.push([
+    `estimate ${est} (prompts of 0.2–8 KB)`,
+    `${us.toFixed(1)} µs/request, mean error ${((err / prompts.length) * 100).toFixed(1)} % vs exact`,
+  ])
 }
 for (const [k, v] of rows) console.log(`${k.padEnd(44)} ${v}`)
 
@@ -92,21 +145,61 @@ const pin = pinCpus()
 const dir = tempDir('fv-bench-llm-')
 const file = join(dir, 'bundle.json')
 const policy = (id: string, rule: object): object => ({ id, spec: { selector: { pathPrefix: `/${id}/` }, rules: [rule] } })
-writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [
-  policy('llm', { name: 'bench_llm', limit_keys: ['header:x-k'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 1e12, token_source: { estimator: 'tokenizer' } } }),
-  policy('llmsw', { name: 'bench_llm_sw', limit_keys: ['header:x-k'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 1e12, token_source: { estimator: 'simple_word' } } }),
-  policy('tb', { name: 'bench_tb', limit_keys: ['header:x-k'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1e9, burst: 1e9 } }),
-] }))
-const answer = JSON.stringify({ id: 'c', object: 'chat.completion', choices: [{ message: { role: 'assistant', content: 'ok' } }], usage: { prompt_tokens: 900, completion_tokens: 40, total_tokens: 940 } })
-const backend = await spawnServer('backend', process.execPath, ['-e', `const b = Buffer.from(${JSON.stringify(answer)});
+writeFileSync(
+  file,
+  JSON.stringify({
+    bundle_version: 1,
+    policies: [
+      policy('llm', {
+        name: 'bench_llm',
+        limit_keys: ['header:x-k'],
+        algorithm: 'token_bucket_llm',
+        algorithm_config: { tokens_per_minute: 1e12, token_source: { estimator: 'tokenizer' } },
+      }),
+      policy('llmsw', {
+        name: 'bench_llm_sw',
+        limit_keys: ['header:x-k'],
+        algorithm: 'token_bucket_llm',
+        algorithm_config: { tokens_per_minute: 1e12, token_source: { estimator: 'simple_word' } },
+      }),
+      policy('tb', {
+        name: 'bench_tb',
+        limit_keys: ['header:x-k'],
+        algorithm: 'token_bucket',
+        algorithm_config: { tokens_per_second: 1e9, burst: 1e9 },
+      }),
+    ],
+  }),
+)
+const answer = JSON.stringify({
+  id: 'c',
+  object: 'chat.completion',
+  choices: [{ message: { role: 'assistant', content: 'ok' } }],
+  usage: { prompt_tokens: 900, completion_tokens: 40, total_tokens: 940 },
+})
+const backend = await spawnServer('backend', process.execPath, [
+  '-e',
+  `const b = Buffer.from(${JSON.stringify(answer)});
 require('http').createServer((q, s) => { q.resume(); q.on('end', () => { s.writeHead(200, { 'content-type': 'application/json', 'content-length': b.length }); s.end(b) }) })
-  .listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`])
+  .listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`,
+])
 try {
   const gw = await startGatewayProcess({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file }, [], pin?.gateway)
   const target = (name: string, path: string) => ({ name, path })
-  const load = (t: { name: string; path: string }): Promise<LoadResult> => runLoad({ url: gw.url + t.path, connections: 32, seconds, method: 'POST', headers: { 'x-k': 'bench', 'content-type': 'application/json' }, body: BODY.toString() })
+  const load = (t: { name: string; path: string }): Promise<LoadResult> =>
+    runLoad({
+      url: gw.url + t.path,
+      connections: 32,
+      seconds,
+      method: 'POST',
+      headers: { 'x-k': 'bench', 'content-type': 'application/json' },
+      body: BODY.toString(),
+    })
   const tbt = target('token_bucket rule', '/tb/v1/chat/completions')
-  for (const llm of [target('LLM rule (tokenizer)', '/llm/v1/chat/completions'), target('LLM rule (simple_word)', '/llmsw/v1/chat/completions')]) {
+  for (const llm of [
+    target('LLM rule (tokenizer)', '/llm/v1/chat/completions'),
+    target('LLM rule (simple_word)', '/llmsw/v1/chat/completions'),
+  ]) {
     for (const t of [llm, tbt]) await load(t) // warm-up
     const runs = await abPairs(llm, tbt, pairs, load)
     const total = (n: string): number => runs.get(n)!.reduce((a, r) => a + r.requests, 0)
@@ -115,7 +208,9 @@ try {
       if (x.non2xx || x.errors) throw new Error(`${t.name}: ${x.non2xx} non-2xx, ${x.errors} errors`)
       console.log(`${`HTTP, 4 KB POST, ${t.name}`.padEnd(44)} ${Math.round(x.rps)} req/s (median), p99 ${x.p99Ms.toFixed(2)} ms`)
     }
-    console.log(`${`HTTP: ${llm.name} / token_bucket rule`.padEnd(44)} ${(total(llm.name) / total(tbt.name)).toFixed(3)} (ratio of total requests over ${pairs} adjacent pairs of ${seconds} s; ${runs.get(llm.name)![0]!.tool}, 32 connections${pin ? `, gateway on CPU ${pin.gateway}` : ''})`)
+    console.log(
+      `${`HTTP: ${llm.name} / token_bucket rule`.padEnd(44)} ${(total(llm.name) / total(tbt.name)).toFixed(3)} (ratio of total requests over ${pairs} adjacent pairs of ${seconds} s; ${runs.get(llm.name)![0]!.tool}, 32 connections${pin ? `, gateway on CPU ${pin.gateway}` : ''})`,
+    )
   }
 } finally {
   await stopAll()

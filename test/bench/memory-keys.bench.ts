@@ -61,13 +61,21 @@ const floorNs = Number(process.hrtime.bigint() - t2)
 if (sink < 0) console.log(sink)
 
 const perKeyRss = (rssAfter - rssBefore) / KEYS
-console.log(`memory store, ${KEYS.toLocaleString('en')} distinct keys of ${keyOf(0).length} chars, bound ${(maxBytes / MB).toFixed(0)} MiB (FAIRVISOR_SHARED_DICT_SIZE default)`)
+console.log(
+  `memory store, ${KEYS.toLocaleString('en')} distinct keys of ${keyOf(0).length} chars, bound ${(maxBytes / MB).toFixed(0)} MiB (FAIRVISOR_SHARED_DICT_SIZE default)`,
+)
 console.log(`  keys held        ${store.size.toLocaleString('en')} (evictions ${store.evictions})`)
-console.log(`  bytes charged    ${store.bytesUsed.toLocaleString('en')} = ${(store.bytesUsed / MB).toFixed(1)} MiB of ${(maxBytes / MB).toFixed(0)} MiB (${ENTRY_OVERHEAD_BYTES} + key length per key)`)
-console.log(`  RSS before/after ${(rssBefore / MB).toFixed(1)} MiB / ${(rssAfter / MB).toFixed(1)} MiB → ${perKeyRss.toFixed(1)} bytes per key`)
+console.log(
+  `  bytes charged    ${store.bytesUsed.toLocaleString('en')} = ${(store.bytesUsed / MB).toFixed(1)} MiB of ${(maxBytes / MB).toFixed(0)} MiB (${ENTRY_OVERHEAD_BYTES} + key length per key)`,
+)
+console.log(
+  `  RSS before/after ${(rssBefore / MB).toFixed(1)} MiB / ${(rssAfter / MB).toFixed(1)} MiB → ${perKeyRss.toFixed(1)} bytes per key`,
+)
 console.log(`  apply() new key  ${(insertNs / KEYS).toFixed(0)} ns/op`)
 console.log(`  apply() hit      ${(hitNs / KEYS).toFixed(0)} ns/op (key string built per op included)`)
-console.log(`  floor: Map.get   ${(floorNs / KEYS).toFixed(0)} ns/op on the same ${KEYS.toLocaleString('en')} keys (cache-cold hash lookup dominates)`)
+console.log(
+  `  floor: Map.get   ${(floorNs / KEYS).toFixed(0)} ns/op on the same ${KEYS.toLocaleString('en')} keys (cache-cold hash lookup dominates)`,
+)
 const ok = store.size === KEYS && store.evictions === 0
 console.log(ok ? '  OK: every key held, nothing evicted' : '  FAIL: keys were evicted under the default bound')
 process.exitCode = ok ? 0 : 1

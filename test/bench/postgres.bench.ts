@@ -15,12 +15,25 @@
  * (interleave). Gateways on CPU 0; wrk, backend and both servers on the other.
  */
 import pg from 'pg'
-import { allowRejectBundle, interleave, median, pinCpus, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import {
+  allowRejectBundle,
+  interleave,
+  median,
+  pinCpus,
+  runLoad,
+  startBackendProcess,
+  startGatewayProcess,
+  stopAll,
+  summarise,
+  table,
+  tempDir,
+  type LoadResult,
+  type Running,
+} from './lib.js'
 import { startRedis } from '../store/redis-servers.js'
 import { startPostgres } from '../store/postgres-servers.js'
 
 const [seconds = 1, rounds = 5, instances = 2, connections = 64] = process.argv.slice(2).map(Number)
-
 
 type StoreName = 'memory' | 'redis' | 'postgres'
 interface Target {
@@ -40,12 +53,19 @@ async function main(): Promise<void> {
   await admin.connect()
   await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
   const counts = async (): Promise<{ take: number; commits: number }> => {
-    const r = await admin.query(`SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'SELECT fairvisor_take(%') AS take, (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits`)
+    const r = await admin.query(
+      `SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'SELECT fairvisor_take(%') AS take, (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits`,
+    )
     return { take: Number(r.rows[0].take), commits: Number(r.rows[0].commits) }
   }
   try {
     const backend = await startBackendProcess()
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_STORE_TIMEOUT_MS: '1000' }
+    const env = {
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: file,
+      FAIRVISOR_LOG_LEVEL: 'info',
+      FAIRVISOR_STORE_TIMEOUT_MS: '1000',
+    }
     const urls: Record<StoreName, string> = { memory: 'memory', redis: redis.url, postgres: pgServer.url }
     const names = (['allow', 'reject'] as const).flatMap((p) => (['memory', 'redis', 'postgres'] as const).map((s) => `${s} ${p}`))
     const runs = new Map<string, LoadResult[]>(names.map((n) => [n, []]))
@@ -62,28 +82,48 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < instances; i++) {
       const gws = {} as Record<StoreName, Running>
-      for (const s of ['memory', 'redis', 'postgres'] as const) gws[s] = await startGatewayProcess({ ...env, FAIRVISOR_STORE: urls[s] }, [], pin?.gateway)
-      const targets = (path: string): Target[] => (['memory', 'redis', 'postgres'] as const).map((s) => ({ name: `${s} ${path.split('/')[1]}`, store: s, path, gw: gws[s] }))
-      for (const x of [...targets('/allow/x'), ...targets('/reject/x')]) await runLoad({ url: x.gw.url + x.path, connections, seconds: 2, headers: { 'x-user': 'bench' } })
+      for (const s of ['memory', 'redis', 'postgres'] as const)
+        gws[s] = await startGatewayProcess({ ...env, FAIRVISOR_STORE: urls[s] }, [], pin?.gateway)
+      const targets = (path: string): Target[] =>
+        (['memory', 'redis', 'postgres'] as const).map((s) => ({ name: `${s} ${path.split('/')[1]}`, store: s, path, gw: gws[s] }))
+      for (const x of [...targets('/allow/x'), ...targets('/reject/x')])
+        await runLoad({ url: x.gw.url + x.path, connections, seconds: 2, headers: { 'x-user': 'bench' } })
       for (const path of ['/allow/x', '/reject/x']) {
         const got = await interleave(targets(path), rounds, load)
         for (const [k, v] of got) runs.get(k)!.push(...v)
       }
-      console.log(`  instance ${i + 1}/${instances}: allow ${['memory', 'redis', 'postgres'].map((s) => Math.round(median(runs.get(`${s} allow`)!.map((r) => r.rps)))).join(' / ')} req/s (memory / redis / postgres, medians so far)`)
+      console.log(
+        `  instance ${i + 1}/${instances}: allow ${['memory', 'redis', 'postgres'].map((s) => Math.round(median(runs.get(`${s} allow`)!.map((r) => r.rps)))).join(' / ')} req/s (memory / redis / postgres, medians so far)`,
+      )
       await Promise.all(Object.values(gws).map((g) => g.stop()))
     }
     const rows = [['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors']]
     for (const name of names) {
       const r = summarise(runs.get(name)!)
-      rows.push([name, Math.round(r.rps).toString(), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2), String(r.requests), String(r.non2xx), String(r.errors)])
+      rows.push([
+        name,
+        Math.round(r.rps).toString(),
+        r.p50Ms.toFixed(2),
+        r.p99Ms.toFixed(2),
+        String(r.requests),
+        String(r.non2xx),
+        String(r.errors),
+      ])
     }
     const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis + PostgreSQL on CPU ${pin.rest}` : 'no CPU pinning'
-    console.log(`\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${rounds} rounds per path; ${placement}\n`)
+    console.log(
+      `\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${rounds} rounds per path; ${placement}\n`,
+    )
     console.log(table(rows))
     const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
-    for (const p of ['allow', 'reject']) console.log(`postgres / in-process, ${p}: ${(total(`postgres ${p}`) / total(`memory ${p}`)).toFixed(3)}; postgres / redis: ${(total(`postgres ${p}`) / total(`redis ${p}`)).toFixed(3)} (ratios of total requests)`)
+    for (const p of ['allow', 'reject'])
+      console.log(
+        `postgres / in-process, ${p}: ${(total(`postgres ${p}`) / total(`memory ${p}`)).toFixed(3)}; postgres / redis: ${(total(`postgres ${p}`) / total(`redis ${p}`)).toFixed(3)} (ratios of total requests)`,
+      )
     const f = (xs: number[]): string => `median ${median(xs).toFixed(3)}, max ${Math.max(...xs).toFixed(3)}`
-    console.log(`postgres take statements per request on the allow path (pg_stat_statements): ${f(perRequest.take)} over ${perRequest.take.length} runs`)
+    console.log(
+      `postgres take statements per request on the allow path (pg_stat_statements): ${f(perRequest.take)} over ${perRequest.take.length} runs`,
+    )
     console.log(`postgres commits per request on the allow path (pg_stat_database xact_commit): ${f(perRequest.commits)}`)
     if (perRequest.take.some((x) => x > 1.0001)) process.exitCode = 1 // never more than one statement per request
   } finally {

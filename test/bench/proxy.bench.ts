@@ -17,8 +17,19 @@
  * FV_BENCH_PROFILE=<dir> runs the gateway under `node --cpu-prof` (profiles land in <dir>).
  */
 import {
-  emptyBundleFile, haveCommand, interleave, runLoad, startBackendProcess, startBareProxy, startGatewayProcess,
-  startNginxProxy, stopAll, summarise, table, type LoadResult, type Running,
+  emptyBundleFile,
+  haveCommand,
+  interleave,
+  runLoad,
+  startBackendProcess,
+  startBareProxy,
+  startGatewayProcess,
+  startNginxProxy,
+  stopAll,
+  summarise,
+  table,
+  type LoadResult,
+  type Running,
 } from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 5)
@@ -39,14 +50,19 @@ async function main(): Promise<void> {
   if (haveCommand('nginx')) targets.push(await startNginxProxy(backend.url))
   else console.log('nginx is not on PATH: no nginx comparison')
 
-  const load = (t: Running, seconds: number): Promise<LoadResult> => runLoad({ url: `${t.url}/bench?q=1`, connections: CONNECTIONS, seconds })
+  const load = (t: Running, seconds: number): Promise<LoadResult> =>
+    runLoad({ url: `${t.url}/bench?q=1`, connections: CONNECTIONS, seconds })
   // Warm-up: JIT, connection pools, nginx upstream keep-alive.
   for (const t of targets) await load(t, Math.min(2, SECONDS))
 
-  console.log(`load: ${haveCommand('wrk') ? 'wrk -t1' : 'autocannon'}, ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} interleaved rounds, medians`)
+  console.log(
+    `load: ${haveCommand('wrk') ? 'wrk -t1' : 'autocannon'}, ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} interleaved rounds, medians`,
+  )
   const runs = await interleave(targets, ROUNDS, async (t, round) => {
     const r = await load(t, SECONDS)
-    console.log(`  round ${round + 1} ${t.name.padEnd(16)} ${r.rps.toFixed(0).padStart(7)} req/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms`)
+    console.log(
+      `  round ${round + 1} ${t.name.padEnd(16)} ${r.rps.toFixed(0).padStart(7)} req/s  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${r.p99Ms.toFixed(2)} ms`,
+    )
     return r
   })
   await stopAll()

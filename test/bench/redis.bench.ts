@@ -30,13 +30,30 @@
  * the backend here, left CPU 0 idle ≈ 14 % of the time with 32 (README,
  * "Measured figures", has both). Pass 32 to see that case.
  */
-import { abPairs, allowRejectBundle, commandStats, cpuMicros, median, pairedRatio, pinCpus, quantile, runLoad, startBackendProcess, startGatewayProcess, stopAll, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import {
+  abPairs,
+  allowRejectBundle,
+  commandStats,
+  cpuMicros,
+  median,
+  pairedRatio,
+  pinCpus,
+  quantile,
+  runLoad,
+  startBackendProcess,
+  startGatewayProcess,
+  stopAll,
+  summarise,
+  table,
+  tempDir,
+  type LoadResult,
+  type Running,
+} from './lib.js'
 import { startRedis } from '../store/redis-servers.js'
 
 const argv = process.argv.slice(2)
 const noPin = argv[0] === '--no-pin'
 const [seconds = 1, pairs = 10, instances = 6, connections = 64] = (noPin ? argv.slice(1) : argv).map(Number)
-
 
 interface Target {
   name: string
@@ -47,7 +64,6 @@ interface Target {
 
 /** Commands the token-bucket script runs inside its EVALSHA (counted by Redis, but not sent by the gateway). */
 const INSIDE_SCRIPT = new Set(['time', 'get', 'set', 'psetex'])
-
 
 async function main(): Promise<void> {
   const pin = noPin ? undefined : pinCpus()
@@ -97,8 +113,18 @@ async function main(): Promise<void> {
         redisGw = await start(redis.url)
         memGw = await start('memory')
       }
-      const t = (name: string, store: Target['store'], path: string): Target => ({ name, store, path, gw: store === 'memory' ? memGw : redisGw })
-      const targets = [t(names[0]!, 'memory', '/allow/x'), t(names[1]!, 'redis', '/allow/x'), t(names[2]!, 'memory', '/reject/x'), t(names[3]!, 'redis', '/reject/x')]
+      const t = (name: string, store: Target['store'], path: string): Target => ({
+        name,
+        store,
+        path,
+        gw: store === 'memory' ? memGw : redisGw,
+      })
+      const targets = [
+        t(names[0]!, 'memory', '/allow/x'),
+        t(names[1]!, 'redis', '/allow/x'),
+        t(names[2]!, 'memory', '/reject/x'),
+        t(names[3]!, 'redis', '/reject/x'),
+      ]
       // Warm up both gateways (JIT, connection pools, script cache) and drain the reject buckets.
       for (const x of targets) await runLoad({ url: x.gw.url + x.path, connections, seconds: 3, headers: { 'x-user': `bench-${i}` } })
       const allow = await abPairs(targets[0]!, targets[1]!, pairs, load)
@@ -107,21 +133,51 @@ async function main(): Promise<void> {
       instanceRatios.allow.push(pairedRatio(allow, names[1]!, names[0]!).median)
       instanceRatios.reject.push(pairedRatio(reject, names[3]!, names[2]!).median)
       const rps = (m: Map<string, LoadResult[]>, n: string): number => Math.round(median(m.get(n)!.map((r) => r.rps)))
-      console.log(`  instance ${i + 1}/${instances} (${i % 2 === 0 ? 'in-process' : 'Redis'} gateway started first): allow ${rps(allow, names[0]!)} vs ${rps(allow, names[1]!)} req/s (ratio ${instanceRatios.allow.at(-1)!.toFixed(3)}), reject ${rps(reject, names[2]!)} vs ${rps(reject, names[3]!)} req/s (ratio ${instanceRatios.reject.at(-1)!.toFixed(3)})`)
+      console.log(
+        `  instance ${i + 1}/${instances} (${i % 2 === 0 ? 'in-process' : 'Redis'} gateway started first): allow ${rps(allow, names[0]!)} vs ${rps(allow, names[1]!)} req/s (ratio ${instanceRatios.allow.at(-1)!.toFixed(3)}), reject ${rps(reject, names[2]!)} vs ${rps(reject, names[3]!)} req/s (ratio ${instanceRatios.reject.at(-1)!.toFixed(3)})`,
+      )
       await Promise.all([memGw.stop(), redisGw.stop()])
     }
 
     const s = new Map([...runs].map(([k, v]) => [k, summarise(v)]))
-    const rows = [['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors', 'CPU µs/request: gateway', 'redis', 'backend', 'redis cmds/request']]
+    const rows = [
+      [
+        'target',
+        'req/s (median)',
+        'p50 ms',
+        'p99 ms',
+        'requests',
+        'non-2xx',
+        'errors',
+        'CPU µs/request: gateway',
+        'redis',
+        'backend',
+        'redis cmds/request',
+      ],
+    ]
     for (const name of names) {
       const r = s.get(name)!
       const c = cpu.get(name)
       const cpr = perRequest.get(name)
       const m = (xs: number[] | undefined): string => (xs?.length ? median(xs).toFixed(1) : '-')
-      rows.push([name, Math.round(r.rps).toString(), r.p50Ms.toFixed(2), r.p99Ms.toFixed(2), String(r.requests), String(r.non2xx), String(r.errors), m(c?.gw), m(c?.redis), m(c?.backend), cpr ? median(cpr).toFixed(3) : '-'])
+      rows.push([
+        name,
+        Math.round(r.rps).toString(),
+        r.p50Ms.toFixed(2),
+        r.p99Ms.toFixed(2),
+        String(r.requests),
+        String(r.non2xx),
+        String(r.errors),
+        m(c?.gw),
+        m(c?.redis),
+        m(c?.backend),
+        cpr ? median(cpr).toFixed(3) : '-',
+      ])
     }
     const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'
-    console.log(`\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per path; ${placement}\n`)
+    console.log(
+      `\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per path; ${placement}\n`,
+    )
     console.log(table(rows))
     // Verdict on the ratio of total requests; the per-pair ratios are summarised beside it.
     const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
@@ -134,7 +190,9 @@ async function main(): Promise<void> {
     console.log(`redis / in-process, reject: ${ratios('redis reject', 'memory reject', instanceRatios.reject)}`)
     const cmds = perRequest.get('redis allow')!
     // Exactly one EVALSHA per request: a run may count up to one command per connection more than answers (requests still in flight when wrk stops counting), never fewer.
-    console.log(`redis commands per request on the allow path: median ${median(cmds).toFixed(4)}, max ${Math.max(...cmds).toFixed(4)} over ${cmds.length} runs; commands minus answered requests per run ${Math.min(...excess)}–${Math.max(...excess)} (must lie in 0–${connections}, one per connection in flight when wrk stops counting)`)
+    console.log(
+      `redis commands per request on the allow path: median ${median(cmds).toFixed(4)}, max ${Math.max(...cmds).toFixed(4)} over ${cmds.length} runs; commands minus answered requests per run ${Math.min(...excess)}–${Math.max(...excess)} (must lie in 0–${connections}, one per connection in flight when wrk stops counting)`,
+    )
     if (allow < 0.85) process.exitCode = 1
     if (excess.some((x) => x < 0 || x > connections)) process.exitCode = 1
   } finally {

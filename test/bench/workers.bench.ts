@@ -21,7 +21,19 @@ import { bucketLimit } from '../../src/algorithms/token-bucket.js'
 import { SharedMemoryStore } from '../../src/store/shared/store.js'
 import { SharedTable } from '../../src/store/shared/table.js'
 import type { Check } from '../../src/store/store.js'
-import { allowRejectBundle, cpuMicros, median, parseWrk, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult, type Running } from './lib.js'
+import {
+  allowRejectBundle,
+  cpuMicros,
+  median,
+  parseWrk,
+  startBackendProcess,
+  startGatewayProcess,
+  stopAll,
+  table,
+  tempDir,
+  type LoadResult,
+  type Running,
+} from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 6)
 const ROUNDS = Number(process.argv[3] ?? 3)
@@ -34,13 +46,32 @@ const dir = tempDir('fv-bench-workers-')
  * A per-request Lua function roughly doubles wrk's CPU, which here shares CPU 1 with the second
  * worker, so the figures printed are for one user.
  */
-const usersLua = (n: number): string[] => (n === 1 ? [] : ['local i = 0', 'request = function()', '  i = i + 1', `  wrk.headers["X-User"] = "user-" .. (i % ${n})`, '  return wrk.format()', 'end'])
+const usersLua = (n: number): string[] =>
+  n === 1
+    ? []
+    : [
+        'local i = 0',
+        'request = function()',
+        '  i = i + 1',
+        `  wrk.headers["X-User"] = "user-" .. (i % ${n})`,
+        '  return wrk.format()',
+        'end',
+      ]
 
 /** wrk pinned to GEN_CPU. */
 async function wrk(url: string, headers: Record<string, string>, method: string, users: number): Promise<LoadResult> {
   const script = join(dir, `s${Math.random().toString(36).slice(2)}.lua`)
-  writeFileSync(script, [`wrk.method = ${JSON.stringify(method)}`, ...Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`), ...usersLua(users)].join('\n'))
-  const proc = spawn('taskset', ['-c', GEN_CPU, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], { stdio: ['ignore', 'pipe', 'inherit'] })
+  writeFileSync(
+    script,
+    [
+      `wrk.method = ${JSON.stringify(method)}`,
+      ...Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`),
+      ...usersLua(users),
+    ].join('\n'),
+  )
+  const proc = spawn('taskset', ['-c', GEN_CPU, 'wrk', '-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', '-s', script, url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   let out = ''
   proc.stdout.on('data', (c: Buffer) => (out += c))
   const code = await new Promise<number | null>((r) => proc.once('close', r))
@@ -61,8 +92,18 @@ interface Run extends LoadResult {
   cpuUsPerReq: number
 }
 
-async function measure(label: string, env: Record<string, string>, path: string, headers: Record<string, string>, method: string, users = 1): Promise<Map<number, Run[]>> {
-  const runs = new Map<number, Run[]>([[1, []], [2, []]])
+async function measure(
+  label: string,
+  env: Record<string, string>,
+  path: string,
+  headers: Record<string, string>,
+  method: string,
+  users = 1,
+): Promise<Map<number, Run[]>> {
+  const runs = new Map<number, Run[]>([
+    [1, []],
+    [2, []],
+  ])
   for (let round = 0; round < ROUNDS; round++) {
     for (const workers of round % 2 ? [2, 1] : [1, 2]) {
       const gw = await gateway(env, workers)
@@ -72,7 +113,9 @@ async function measure(label: string, env: Record<string, string>, path: string,
         const r = await wrk(`${gw.url}${path}`, headers, method, users)
         const cpu = (cpuMicros(gw.proc.pid) ?? NaN) - (cpu0 ?? NaN)
         runs.get(workers)!.push({ ...r, cores: cpu / (SECONDS * 1e6), cpuUsPerReq: cpu / r.requests })
-        process.stderr.write(`${label} workers=${workers} round ${round + 1}: ${Math.round(r.rps)}/s (non-2xx ${r.non2xx}, errors ${r.errors}), gateway ${(cpu / (SECONDS * 1e6)).toFixed(2)} cores\n`)
+        process.stderr.write(
+          `${label} workers=${workers} round ${round + 1}: ${Math.round(r.rps)}/s (non-2xx ${r.non2xx}, errors ${r.errors}), gateway ${(cpu / (SECONDS * 1e6)).toFixed(2)} cores\n`,
+        )
       } finally {
         await gw.stop()
       }
@@ -116,20 +159,41 @@ async function main(): Promise<void> {
   const decision = await measure('decision', decisionEnv, '/v1/decision', call, 'POST')
   const backend = await startBackendProcess()
   spawn('taskset', ['-apc', GEN_CPU, String(backend.proc.pid)], { stdio: 'ignore' })
-  const proxied = await measure('proxy', { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle }, '/allow/items?page=1', { 'X-User': 'bench-user' }, 'GET')
+  const proxied = await measure(
+    'proxy',
+    { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle },
+    '/allow/items?page=1',
+    { 'X-User': 'bench-user' },
+    'GET',
+  )
   await stopAll()
   const rows: string[][] = [['', '1 worker /s', '2 workers /s', 'ratio', 'p99 ms (1 / 2)', 'gateway cores (1 / 2)', 'CPU µs/req (1 / 2)']]
-  for (const [name, runs] of [['decision service (allow, 1 key)', decision], ['proxied (allow, 1 key)', proxied]] as const) {
+  for (const [name, runs] of [
+    ['decision service (allow, 1 key)', decision],
+    ['proxied (allow, 1 key)', proxied],
+  ] as const) {
     const one = median(runs.get(1)!.map((r) => r.rps))
     const two = median(runs.get(2)!.map((r) => r.rps))
     const p99 = (w: number): string => median(runs.get(w)!.map((r) => r.p99Ms)).toFixed(2)
     const med = (w: number, f: (r: Run) => number, digits: number): string => median(runs.get(w)!.map(f)).toFixed(digits)
-    rows.push([name, Math.round(one).toString(), Math.round(two).toString(), (two / one).toFixed(2), `${p99(1)} / ${p99(2)}`, `${med(1, (r) => r.cores, 2)} / ${med(2, (r) => r.cores, 2)}`, `${med(1, (r) => r.cpuUsPerReq, 1)} / ${med(2, (r) => r.cpuUsPerReq, 1)}`])
+    rows.push([
+      name,
+      Math.round(one).toString(),
+      Math.round(two).toString(),
+      (two / one).toFixed(2),
+      `${p99(1)} / ${p99(2)}`,
+      `${med(1, (r) => r.cores, 2)} / ${med(2, (r) => r.cores, 2)}`,
+      `${med(1, (r) => r.cpuUsPerReq, 1)} / ${med(2, (r) => r.cpuUsPerReq, 1)}`,
+    ])
   }
-  console.log(`workers benchmark: ${SECONDS} s × ${ROUNDS} rounds, ${CONNECTIONS} connections, wrk on CPU ${GEN_CPU}, gateway on CPU 0 (1 worker) or 0-1 (2 workers), medians`)
+  console.log(
+    `workers benchmark: ${SECONDS} s × ${ROUNDS} rounds, ${CONNECTIONS} connections, wrk on CPU ${GEN_CPU}, gateway on CPU 0 (1 worker) or 0-1 (2 workers), medians`,
+  )
   console.log(table(rows))
   const shared = tableRss(1_000_000, 80 * 2 ** 20)
-  console.log(`1 000 000 keys in an 80 MiB shared table: +${shared.mb.toFixed(1)} MiB RSS, of which ${shared.heapMb.toFixed(1)} MiB JS heap (the keys passing through) → ${shared.perKey.toFixed(0)} bytes/key for the table; ${shared.evictions} evictions; ${shared.nsPerOp.toFixed(0)} ns per apply`)
+  console.log(
+    `1 000 000 keys in an 80 MiB shared table: +${shared.mb.toFixed(1)} MiB RSS, of which ${shared.heapMb.toFixed(1)} MiB JS heap (the keys passing through) → ${shared.perKey.toFixed(0)} bytes/key for the table; ${shared.evictions} evictions; ${shared.nsPerOp.toFixed(0)} ns per apply`,
+  )
 }
 
 await main()

@@ -33,10 +33,12 @@ const gateways = Object.entries(compose.services).filter(([, s]) => s.build)
 
 /** Container path → host path of a service's bind mounts. */
 function mounts(s: Service): Map<string, string> {
-  return new Map((s.volumes ?? []).map((v) => {
-    const [host, container] = v.split(':')
-    return [container!, resolve(DIR, host!)]
-  }))
+  return new Map(
+    (s.volumes ?? []).map((v) => {
+      const [host, container] = v.split(':')
+      return [container!, resolve(DIR, host!)]
+    }),
+  )
 }
 
 /** The host file behind a container path, through the service's mounts. */
@@ -48,7 +50,9 @@ function hostPath(s: Service, containerPath: string): string {
 describe('deploy/compose.yaml', () => {
   test('two gateways built from the repository Dockerfile, every COPY source present', () => {
     assert.ok(gateways.length >= 2, 'two gateway replicas')
-    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#'))
+    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
     for (const [name, s] of gateways) {
       const context = resolve(DIR, s.build!.context)
       assert.equal(context, resolve(ROOT), `${name}: the build context is the repository`)
@@ -64,7 +68,7 @@ describe('deploy/compose.yaml', () => {
     }
   })
 
-  test('each gateway\'s environment: settings the code reads and accepts, pointing at the services', () => {
+  test("each gateway's environment: settings the code reads and accepts, pointing at the services", () => {
     const known = settingsRead()
     const stores = new Set<string>()
     const hostPorts: string[] = []
@@ -75,7 +79,10 @@ describe('deploy/compose.yaml', () => {
       // The backend URL names the backend service on the port it listens on.
       const backend = compose.services[settings.backendUrl!.hostname]
       assert.ok(backend, `${name}: FAIRVISOR_BACKEND_URL names no service`)
-      assert.ok(backend.command?.includes(`-listen=:${settings.backendUrl!.port}`), `${name}: the backend does not listen on ${settings.backendUrl!.port}`)
+      assert.ok(
+        backend.command?.includes(`-listen=:${settings.backendUrl!.port}`),
+        `${name}: the backend does not listen on ${settings.backendUrl!.port}`,
+      )
       const store = new URL(settings.store)
       assert.equal(compose.services[store.hostname]?.image?.startsWith('redis:'), true, `${name}: FAIRVISOR_STORE names the Redis service`)
       stores.add(settings.store)
@@ -101,7 +108,7 @@ describe('the compose scenario with real processes: two gateways, one Redis, one
     await backend?.close()
   })
 
-  test('the demo bundle\'s 10-request burst holds across both gateways', async () => {
+  test("the demo bundle's 10-request burst holds across both gateways", async () => {
     backend = await startBackend()
     for (const [, s] of gateways) {
       const env = { ...s.environment! }

@@ -21,7 +21,22 @@ import { startBackend, startGateway, type Backend, type GatewayProcess } from '.
 function bundle(version: number): string {
   return JSON.stringify({
     bundle_version: version,
-    policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 100 } }] } }],
+    policies: [
+      {
+        id: 'api',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [
+            {
+              name: 'per_ip',
+              limit_keys: ['ip:address'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 1, burst: 100 },
+            },
+          ],
+        },
+      },
+    ],
   })
 }
 

@@ -32,7 +32,9 @@ const skip = kubectl.error ? 'kubectl is not installed (Debian: apt-get install 
 function render(overlay: string): K8sObject[] {
   const r = spawnSync('kubectl', ['kustomize', join(DIR, 'overlays', overlay)], { encoding: 'utf8', timeout: 60000 })
   assert.equal(r.status, 0, `kubectl kustomize overlays/${overlay} failed: ${r.stderr}`)
-  return parseAllDocuments(r.stdout).map((d) => d.toJS() as K8sObject).filter(Boolean)
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJS() as K8sObject)
+    .filter(Boolean)
 }
 
 function find(objs: K8sObject[], kind: string, name: string): K8sObject {
@@ -77,13 +79,19 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
 
   const ports = Object.fromEntries((c.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]))
   assert.deepEqual(ports, { http: settings.port, admin: settings.adminPort })
-  for (const [probe, path] of [['livenessProbe', '/livez'], ['readinessProbe', '/readyz'], ['startupProbe', '/livez']] as const) {
+  for (const [probe, path] of [
+    ['livenessProbe', '/livez'],
+    ['readinessProbe', '/readyz'],
+    ['startupProbe', '/livez'],
+  ] as const) {
     assert.deepEqual(c[probe].httpGet, { path, port: 'admin' }, probe)
     assert.ok(ADMIN_ROUTES.includes(`['${path}',`), `${path} is not an admin route`)
   }
 
   // The bundle: a ConfigMap volume mounted whole (no subPath) where FAIRVISOR_CONFIG_FILE points.
-  const mount = (c.volumeMounts as { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[]).find((m) => m.mountPath === settings.configFile)
+  const mount = (c.volumeMounts as { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[]).find(
+    (m) => m.mountPath === settings.configFile,
+  )
   assert.ok(mount, `nothing is mounted at FAIRVISOR_CONFIG_FILE (${settings.configFile})`)
   assert.equal(mount.subPath, undefined, 'a subPath mount never sees ConfigMap updates')
   assert.equal(mount.readOnly, true)
@@ -116,13 +124,19 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
 
 /** Every .ts file under src/, recursively. */
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []))
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  )
 }
 
 test('readOnlyRootFilesystem holds: nothing `serve` runs writes to the file system (only the CLI commands write, to --out)', () => {
   for (const file of sources(join(ROOT, 'src'))) {
     if (file.includes('/src/commands/')) continue
-    assert.doesNotMatch(readFileSync(file, 'utf8'), /\b(writeFile|appendFile|createWriteStream|mkdir|mkdtemp|tmpdir)\w*\(/, `${file} writes to the file system`)
+    assert.doesNotMatch(
+      readFileSync(file, 'utf8'),
+      /\b(writeFile|appendFile|createWriteStream|mkdir|mkdtemp|tmpdir)\w*\(/,
+      `${file} writes to the file system`,
+    )
   }
 })
 
@@ -142,7 +156,8 @@ describe('deploy/kubernetes renders with kubectl kustomize and agrees with the c
     const svc = find(objs, 'Service', url.hostname)
     assert.ok((svc.spec.ports as { port: number }[]).some((p) => p.port === Number(url.port)))
     const redis = find(objs, 'Deployment', url.hostname)
-    for (const [k, val] of Object.entries(svc.spec.selector as Record<string, string>)) assert.equal(redis.spec.template.metadata.labels[k], val)
+    for (const [k, val] of Object.entries(svc.spec.selector as Record<string, string>))
+      assert.equal(redis.spec.template.metadata.labels[k], val)
     assert.equal(redis.spec.template.spec.containers[0].securityContext.readOnlyRootFilesystem, true)
   })
 

@@ -34,7 +34,10 @@ function checkExpr(where: string, expr: string, scrape: Scrape, labels: Map<stri
   assert.ok(names.length > 0, `${where}: names no fairvisor_ metric: ${expr}`)
   for (const n of names) assert.ok(scrape.families.has(n), `${where}: ${n} is not exported by the gateway's /metrics`)
   for (const l of labelsIn(expr)) {
-    assert.ok(names.some((n) => labels.get(n)?.has(l)), `${where}: label ${l} is on none of ${names.join(', ')}`)
+    assert.ok(
+      names.some((n) => labels.get(n)?.has(l)),
+      `${where}: label ${l} is on none of ${names.join(', ')}`,
+    )
   }
 }
 
@@ -55,7 +58,9 @@ const dashboard = JSON.parse(readFileSync(join(ROOT, 'deploy/grafana/fairvisor.j
   templating: { list: { name: string; type: string; query: string | { query: string } }[] }
   annotations: { list: { name: string; expr?: string }[] }
 }
-const alerts = parse(readFileSync(join(ROOT, 'deploy/prometheus/alerts.yml'), 'utf8')) as { groups: { name: string; rules: { alert: string; expr: string; labels: { severity: string }; annotations: { summary: string } }[] }[] }
+const alerts = parse(readFileSync(join(ROOT, 'deploy/prometheus/alerts.yml'), 'utf8')) as {
+  groups: { name: string; rules: { alert: string; expr: string; labels: { severity: string }; annotations: { summary: string } }[] }[]
+}
 
 describe('Grafana dashboard and Prometheus alerts against a running gateway', () => {
   let scrape: Scrape
@@ -76,11 +81,15 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
     const cells = new Set<string>()
     for (const p of dashboard.panels) {
       const g = p.gridPos
-      assert.ok([g.h, g.w, g.x, g.y].every(Number.isInteger) && g.w > 0 && g.h > 0 && g.x >= 0 && g.x + g.w <= 24, `${p.title}: gridPos ${JSON.stringify(g)}`)
-      for (let x = g.x; x < g.x + g.w; x++) for (let y = g.y; y < g.y + g.h; y++) {
-        assert.ok(!cells.has(`${x},${y}`), `${p.title} overlaps another panel at ${x},${y}`)
-        cells.add(`${x},${y}`)
-      }
+      assert.ok(
+        [g.h, g.w, g.x, g.y].every(Number.isInteger) && g.w > 0 && g.h > 0 && g.x >= 0 && g.x + g.w <= 24,
+        `${p.title}: gridPos ${JSON.stringify(g)}`,
+      )
+      for (let x = g.x; x < g.x + g.w; x++)
+        for (let y = g.y; y < g.y + g.h; y++) {
+          assert.ok(!cells.has(`${x},${y}`), `${p.title} overlaps another panel at ${x},${y}`)
+          cells.add(`${x},${y}`)
+        }
       if (p.type === 'row') continue
       assert.equal(p.datasource?.uid, `\${${ds.name}}`, `${p.title}: uses the data source variable`)
       assert.ok(p.targets && p.targets.length > 0, `${p.title}: has targets`)
@@ -93,7 +102,8 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
   test('every dashboard query names metrics and labels the gateway exports', () => {
     let n = 0
     for (const p of dashboard.panels) for (const t of p.targets ?? []) checkExpr(`panel "${p.title}"`, t.expr, scrape, labels), n++
-    for (const v of dashboard.templating.list) if (typeof v.query === 'object') checkExpr(`variable ${v.name}`, v.query.query, scrape, labels)
+    for (const v of dashboard.templating.list)
+      if (typeof v.query === 'object') checkExpr(`variable ${v.name}`, v.query.query, scrape, labels)
     for (const a of dashboard.annotations.list) if (a.expr) checkExpr(`annotation ${a.name}`, a.expr, scrape, labels)
     assert.ok(n >= 20, `${n} queries`)
   })
@@ -101,10 +111,20 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
   test('the dashboard covers decisions, rejects, store, reloads, LLM tokens, budgets and circuit breakers', () => {
     const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr)).join('\n')
     for (const needed of [
-      'fairvisor_decisions_total', 'fairvisor_store_errors_total', 'store_unavailable_fail_open', 'fairvisor_store_evictions_total',
-      'fairvisor_store_fill_ratio', 'fairvisor_config_reload_total', 'fairvisor_tokens_consumed_total', 'fairvisor_token_reservation_unused_total',
-      'fairvisor_token_settlements_total', 'budget_exceeded', 'fairvisor_circuit_state', 'fairvisor_decision_duration_seconds_bucket',
-    ]) assert.ok(exprs.includes(needed), `no panel shows ${needed}`)
+      'fairvisor_decisions_total',
+      'fairvisor_store_errors_total',
+      'store_unavailable_fail_open',
+      'fairvisor_store_evictions_total',
+      'fairvisor_store_fill_ratio',
+      'fairvisor_config_reload_total',
+      'fairvisor_tokens_consumed_total',
+      'fairvisor_token_reservation_unused_total',
+      'fairvisor_token_settlements_total',
+      'budget_exceeded',
+      'fairvisor_circuit_state',
+      'fairvisor_decision_duration_seconds_bucket',
+    ])
+      assert.ok(exprs.includes(needed), `no panel shows ${needed}`)
   })
 
   test('every alert names metrics and labels the gateway exports', () => {
@@ -118,7 +138,10 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
     const page = readFileSync(join(ROOT, 'docs/deploy.md'), 'utf8')
     for (const r of rules) assert.ok(page.includes(`| \`${r.alert}\` |`), `docs/deploy.md does not list ${r.alert}`)
     for (const name of ['FairvisorStoreErrors', 'FairvisorFailingOpen', 'FairvisorReloadFailing', 'FairvisorStoreEvictions']) {
-      assert.ok(rules.some((r) => r.alert === name), `no ${name} alert`)
+      assert.ok(
+        rules.some((r) => r.alert === name),
+        `no ${name} alert`,
+      )
     }
   })
 
@@ -132,6 +155,7 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
     assert.equal(unit.status, 0, unit.stdout + unit.stderr)
     // Every alert has a unit test.
     const tested = readFileSync(join(dir, 'alerts.test.yml'), 'utf8')
-    for (const r of alerts.groups.flatMap((g) => g.rules)) assert.match(tested, new RegExp(`alertname: ${r.alert}\\b`), `${r.alert} has no promtool test`)
+    for (const r of alerts.groups.flatMap((g) => g.rules))
+      assert.match(tested, new RegExp(`alertname: ${r.alert}\\b`), `${r.alert} has no promtool test`)
   })
 })

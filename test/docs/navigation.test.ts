@@ -18,7 +18,12 @@ import { settingsRead } from '../helpers/settings-names.js'
 
 const README = join(ROOT, 'README.md')
 const DOCS = join(ROOT, 'docs')
-const pages = [README, ...readdirSync(DOCS).filter((f) => f.endsWith('.md')).map((f) => join(DOCS, f))]
+const pages = [
+  README,
+  ...readdirSync(DOCS)
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => join(DOCS, f)),
+]
 const read = (file: string): string => readFileSync(file, 'utf8')
 const rel = (file: string): string => relative(ROOT, file)
 
@@ -33,7 +38,11 @@ function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>()
   const outsideCode = markdown.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '')
   for (const m of outsideCode.matchAll(/^#{1,6} +(.+?) *#* *$/gm)) {
-    const base = m[1]!.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').trim().replace(/\s/g, '-')
+    const base = m[1]!
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .trim()
+      .replace(/\s/g, '-')
     const n = seen.get(base) ?? 0
     seen.set(base, n + 1)
     out.add(n === 0 ? base : `${base}-${n}`)
@@ -79,7 +88,10 @@ describe('README.md', () => {
   })
 
   test('its test command is `npm test`, the one CI runs', () => {
-    const steps = commands.flatMap((c) => c.split('\n')).flatMap((l) => l.split('&&')).map((s) => s.trim())
+    const steps = commands
+      .flatMap((c) => c.split('\n'))
+      .flatMap((l) => l.split('&&'))
+      .map((s) => s.trim())
     assert.ok(steps.includes('npm test'), 'the quick start runs `npm test`')
     assert.ok(!steps.some((s) => /^npm (run )?test\b/.test(s) && s !== 'npm test'), 'the test command is exactly `npm test`')
     assert.equal(JSON.parse(read(join(ROOT, 'package.json'))).scripts.test, 'node test/run.mjs')
@@ -93,14 +105,19 @@ describe('README.md', () => {
     try {
       await gw.waitForLog((l) => l.msg === 'bundle applied')
       // The README's loop of 15, sent at once so that a loaded machine's slowness refills no more than a token or two.
-      const codes = await Promise.all(Array.from({ length: 15 }, async () => {
-        const r = await fetch(`${gw.url}/anything`)
-        await r.arrayBuffer()
-        return r.status
-      }))
+      const codes = await Promise.all(
+        Array.from({ length: 15 }, async () => {
+          const r = await fetch(`${gw.url}/anything`)
+          await r.arrayBuffer()
+          return r.status
+        }),
+      )
       const allowed = codes.filter((c) => c === 200).length
       assert.ok(allowed >= 10 && allowed < 15, `a burst of 10 passes, not all 15: ${codes.join(' ')}`)
-      assert.ok(codes.every((c) => c === 200 || c === 429), codes.join(' '))
+      assert.ok(
+        codes.every((c) => c === 200 || c === 429),
+        codes.join(' '),
+      )
     } finally {
       await gw.stop()
       await backend.close()

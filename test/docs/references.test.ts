@@ -28,7 +28,10 @@ function rows(markdown: string): Map<string, string[]> {
     const m = /^\| `([^`]+)` \|(.*)\|$/.exec(line)
     if (!m) continue
     assert.ok(!out.has(m[1]!), `${m[1]} is listed twice`)
-    out.set(m[1]!, m[2]!.split(' | ').map((c) => c.trim()))
+    out.set(
+      m[1]!,
+      m[2]!.split(' | ').map((c) => c.trim()),
+    )
   }
   return out
 }
@@ -38,7 +41,11 @@ function sameSet(documented: Iterable<string>, actual: Iterable<string>, what: s
   const a = new Set(actual)
   const missing = [...a].filter((x) => !d.has(x))
   const unknown = [...d].filter((x) => !a.has(x))
-  assert.deepEqual({ missing, unknown }, { missing: [], unknown: [] }, `${what}: "missing" are not documented, "unknown" are documented but not in the code`)
+  assert.deepEqual(
+    { missing, unknown },
+    { missing: [], unknown: [] },
+    `${what}: "missing" are not documented, "unknown" are documented but not in the code`,
+  )
 }
 
 const TYPE_FILES = ['src/engine/decision.ts', 'src/algorithms/algorithm.ts']
@@ -48,7 +55,16 @@ let program: ts.Program | undefined
 function unionMembers(file: string, alias: string): string[] {
   const path = join(ROOT, file)
   // One program for both files: building it is the slow part.
-  program ??= ts.createProgram(TYPE_FILES.map((f) => join(ROOT, f)), { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true })
+  program ??= ts.createProgram(
+    TYPE_FILES.map((f) => join(ROOT, f)),
+    {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      noEmit: true,
+    },
+  )
   const checker = program.getTypeChecker()
   const source = program.getSourceFile(path)!
   const decl = source.statements.find((s): s is ts.TypeAliasDeclaration => ts.isTypeAliasDeclaration(s) && s.name.text === alias)
@@ -104,7 +120,7 @@ describe('docs/metrics.md against a running gateway', () => {
     for (const [name, type] of scrape.families) assert.equal(table.get(name)?.[0], type, `${name}: type`)
   })
 
-  test('lists each metric\'s labels', () => {
+  test("lists each metric's labels", () => {
     const documented = (name: string): string[] => {
       const cell = table.get(name)?.[1] ?? ''
       return cell === '—' ? [] : [...cell.matchAll(/`([a-z_]+)`/g)].map((m) => m[1]!)

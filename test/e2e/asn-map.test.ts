@@ -9,10 +9,28 @@ import { CLI, ROOT, startBackend, startGateway } from '../helpers/processes.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-asn-'))
 const bundle = join(dir, 'bundle.json')
-writeFileSync(bundle, JSON.stringify({
-  bundle_version: 1,
-  policies: [{ id: 'by_type', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_type', limit_keys: ['ip:type'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } }] } }],
-}))
+writeFileSync(
+  bundle,
+  JSON.stringify({
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'by_type',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [
+            {
+              name: 'per_type',
+              limit_keys: ['ip:type'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 0.001, burst: 1 },
+            },
+          ],
+        },
+      },
+    ],
+  }),
+)
 
 test('ip:type buckets come from the ASN map', async () => {
   const map = join(dir, 'asn.map')
@@ -26,7 +44,10 @@ test('ip:type buckets come from the ASN map', async () => {
       return r.status
     }
     // 13335 and AS13335 share the hosting bucket; 7922 is an isp; 64512 is unknown.
-    assert.deepEqual([await get('13335'), await get('AS13335'), await get('7922'), await get('64512'), await get('64513')], [200, 429, 200, 200, 429])
+    assert.deepEqual(
+      [await get('13335'), await get('AS13335'), await get('7922'), await get('64512'), await get('64513')],
+      [200, 429, 200, 200, 429],
+    )
   } finally {
     await gw.stop()
     await backend.close()
@@ -38,7 +59,13 @@ test('a bad ASN map stops start-up with exit 2 naming the setting and the line',
   writeFileSync(bad, '13335 hosting;\nnot a line\n')
   const r = spawnSync(process.execPath, [CLI], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, FAIRVISOR_PORT: '0', FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_ASN_MAP_FILE: bad, FAIRVISOR_LOG_LEVEL: 'silent' },
+    env: {
+      PATH: process.env.PATH,
+      FAIRVISOR_PORT: '0',
+      FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1',
+      FAIRVISOR_ASN_MAP_FILE: bad,
+      FAIRVISOR_LOG_LEVEL: 'silent',
+    },
     encoding: 'utf8',
     timeout: 10_000,
   })

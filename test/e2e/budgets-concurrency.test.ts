@@ -37,17 +37,30 @@ after(() => rmSync(dir, { recursive: true, force: true }))
 
 function bundleFile(): string {
   const rule = (name: string, budget: number): object => ({
-    name, limit_keys: ['header:x-tenant'], algorithm: 'cost_based',
-    algorithm_config: { budget, period: '1d', cost_key: 'header:x-cost', staged_actions: [{ threshold_percent: 80, action: 'warn' }, { threshold_percent: 100, action: 'reject' }] },
+    name,
+    limit_keys: ['header:x-tenant'],
+    algorithm: 'cost_based',
+    algorithm_config: {
+      budget,
+      period: '1d',
+      cost_key: 'header:x-cost',
+      staged_actions: [
+        { threshold_percent: 80, action: 'warn' },
+        { threshold_percent: 100, action: 'reject' },
+      ],
+    },
   })
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      { id: 'exhaust', spec: { selector: { pathPrefix: '/exhaust/' }, rules: [rule('spend_exhaust', EXHAUST_BUDGET)] } },
-      { id: 'partly', spec: { selector: { pathPrefix: '/partly/' }, rules: [rule('spend_partly', PARTLY_BUDGET)] } },
-    ],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        { id: 'exhaust', spec: { selector: { pathPrefix: '/exhaust/' }, rules: [rule('spend_exhaust', EXHAUST_BUDGET)] } },
+        { id: 'partly', spec: { selector: { pathPrefix: '/partly/' }, rules: [rule('spend_partly', PARTLY_BUDGET)] } },
+      ],
+    }),
+  )
   return file
 }
 
@@ -79,15 +92,17 @@ interface Run {
 async function drive(pools: Pool[], path: string, tenant: string, costs: (client: number) => number[]): Promise<Run> {
   const statuses = new Map<number, number>()
   let acceptedCost = 0
-  await Promise.all(Array.from({ length: CLIENTS }, async (_, i) => {
-    const pool = pools[i % pools.length]!
-    for (const cost of costs(i)) {
-      const r = await pool.request({ path, method: 'GET', headers: { 'x-tenant': tenant, 'x-cost': String(cost) } })
-      await r.body.dump()
-      statuses.set(r.statusCode, (statuses.get(r.statusCode) ?? 0) + 1)
-      if (r.statusCode === 200) acceptedCost += cost
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, i) => {
+      const pool = pools[i % pools.length]!
+      for (const cost of costs(i)) {
+        const r = await pool.request({ path, method: 'GET', headers: { 'x-tenant': tenant, 'x-cost': String(cost) } })
+        await r.body.dump()
+        statuses.set(r.statusCode, (statuses.get(r.statusCode) ?? 0) + 1)
+        if (r.statusCode === 200) acceptedCost += cost
+      }
+    }),
+  )
   return { statuses, acceptedCost }
 }
 
@@ -95,7 +110,13 @@ const SMALL = [1, 2, 3, 5, 7, 11]
 
 async function exhaust(pools: Pool[], tenant: string): Promise<number> {
   // 36 costs from SMALL per client (≈ 64 × 36 × 4.8 ≈ 11 000 asked of 1000), then 4 of cost 1.
-  const run = await drive(pools, '/exhaust/x', tenant, (i) => [...Array.from({ length: 36 }, (_, k) => SMALL[(i + k) % SMALL.length]!), 1, 1, 1, 1])
+  const run = await drive(pools, '/exhaust/x', tenant, (i) => [
+    ...Array.from({ length: 36 }, (_, k) => SMALL[(i + k) % SMALL.length]!),
+    1,
+    1,
+    1,
+    1,
+  ])
   const got = received.get(tenant) ?? 0
   const detail = `backend received cost ${got}, clients saw ${run.acceptedCost} accepted, budget ${EXHAUST_BUDGET}, statuses ${JSON.stringify([...run.statuses])}`
   console.log(`exhaust: ${detail}`)
@@ -143,7 +164,13 @@ describe(`${CLIENTS} concurrent clients on one budget key: accepted cost never p
     const redis: RedisServer = await startRedis()
     const client = new Redis(redis.port, '127.0.0.1', { lazyConnect: true })
     const file = bundleFile()
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: redis.url, FAIRVISOR_REDIS_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' }
+    const env = {
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: file,
+      FAIRVISOR_STORE: redis.url,
+      FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+      FAIRVISOR_FAIL_POLICY: 'closed',
+    }
     const gws: GatewayProcess[] = []
     const pools: Pool[] = []
     try {

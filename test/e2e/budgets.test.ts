@@ -58,35 +58,79 @@ before(async () => {
 after(() => backend.close())
 
 const budgetRule = (name: string, budget: number, period: string, stages: object[], extra: object = {}): object => ({
-  name, limit_keys: ['header:x-tenant'], algorithm: 'cost_based',
+  name,
+  limit_keys: ['header:x-tenant'],
+  algorithm: 'cost_based',
   algorithm_config: { budget, period, staged_actions: [...stages, { threshold_percent: 100, action: 'reject' }], ...extra },
 })
-const bigBucket = (name: string): object => ({ name, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1000, burst: 1000 } })
-const policy = (id: string, prefix: string, rules: object[], more: object = {}): object => ({ id, spec: { selector: { pathPrefix: prefix }, rules, ...more } })
+const bigBucket = (name: string): object => ({
+  name,
+  limit_keys: ['header:x-tenant'],
+  algorithm: 'token_bucket',
+  algorithm_config: { tokens_per_second: 1000, burst: 1000 },
+})
+const policy = (id: string, prefix: string, rules: object[], more: object = {}): object => ({
+  id,
+  spec: { selector: { pathPrefix: prefix }, rules, ...more },
+})
 
 const ids = (store: string) => {
   const s = `${store}_${RUN}`
-  return { one: `one_${s}`, ten: `ten_${s}`, thr: `thr_${s}`, loop: `loop_${s}`, brk: `brk_${s}`, spend: `spend_${s}`, shadow: `shadow_${s}` }
+  return {
+    one: `one_${s}`,
+    ten: `ten_${s}`,
+    thr: `thr_${s}`,
+    loop: `loop_${s}`,
+    brk: `brk_${s}`,
+    spend: `spend_${s}`,
+    shadow: `shadow_${s}`,
+  }
 }
 
 function bundleFile(store: string): string {
   const n = ids(store)
   const file = join(dir, `bundle-${store}.json`)
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      policy(n.one, '/one/', [budgetRule(n.one, 1, '5m', [
-        { threshold_percent: 80, action: 'warn' }, { threshold_percent: 95, action: 'throttle', delay_ms: 5 }])]),
-      policy(n.ten, '/ten/', [budgetRule(n.ten, 10, '1d', [{ threshold_percent: 50, action: 'warn' }])]),
-      policy(n.thr, '/throttle/', [budgetRule(n.thr, 10, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }], { cost_key: 'header:x-cost' })]),
-      policy(n.loop, '/loop/', [bigBucket(n.loop)], { loop_detection: { enabled: true, window_seconds: 60, threshold_identical_requests: 3, action: 'reject', similarity: 'exact' } }),
-      policy(n.brk, '/breaker/', [bigBucket(n.brk)], { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 5, action: 'reject', auto_reset_after_minutes: 0.05 } }),
-      // The cost comes from the client: one tenant's huge cost must not open the breaker for all.
-      policy(n.spend, '/spend/', [{ name: n.spend, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 100, burst: 100, cost_source: 'header:x-request-cost' } }],
-        { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 1000, action: 'reject', auto_reset_after_minutes: 0 } }),
-      policy(n.shadow, '/shadow/', [budgetRule(n.shadow, 1, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }])], { mode: 'shadow' }),
-    ],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        policy(n.one, '/one/', [
+          budgetRule(n.one, 1, '5m', [
+            { threshold_percent: 80, action: 'warn' },
+            { threshold_percent: 95, action: 'throttle', delay_ms: 5 },
+          ]),
+        ]),
+        policy(n.ten, '/ten/', [budgetRule(n.ten, 10, '1d', [{ threshold_percent: 50, action: 'warn' }])]),
+        policy(n.thr, '/throttle/', [
+          budgetRule(n.thr, 10, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }], { cost_key: 'header:x-cost' }),
+        ]),
+        policy(n.loop, '/loop/', [bigBucket(n.loop)], {
+          loop_detection: { enabled: true, window_seconds: 60, threshold_identical_requests: 3, action: 'reject', similarity: 'exact' },
+        }),
+        policy(n.brk, '/breaker/', [bigBucket(n.brk)], {
+          circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 5, action: 'reject', auto_reset_after_minutes: 0.05 },
+        }),
+        // The cost comes from the client: one tenant's huge cost must not open the breaker for all.
+        policy(
+          n.spend,
+          '/spend/',
+          [
+            {
+              name: n.spend,
+              limit_keys: ['header:x-tenant'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 100, burst: 100, cost_source: 'header:x-request-cost' },
+            },
+          ],
+          { circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 1000, action: 'reject', auto_reset_after_minutes: 0 } },
+        ),
+        policy(n.shadow, '/shadow/', [budgetRule(n.shadow, 1, '1d', [{ threshold_percent: 50, action: 'throttle', delay_ms: DELAY_MS }])], {
+          mode: 'shadow',
+        }),
+      ],
+    }),
+  )
   return file
 }
 
@@ -111,7 +155,6 @@ async function awayFromBoundary(periodS: number, marginS: number): Promise<void>
   if (left < marginS) await sleep((left + 0.25) * 1000)
 }
 
-
 for (const store of ['memory', SHARED_REDIS]) {
   const label = store === 'memory' ? 'in-process store' : `Redis (${store})`
   describe(`budgets, loops and breakers: ${label}`, () => {
@@ -120,7 +163,13 @@ for (const store of ['memory', SHARED_REDIS]) {
     let gw: GatewayProcess
     before(async () => {
       // fail-closed: a Redis problem shows as 503, not as a silently allowed request.
-      gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundleFile(tag), FAIRVISOR_STORE: store, FAIRVISOR_FAIL_POLICY: 'closed', FAIRVISOR_REDIS_TIMEOUT_MS: '2000' })
+      gw = await startGateway({
+        FAIRVISOR_BACKEND_URL: backend.url,
+        FAIRVISOR_CONFIG_FILE: bundleFile(tag),
+        FAIRVISOR_STORE: store,
+        FAIRVISOR_FAIL_POLICY: 'closed',
+        FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+      })
     })
     after(() => gw.stop())
 
@@ -138,7 +187,10 @@ for (const store of ['memory', SHARED_REDIS]) {
       assert.equal(second.status, 429)
       assert.equal(second.headers['x-fairvisor-reason'], 'budget_exceeded')
       const retry = Number(second.headers['retry-after'])
-      assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 300, `Retry-After ${second.headers['retry-after']} within the 5-minute period`)
+      assert.ok(
+        Number.isInteger(retry) && retry >= 1 && retry <= 300,
+        `Retry-After ${second.headers['retry-after']} within the 5-minute period`,
+      )
       assert.equal(second.headers['ratelimit-limit'], '1')
       assert.equal(second.headers['ratelimit-remaining'], '0')
       assert.equal(arrivals.length - forwarded, 1, 'the reject never reached the backend')
@@ -183,9 +235,12 @@ for (const store of ['memory', SHARED_REDIS]) {
       const pool = new Pool(gw.url, { connections: 8 })
       const others: Reply[] = []
       const othersStart = performance.now()
-      await Promise.all(Array.from({ length: 8 }, async (_, c) => {
-        for (let i = c; i < 100; i += 8) others.push(await get(gw, `/throttle/other${i}`, { 'x-tenant': `other-${tag}-${RUN}-${i}`, 'x-cost': '1' }, pool))
-      }))
+      await Promise.all(
+        Array.from({ length: 8 }, async (_, c) => {
+          for (let i = c; i < 100; i += 8)
+            others.push(await get(gw, `/throttle/other${i}`, { 'x-tenant': `other-${tag}-${RUN}-${i}`, 'x-cost': '1' }, pool))
+        }),
+      )
       const othersDone = performance.now()
       await pool.close()
 
@@ -222,11 +277,18 @@ for (const store of ['memory', SHARED_REDIS]) {
         if (i === 2) {
           assert.equal(r.headers['x-fairvisor-reason'], 'loop_detected')
           const retry = Number(r.headers['retry-after'])
-          assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 90, `Retry-After ${r.headers['retry-after']}: the rest of the 60 s window, jittered`)
+          assert.ok(
+            Number.isInteger(retry) && retry >= 1 && retry <= 90,
+            `Retry-After ${r.headers['retry-after']}: the rest of the 60 s window, jittered`,
+          )
         }
       }
       assert.deepEqual(statuses, [200, 200, 429, 429, 429])
-      assert.equal((await get(gw, `/loop/step?run=${RUN}&b=3`, { 'x-tenant': 'agent' })).status, 200, 'a different query is another fingerprint')
+      assert.equal(
+        (await get(gw, `/loop/step?run=${RUN}&b=3`, { 'x-tenant': 'agent' })).status,
+        200,
+        'a different query is another fingerprint',
+      )
       assert.equal(await metricValue(gw, 'fairvisor_loop_detected_total', `policy="${n.loop}"`), metricBefore + 3)
     })
 
@@ -254,14 +316,20 @@ for (const store of ['memory', SHARED_REDIS]) {
       await gw.waitForLog((l) => l.event === 'circuit_closed' && l.policy === n.brk)
       assert.equal((await get(gw, '/breaker/a', { 'x-tenant': 't6' })).status, 200)
       await sleep(100)
-      const lines = gw.logs.filter((l) => l.policy === n.brk && (l.event === 'circuit_open' || l.event === 'circuit_closed')).map((l) => l.event)
+      const lines = gw.logs
+        .filter((l) => l.policy === n.brk && (l.event === 'circuit_open' || l.event === 'circuit_closed'))
+        .map((l) => l.event)
       assert.deepEqual(lines, ['circuit_open', 'circuit_closed'])
     })
 
     test('circuit breaker on a client-chosen cost: x-request-cost 999999 from one tenant leaves every other tenant unaffected', async () => {
       const attack = await get(gw, '/spend/a', { 'x-tenant': `evil-${tag}`, 'x-request-cost': '999999' })
       assert.equal(attack.status, 429)
-      assert.equal(attack.headers['x-fairvisor-reason'], 'token_bucket_exceeded', 'rejected by its own rule, which keeps it off the breaker')
+      assert.equal(
+        attack.headers['x-fairvisor-reason'],
+        'token_bucket_exceeded',
+        'rejected by its own rule, which keeps it off the breaker',
+      )
       // Without a tenant the rule does not apply; the breaker still counts the cost, capped at the rule's burst (100).
       assert.equal((await get(gw, '/spend/a', { 'x-request-cost': '999999' })).status, 200)
       for (let i = 0; i < 5; i++) {

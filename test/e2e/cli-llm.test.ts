@@ -15,28 +15,78 @@ const dir = mkdtempSync(join(tmpdir(), 'fv-cli-llm-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
 const bundle = join(dir, 'llm.json')
-writeFileSync(bundle, JSON.stringify({
-  bundle_version: 1,
-  policies: [{ id: 'llm', spec: { selector: { pathPrefix: '/v1/' }, rules: [{ name: 'per_key', limit_keys: ['header:x-api-key'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 10000, tokens_per_day: 100000, default_max_completion: 100, token_source: { estimator: 'simple_word' } } }] } }],
-}))
+writeFileSync(
+  bundle,
+  JSON.stringify({
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'llm',
+        spec: {
+          selector: { pathPrefix: '/v1/' },
+          rules: [
+            {
+              name: 'per_key',
+              limit_keys: ['header:x-api-key'],
+              algorithm: 'token_bucket_llm',
+              algorithm_config: {
+                tokens_per_minute: 10000,
+                tokens_per_day: 100000,
+                default_max_completion: 100,
+                token_source: { estimator: 'simple_word' },
+              },
+            },
+          ],
+        },
+      },
+    ],
+  }),
+)
 
-const chat = (content: string, extra: object = {}): object => ({ model: 'm', max_tokens: 60, messages: [{ role: 'user', content }], ...extra })
+const chat = (content: string, extra: object = {}): object => ({
+  model: 'm',
+  max_tokens: 60,
+  messages: [{ role: 'user', content }],
+  ...extra,
+})
 const lines = [
   { path: '/v1/chat/completions', headers: { 'x-api-key': 'k' }, body: chat('x'.repeat(40)) },
-  { path: '/v1/chat/completions', headers: { 'x-api-key': 'k' }, body: chat('x'.repeat(40)), response: { usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 } } },
-  { path: '/v1/chat/completions', headers: { 'x-api-key': 'k' }, body: chat('x'.repeat(40), { stream: true }), response: 'data: {"choices":[{"delta":{"content":"hello"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":90,"total_tokens":100}}\n\ndata: [DONE]\n\n' },
+  {
+    path: '/v1/chat/completions',
+    headers: { 'x-api-key': 'k' },
+    body: chat('x'.repeat(40)),
+    response: { usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 } },
+  },
+  {
+    path: '/v1/chat/completions',
+    headers: { 'x-api-key': 'k' },
+    body: chat('x'.repeat(40), { stream: true }),
+    response:
+      'data: {"choices":[{"delta":{"content":"hello"}}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":90,"total_tokens":100}}\n\ndata: [DONE]\n\n',
+  },
 ]
 const samples = join(dir, 'samples.jsonl')
 writeFileSync(samples, lines.map((l) => JSON.stringify(l)).join('\n'))
 
 test('estimate and reservation per request; a JSON or SSE response settles it (refund or charge on top)', () => {
-  const r = spawnSync(process.execPath, [CLI, 'test', bundle, '--requests', samples, '--format', 'json'], { cwd: ROOT, encoding: 'utf8', timeout: 20000 })
+  const r = spawnSync(process.execPath, [CLI, 'test', bundle, '--requests', samples, '--format', 'json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 20000,
+  })
   assert.equal(r.status, 0, r.stderr)
-  const [plain, json, sse] = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { llm: Record<string, unknown>[] })
+  const [plain, json, sse] = r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { llm: Record<string, unknown>[] })
   // simple_word: 40 characters of messages → ceil(40 / 4) = 10 prompt tokens, plus max_tokens 60.
   assert.deepEqual(plain!.llm, [{ policy: 'llm', rule: 'per_key', prompt_estimate: 10, reserved: 70 }])
-  assert.deepEqual(json!.llm, [{ policy: 'llm', rule: 'per_key', prompt_estimate: 10, reserved: 70, settled: 20, settled_by: 'usage', reported_prompt: 12 }])
-  assert.deepEqual(sse!.llm, [{ policy: 'llm', rule: 'per_key', prompt_estimate: 10, reserved: 70, settled: 100, settled_by: 'usage', reported_prompt: 10 }])
+  assert.deepEqual(json!.llm, [
+    { policy: 'llm', rule: 'per_key', prompt_estimate: 10, reserved: 70, settled: 20, settled_by: 'usage', reported_prompt: 12 },
+  ])
+  assert.deepEqual(sse!.llm, [
+    { policy: 'llm', rule: 'per_key', prompt_estimate: 10, reserved: 70, settled: 100, settled_by: 'usage', reported_prompt: 10 },
+  ])
   const table = spawnSync(process.execPath, [CLI, 'test', bundle, '--requests', samples], { cwd: ROOT, encoding: 'utf8', timeout: 20000 })
   assert.match(table.stdout, /llm llm\/per_key: prompt estimate 10, reserved 70, settled 20 \(usage, reported prompt 12\), 50 given back/)
   assert.match(table.stdout, /settled 100 \(usage, reported prompt 10\), 30 charged on top/)

@@ -14,7 +14,12 @@ import { CLI, ROOT } from '../helpers/processes.js'
 
 function cli(args: string[], env: Record<string, string> = {}): { code: number | null; stdout: string; stderr: string } {
   // A backend and a port are set so that a command line wrongly taken for `serve` would start listening (and time out).
-  const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 10000, env: { PATH: process.env.PATH, FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:9', FAIRVISOR_PORT: '0', ...env } })
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 10000,
+    env: { PATH: process.env.PATH, FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:9', FAIRVISOR_PORT: '0', ...env },
+  })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
@@ -25,8 +30,10 @@ describe('fairvisor --help', () => {
   const help = cli(['--help'])
   test('exits 0 and lists every command with its flags', () => {
     assert.equal(help.code, 0)
-    for (const cmd of ['serve', 'validate', 'test', 'init', 'sign', 'version', 'help']) assert.match(help.stdout, new RegExp(`^  ${cmd}\\b`, 'm'), cmd)
-    for (const flag of ['--format', '--key-file', '--requests', '--start', '--template', '--out', '--force']) assert.ok(help.stdout.includes(flag), flag)
+    for (const cmd of ['serve', 'validate', 'test', 'init', 'sign', 'version', 'help'])
+      assert.match(help.stdout, new RegExp(`^  ${cmd}\\b`, 'm'), cmd)
+    for (const flag of ['--format', '--key-file', '--requests', '--start', '--template', '--out', '--force'])
+      assert.ok(help.stdout.includes(flag), flag)
     // Every template `init` accepts, the budget and agent ones included.
     const listed = /--template (\S+)/.exec(help.stdout)?.[1]?.split('|') ?? []
     assert.deepEqual([...listed].sort(), Object.keys(TEMPLATES).sort())
@@ -101,7 +108,16 @@ describe('fairvisor sign and validate --key-file', () => {
 
 test('validate prints every error of a bundle, and says that a reload would refuse it whole', () => {
   const file = join(tmp, 'many.json')
-  writeFileSync(file, JSON.stringify({ bundle_version: 0, policies: [{ id: 'x', spec: { rules: 'nope' } }, { id: 'h', spec: { selector: { pathPrefix: '/', hosts: ['a/b'] }, rules: [] } }] }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 0,
+      policies: [
+        { id: 'x', spec: { rules: 'nope' } },
+        { id: 'h', spec: { selector: { pathPrefix: '/', hosts: ['a/b'] }, rules: [] } },
+      ],
+    }),
+  )
   const r = cli(['validate', file])
   assert.equal(r.code, 1)
   assert.equal(r.stderr.split('\n').filter((l) => l.startsWith('error: ')).length, 4, r.stderr)
@@ -111,7 +127,21 @@ test('validate prints every error of a bundle, and says that a reload would refu
 
 test('validate warns about a policy whose rules all need a JWT claim and that has no fallback_limit', () => {
   const file = join(tmp, 'jwt.json')
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'u', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_user', limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 } }] } }] }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'u',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: 'per_user', limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 } }],
+          },
+        },
+      ],
+    }),
+  )
   const r = cli(['validate', file])
   assert.equal(r.code, 0)
   assert.match(r.stdout, /warning: .*policy "u": every rule needs a jwt: claim and the policy has no fallback_limit/)

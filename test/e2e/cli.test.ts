@@ -23,7 +23,9 @@ function cli(args: string[], input?: string): Run {
 }
 
 const FIX = 'test/fixtures/cli'
-const policies = readdirSync(join(ROOT, 'policies')).filter((n) => n.endsWith('.json')).sort()
+const policies = readdirSync(join(ROOT, 'policies'))
+  .filter((n) => n.endsWith('.json'))
+  .sort()
 const tmp = mkdtempSync(join(tmpdir(), 'fv-cli-'))
 after(() => rmSync(tmp, { recursive: true, force: true }))
 const sample = join(tmp, 'any.jsonl')
@@ -36,14 +38,25 @@ describe('fairvisor validate', () => {
     const files = policies.map((n) => `policies/${n}`)
     const text = cli(['validate', ...files])
     assert.equal(text.code, 0, text.stderr)
-    for (const f of files) assert.match(text.stdout, new RegExp(`^${f.replace(/\./g, '\\.')}: bundle_version \\d+, \\d+ polic(y|ies), \\d+ rules?`, 'm'), f)
+    for (const f of files)
+      assert.match(text.stdout, new RegExp(`^${f.replace(/\./g, '\\.')}: bundle_version \\d+, \\d+ polic(y|ies), \\d+ rules?`, 'm'), f)
     assert.equal(text.stdout.split('\n').filter((l) => /^ok( \(|$)/.test(l)).length, files.length)
     assert.doesNotMatch(text.stdout, /\[object Object\]/)
-    assert.match(text.stdout, /policy "openai" \(enforce\): 1 rule: openai_tokens_per_key token_bucket_llm$/m, 'each rule is listed with its algorithm name')
+    assert.match(
+      text.stdout,
+      /policy "openai" \(enforce\): 1 rule: openai_tokens_per_key token_bucket_llm$/m,
+      'each rule is listed with its algorithm name',
+    )
     const json = cli(['validate', ...files, '--format', 'json'])
     assert.equal(json.code, 0, json.stdout)
-    const objects = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok: boolean; file: string; errors: string[]; dropped: string[]; summary: { policies: number } })
-    assert.deepEqual(objects.map((o) => o.file), files)
+    const objects = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { ok: boolean; file: string; errors: string[]; dropped: string[]; summary: { policies: number } })
+    assert.deepEqual(
+      objects.map((o) => o.file),
+      files,
+    )
     for (const o of objects) {
       assert.equal(o.ok, true, o.file)
       assert.deepEqual(o.errors, [])
@@ -55,7 +68,13 @@ describe('fairvisor validate', () => {
   test('several files: the exit code is the worst one', () => {
     const r = cli(['validate', `policies/${policies[0]}`, `${FIX}/dropped-policy.json`, '--format', 'json'])
     assert.equal(r.code, 1)
-    assert.deepEqual(r.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { ok: boolean }).ok), [true, false])
+    assert.deepEqual(
+      r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { ok: boolean }).ok),
+      [true, false],
+    )
   })
 
   test('a file that is not JSON: exit 1, file and pointer on stderr, nothing on stdout', () => {
@@ -83,9 +102,16 @@ describe('fairvisor validate', () => {
   test('a dropped policy fails validation (exit 1) and names the policy, rule and pointer', () => {
     const r = cli(['validate', `${FIX}/dropped-policy.json`])
     assert.equal(r.code, 1)
-    assert.match(r.stderr, /error: test\/fixtures\/cli\/dropped-policy\.json: \/policies\/1\/spec\/rules\/0\/algorithm_config\/burst: policy "bad", rule "too_small": /)
+    assert.match(
+      r.stderr,
+      /error: test\/fixtures\/cli\/dropped-policy\.json: \/policies\/1\/spec\/rules\/0\/algorithm_config\/burst: policy "bad", rule "too_small": /,
+    )
     assert.match(r.stdout, /1 policy, 1 rule/)
-    const o = JSON.parse(cli(['validate', `${FIX}/dropped-policy.json`, '--format', 'json']).stdout) as { ok: boolean; dropped: string[]; summary: { policies: number } }
+    const o = JSON.parse(cli(['validate', `${FIX}/dropped-policy.json`, '--format', 'json']).stdout) as {
+      ok: boolean
+      dropped: string[]
+      summary: { policies: number }
+    }
     assert.equal(o.ok, false)
     assert.equal(o.dropped.length, 1)
     assert.equal(o.summary.policies, 1)
@@ -99,7 +125,25 @@ describe('fairvisor validate', () => {
   })
 
   test('a lease of burst tokens or more is a warning', () => {
-    const doc = { bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 10, burst: 20, lease: { tokens: 20, ttl_ms: 100 } } }] } }] }
+    const doc = {
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'p',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [
+              {
+                name: 'r',
+                limit_keys: ['ip:address'],
+                algorithm: 'token_bucket',
+                algorithm_config: { tokens_per_second: 10, burst: 20, lease: { tokens: 20, ttl_ms: 100 } },
+              },
+            ],
+          },
+        },
+      ],
+    }
     const r = cli(['validate', '-'], JSON.stringify(doc))
     assert.equal(r.code, 0, r.stderr)
     assert.match(r.stdout, /warning: .*lease\.tokens \(20\) is not below burst \(20\)/)
@@ -116,11 +160,16 @@ describe('fairvisor validate', () => {
 
   test('every fixture in test/fixtures/invalid fails (exit 1, each reported)', () => {
     const dir = join(ROOT, 'test/fixtures/invalid')
-    const names = readdirSync(dir).filter((n) => n.endsWith('.json')).sort()
+    const names = readdirSync(dir)
+      .filter((n) => n.endsWith('.json'))
+      .sort()
     assert.ok(names.length > 0)
     const r = cli(['validate', ...names.map((n) => join(dir, n)), '--format', 'json'])
     assert.equal(r.code, 1)
-    const objects = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { ok: boolean; file: string; errors: string[]; dropped: string[] })
+    const objects = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { ok: boolean; file: string; errors: string[]; dropped: string[] })
     assert.equal(objects.length, names.length)
     for (const o of objects) {
       assert.equal(o.ok, false, o.file)
@@ -145,7 +194,17 @@ interface Report {
   n: number
   line: number
   matched_policies: string[]
-  limits: { policy: string; rule: string; key: string; composite: string; cost: number; shadow: boolean; outcome: string; charged: boolean; tokens_left?: number }[]
+  limits: {
+    policy: string
+    rule: string
+    key: string
+    composite: string
+    cost: number
+    shadow: boolean
+    outcome: string
+    charged: boolean
+    tokens_left?: number
+  }[]
   skipped: { policy: string; rule: string; missing_key: string }[]
   shadow_rejects: { rule: string }[]
   decision: string
@@ -157,22 +216,49 @@ interface Report {
 
 describe('fairvisor test', () => {
   const run = (): Report[] => {
-    const r = cli(['test', `${FIX}/tenants.json`, '--requests', `${FIX}/tenants.jsonl`, '--format', 'json', '--start', '2026-01-01T00:00:00Z'])
+    const r = cli([
+      'test',
+      `${FIX}/tenants.json`,
+      '--requests',
+      `${FIX}/tenants.jsonl`,
+      '--format',
+      'json',
+      '--start',
+      '2026-01-01T00:00:00Z',
+    ])
     assert.equal(r.code, 0, r.stderr)
-    return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Report)
+    return r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Report)
   }
 
   test('json: one object per (repeated) request with rules, keys, costs, decision and headers', () => {
     const out = run()
     assert.equal(out.length, 8)
-    assert.deepEqual(out.map((o) => o.n), [1, 2, 3, 4, 5, 6, 7, 8])
-    const [first, second, region, missing, later, anon1, anon2, other] = out as [Report, Report, Report, Report, Report, Report, Report, Report]
+    assert.deepEqual(
+      out.map((o) => o.n),
+      [1, 2, 3, 4, 5, 6, 7, 8],
+    )
+    const [first, second, region, missing, later, anon1, anon2, other] = out as [
+      Report,
+      Report,
+      Report,
+      Report,
+      Report,
+      Report,
+      Report,
+      Report,
+    ]
 
     assert.deepEqual(first.matched_policies, ['api', 'watch'])
-    assert.deepEqual(first.limits.map((l) => [l.rule, l.key, l.cost, l.shadow, l.outcome]), [
-      ['per_tenant', 'tb:per_tenant:acme|eu', 2, false, 'allowed'],
-      ['shadow_per_ip', 'shadow:tb:shadow_per_ip:10.0.0.1', 1, true, 'allowed'],
-    ])
+    assert.deepEqual(
+      first.limits.map((l) => [l.rule, l.key, l.cost, l.shadow, l.outcome]),
+      [
+        ['per_tenant', 'tb:per_tenant:acme|eu', 2, false, 'allowed'],
+        ['shadow_per_ip', 'shadow:tb:shadow_per_ip:10.0.0.1', 1, true, 'allowed'],
+      ],
+    )
     assert.equal(first.decision, 'allow')
     assert.equal(first.headers['RateLimit-Limit'], '3')
     assert.equal(first.headers['RateLimit-Remaining'], '1')
@@ -190,7 +276,11 @@ describe('fairvisor test', () => {
     assert.equal(region.shadow_rejects.length, 1, 'the shadow bucket of 10.0.0.1 (burst 2) is empty on its third request')
 
     assert.deepEqual(missing.skipped, [{ policy: 'api', rule: 'per_tenant', missing_key: 'header:x-tenant' }])
-    assert.deepEqual(missing.limits.filter((l) => !l.shadow).map((l) => l.rule), ['anon'], 'no rule could be applied: the fallback limits the request')
+    assert.deepEqual(
+      missing.limits.filter((l) => !l.shadow).map((l) => l.rule),
+      ['anon'],
+      'no rule could be applied: the fallback limits the request',
+    )
 
     // Time comes from the file: two seconds refilled the bucket.
     assert.equal(later.decision, 'allow')
@@ -243,7 +333,10 @@ describe('fairvisor test', () => {
     test(`policies/${name} runs sample requests`, () => {
       const r = cli(['test', `policies/${name}`, '--requests', sample, '--format', 'json'])
       assert.equal(r.code, 0, r.stderr)
-      const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Report)
+      const lines = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Report)
       assert.equal(lines.length, 4)
       for (const l of lines) assert.ok(['allow', 'reject'].includes(l.decision), JSON.stringify(l))
     })

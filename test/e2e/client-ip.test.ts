@@ -21,8 +21,34 @@ describe('ip:address behind a trusted proxy on a dual-stack listener', () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-client-ip-'))
     const file = join(dir, 'bundle.json')
     // One request per client address, then 429 for a long while.
-    writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } }] } }] }))
-    gw = await startGateway({ FAIRVISOR_HOST: '::', FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1' })
+    writeFileSync(
+      file,
+      JSON.stringify({
+        bundle_version: 1,
+        policies: [
+          {
+            id: 'api',
+            spec: {
+              selector: { pathPrefix: '/' },
+              rules: [
+                {
+                  name: 'per_ip',
+                  limit_keys: ['ip:address'],
+                  algorithm: 'token_bucket',
+                  algorithm_config: { tokens_per_second: 0.001, burst: 1 },
+                },
+              ],
+            },
+          },
+        ],
+      }),
+    )
+    gw = await startGateway({
+      FAIRVISOR_HOST: '::',
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: file,
+      FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
+    })
   })
   after(async () => {
     await gw.stop()

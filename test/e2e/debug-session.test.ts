@@ -20,7 +20,14 @@ const BUNDLE = {
       id: 'api',
       spec: {
         selector: { pathPrefix: '/' },
-        rules: [{ name: 'per_user', limit_keys: ['header:x-user', 'query:tier'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 1 } }],
+        rules: [
+          {
+            name: 'per_user',
+            limit_keys: ['header:x-user', 'query:tier'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.01, burst: 1 },
+          },
+        ],
       },
     },
   ],
@@ -37,7 +44,9 @@ function sign(expiry: string): string {
 }
 
 function debugHeaderNames(r: Response): string[] {
-  return [...r.headers.keys()].filter((k) => k.startsWith('x-fairvisor-debug') || k === 'x-fairvisor-decision' || k === 'x-fairvisor-mode' || k === 'x-fairvisor-latency-us')
+  return [...r.headers.keys()].filter(
+    (k) => k.startsWith('x-fairvisor-debug') || k === 'x-fairvisor-decision' || k === 'x-fairvisor-mode' || k === 'x-fairvisor-latency-us',
+  )
 }
 
 async function login(url: string): Promise<string> {
@@ -52,7 +61,11 @@ describe('debug sessions in decision_service mode', () => {
   const decide = (headers: Record<string, string>, uri = '/orders?tier=gold') =>
     fetch(`${gw.url}/v1/decision`, { method: 'POST', headers: { 'x-original-method': 'GET', 'x-original-uri': uri, ...headers } })
   before(async () => {
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(BUNDLE), FAIRVISOR_DEBUG_SESSION_SECRET: SECRET })
+    gw = await startGateway({
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: writeBundle(BUNDLE),
+      FAIRVISOR_DEBUG_SESSION_SECRET: SECRET,
+    })
   })
   after(() => gw?.stop())
 
@@ -61,7 +74,9 @@ describe('debug sessions in decision_service mode', () => {
     const r = await fetch(`${gw.url}/v1/debug/session`, { method: 'POST', headers: { 'x-fairvisor-debug-secret': SECRET } })
     assert.equal(r.status, 204)
     assert.equal(await r.text(), '')
-    const m = /^fv_dbg=(\d+)\.([A-Za-z0-9_-]+); Path=\/; Max-Age=900; HttpOnly; Secure; SameSite=Strict$/.exec(r.headers.get('set-cookie') ?? '')
+    const m = /^fv_dbg=(\d+)\.([A-Za-z0-9_-]+); Path=\/; Max-Age=900; HttpOnly; Secure; SameSite=Strict$/.exec(
+      r.headers.get('set-cookie') ?? '',
+    )
     assert.ok(m, r.headers.get('set-cookie') ?? 'no set-cookie')
     const expiry = Number(m[1])
     assert.ok(expiry >= before + 900 && expiry <= before + 902, `expiry ${expiry}`)
@@ -69,7 +84,10 @@ describe('debug sessions in decision_service mode', () => {
   })
 
   test('a wrong or missing secret is 403 debug_secret_invalid; other methods 405', async () => {
-    for (const headers of [{ 'x-fairvisor-debug-secret': 'wrong' }, { 'x-fairvisor-debug-secret': `${SECRET}x` }, {}] as Record<string, string>[]) {
+    for (const headers of [{ 'x-fairvisor-debug-secret': 'wrong' }, { 'x-fairvisor-debug-secret': `${SECRET}x` }, {}] as Record<
+      string,
+      string
+    >[]) {
       const r = await fetch(`${gw.url}/v1/debug/session`, { method: 'POST', headers })
       assert.equal(r.status, 403)
       assert.deepEqual(await r.json(), { error: 'debug_secret_invalid' })
@@ -156,10 +174,16 @@ describe('debug sessions without a secret', () => {
   after(() => gw?.stop())
 
   test('the endpoints are 404 and a cookie signed with any secret does nothing', async () => {
-    assert.equal((await fetch(`${gw.url}/v1/debug/session`, { method: 'POST', headers: { 'x-fairvisor-debug-secret': SECRET } })).status, 404)
+    assert.equal(
+      (await fetch(`${gw.url}/v1/debug/session`, { method: 'POST', headers: { 'x-fairvisor-debug-secret': SECRET } })).status,
+      404,
+    )
     assert.equal((await fetch(`${gw.url}/v1/debug/logout`, { method: 'POST' })).status, 404)
     const soon = String(Math.floor(Date.now() / 1000) + 600)
-    const r = await fetch(`${gw.url}/v1/decision`, { method: 'POST', headers: { 'x-original-uri': '/a', 'x-user': 'x', cookie: `fv_dbg=${soon}.${sign(soon)}` } })
+    const r = await fetch(`${gw.url}/v1/decision`, {
+      method: 'POST',
+      headers: { 'x-original-uri': '/a', 'x-user': 'x', cookie: `fv_dbg=${soon}.${sign(soon)}` },
+    })
     assert.equal(r.status, 200)
     assert.deepEqual(debugHeaderNames(r), [])
   })

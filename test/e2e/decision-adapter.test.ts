@@ -21,7 +21,10 @@ import { freePort, startGateway, type GatewayProcess } from '../helpers/processe
 import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
-if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx adapter (Envoy ext_authz / Traefik ForwardAuth) test is SKIPPED (apt-get install nginx) ***\n\n')
+if (!HAVE_NGINX)
+  console.error(
+    '\n\n*** nginx NOT INSTALLED: the nginx adapter (Envoy ext_authz / Traefik ForwardAuth) test is SKIPPED (apt-get install nginx) ***\n\n',
+  )
 
 /** The ```nginx block between the markers of docs/integrations.md. */
 function readmeSnippet(): string {
@@ -56,11 +59,26 @@ const BUNDLE = {
   bundle_version: 1,
   policies: [
     // pathExact: matches only if the adapter hands over the path with its query split off.
-    { id: 'items', spec: { selector: { pathExact: '/api/items' }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(2) }] } },
+    {
+      id: 'items',
+      spec: { selector: { pathExact: '/api/items' }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(2) }] },
+    },
     // Only POST: proves the client's method (not the adapter's POST) reached the engine.
-    { id: 'writes', spec: { selector: { pathExact: '/api/orders', methods: ['POST'] }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(5) }] } },
+    {
+      id: 'writes',
+      spec: {
+        selector: { pathExact: '/api/orders', methods: ['POST'] },
+        rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(5) }],
+      },
+    },
     // Host-scoped: proves the client's host reached the engine.
-    { id: 'shop', spec: { selector: { pathPrefix: '/cart', hosts: ['shop.example'] }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(5) }] } },
+    {
+      id: 'shop',
+      spec: {
+        selector: { pathPrefix: '/cart', hosts: ['shop.example'] },
+        rules: [{ name: 'per_user', limit_keys: ['header:x-user'], ...tb(5) }],
+      },
+    },
     // ip:address: the client address must come from X-Forwarded-For (the peer is always nginx).
     { id: 'login', spec: { selector: { pathExact: '/login' }, rules: [{ name: 'per_ip', limit_keys: ['ip:address'], ...tb(1) }] } },
   ],
@@ -102,7 +120,9 @@ async function startAdapter(upstreamPort: number): Promise<Nginx> {
   const block = readmeSnippet()
   assert.equal(block.split('127.0.0.1:8080').length - 1, 2, 'the block names the sidecar twice')
   assert.equal(block.split('listen 127.0.0.1:8081;').length - 1, 1, 'the block listens on 127.0.0.1:8081')
-  const server = block.replaceAll('127.0.0.1:8080', `127.0.0.1:${upstreamPort}`).replace('listen 127.0.0.1:8081;', `listen 127.0.0.1:${port};`)
+  const server = block
+    .replaceAll('127.0.0.1:8080', `127.0.0.1:${upstreamPort}`)
+    .replace('listen 127.0.0.1:8081;', `listen 127.0.0.1:${port};`)
   const conf = nginxConf(dir, server)
   writeFileSync(join(dir, 'nginx.conf'), conf)
   const check = spawnSync('nginx', ['-t', '-p', dir, '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' })
@@ -147,7 +167,11 @@ describe('nginx adapter for Envoy ext_authz and Traefik ForwardAuth (docs/integr
     dir = mkdtempSync(join(tmpdir(), 'fv-adapter-'))
     writeFileSync(join(dir, 'bundle.json'), JSON.stringify(BUNDLE))
     // The adapter is the sidecar's peer: trusting it makes ip:address come from X-Forwarded-For.
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'), FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1' })
+    gw = await startGateway({
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
+      FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
+    })
     nginx = await startAdapter(gw.port)
     port = nginx.port
   })
@@ -163,7 +187,12 @@ describe('nginx adapter for Envoy ext_authz and Traefik ForwardAuth (docs/integr
     // the allowed_headers (here the limit key and X-Forwarded-For), Content-Length of the
     // (unbuffered, so empty) body.
     const envoy = (method: string, pathAndQuery: string, headers: Record<string, string>) =>
-      call(port, method, `/_fairvisor${pathAndQuery}`, { host: 'api.example', 'content-length': '0', 'x-forwarded-for': '192.0.2.10', ...headers })
+      call(port, method, `/_fairvisor${pathAndQuery}`, {
+        host: 'api.example',
+        'content-length': '0',
+        'x-forwarded-for': '192.0.2.10',
+        ...headers,
+      })
 
     test('under the limit: 200 with RateLimit-*; the query is split off before pathExact', async () => {
       assertAllowed(await envoy('GET', '/api/items?page=2', { 'x-user': 'ann' }), 'items', 1, 2, 'GET ?page=2')
@@ -196,7 +225,19 @@ describe('nginx adapter for Envoy ext_authz and Traefik ForwardAuth (docs/integr
     test('a check request that carries a body is decided like any other', async () => {
       // with_request_body makes Envoy send (part of) the client's body with its length.
       const body = 'x'.repeat(2048)
-      const a = await call(port, 'POST', '/_fairvisor/api/orders?via=body', { host: 'api.example', 'x-user': 'eve', 'x-forwarded-for': '192.0.2.10', 'content-type': 'text/plain', 'content-length': String(body.length) }, body)
+      const a = await call(
+        port,
+        'POST',
+        '/_fairvisor/api/orders?via=body',
+        {
+          host: 'api.example',
+          'x-user': 'eve',
+          'x-forwarded-for': '192.0.2.10',
+          'content-type': 'text/plain',
+          'content-length': String(body.length),
+        },
+        body,
+      )
       assertAllowed(a, 'writes', 4, 5, 'POST with body')
       assertAllowed(await envoy('POST', '/api/orders', { 'x-user': 'eve' }), 'writes', 3, 5, 'next call')
     })
@@ -303,7 +344,13 @@ describe('the adapter sends the sidecar a bodiless POST /v1/decision (wire check
   test('Envoy: a check request with a body becomes POST /v1/decision with the X-Original-* headers, no body, no Content-Length', async () => {
     seen.length = 0
     const body = 'x'.repeat(2048)
-    const a = await call(nginx!.port, 'POST', '/_fairvisor/api/orders?a=1&b=/c', { host: 'api.example', 'x-user': 'eve', 'x-forwarded-for': '192.0.2.10', 'content-length': String(body.length) }, body)
+    const a = await call(
+      nginx!.port,
+      'POST',
+      '/_fairvisor/api/orders?a=1&b=/c',
+      { host: 'api.example', 'x-user': 'eve', 'x-forwarded-for': '192.0.2.10', 'content-length': String(body.length) },
+      body,
+    )
     assert.equal(a.status, 200)
     assert.equal(seen.length, 1)
     const s = seen[0]!

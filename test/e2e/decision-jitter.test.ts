@@ -31,7 +31,14 @@ describe('Retry-After jitter: decision service and proxy agree, query included',
     backend = await startBackend()
     dir = mkdtempSync(join(tmpdir(), 'fv-jitter-'))
     const file = join(dir, 'bundle.json')
-    writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [], kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on', reason: 'test' }] }))
+    writeFileSync(
+      file,
+      JSON.stringify({
+        bundle_version: 1,
+        policies: [],
+        kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on', reason: 'test' }],
+      }),
+    )
     ;[decision, proxy] = await Promise.all([
       startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: file }),
       startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file }),
@@ -45,7 +52,10 @@ describe('Retry-After jitter: decision service and proxy agree, query included',
 
   for (const uri of ['/reject/x?q=2', '/reject/x?q=3&a=b', '/reject/x']) {
     test(`${uri}: the same Retry-After in both modes, the §7 value with the query in the path`, async () => {
-      const d = await fetch(`${decision.url}/v1/decision`, { method: 'POST', headers: { 'x-original-method': 'GET', 'x-original-uri': uri, 'x-kill': 'on' } })
+      const d = await fetch(`${decision.url}/v1/decision`, {
+        method: 'POST',
+        headers: { 'x-original-method': 'GET', 'x-original-uri': uri, 'x-kill': 'on' },
+      })
       const p = await fetch(`${proxy.url}${uri}`, { headers: { 'x-kill': 'on' } })
       assert.equal(d.status, 429)
       assert.equal(p.status, 429)

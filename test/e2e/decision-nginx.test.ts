@@ -28,8 +28,34 @@ function readmeSnippet(): string {
 const BUNDLE = {
   bundle_version: 1,
   policies: [
-    { id: 'api', spec: { selector: { pathPrefix: '/api/' }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 2 } }] } },
-    { id: 'exact', spec: { selector: { pathExact: '/exact' }, rules: [{ name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 1 } }] } },
+    {
+      id: 'api',
+      spec: {
+        selector: { pathPrefix: '/api/' },
+        rules: [
+          {
+            name: 'per_user',
+            limit_keys: ['header:x-user'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.01, burst: 2 },
+          },
+        ],
+      },
+    },
+    {
+      id: 'exact',
+      spec: {
+        selector: { pathExact: '/exact' },
+        rules: [
+          {
+            name: 'per_ip',
+            limit_keys: ['ip:address'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.01, burst: 1 },
+          },
+        ],
+      },
+    },
   ],
 }
 
@@ -45,7 +71,11 @@ describe('nginx auth_request in front of the decision service (docs/integrations
     writeFileSync(join(dir, 'bundle.json'), JSON.stringify(BUNDLE))
     backend = await startBackend((req, res) => res.end(`backend saw ${req.url}`))
     // nginx is the trusted peer, so ip:address comes from the X-Forwarded-For it sends.
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'), FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1' })
+    gw = await startGateway({
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
+      FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
+    })
     const port = await freePort()
     const server = readmeSnippet()
       .replace('server 127.0.0.1:8080;', `server 127.0.0.1:${gw.port};`)

@@ -29,7 +29,15 @@ function jwt(claims: object): string {
 }
 
 /** docs/behaviour.md §7, written out here independently of src/engine/jitter.ts. */
-function expectedRetryAfter(base: number, policyId: string, ruleName: string, reason: string, sub: string, ip: string, path: string): number {
+function expectedRetryAfter(
+  base: number,
+  policyId: string,
+  ruleName: string,
+  reason: string,
+  sub: string,
+  ip: string,
+  path: string,
+): number {
   const identity = createHash('sha1').update(`fairvisor-retry-jitter|${sub}|${ip}|${path}`).digest('hex').slice(0, 8)
   const seed = Buffer.from(`retry_jitter:v1|${policyId}|${ruleName}|${reason}||${identity}`)
   let h = 0
@@ -41,7 +49,14 @@ const POLICY = {
   id: 'api',
   spec: {
     selector: { pathPrefix: '/' },
-    rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 1 } }],
+    rules: [
+      {
+        name: 'per_user',
+        limit_keys: ['header:x-user'],
+        algorithm: 'token_bucket',
+        algorithm_config: { tokens_per_second: 0.01, burst: 1 },
+      },
+    ],
   },
 }
 
@@ -122,13 +137,16 @@ describe('kill switches and overrides', () => {
   })
 
   test('a kill switch limited to a route, and one that has expired, do not fire elsewhere', async () => {
-    const { gw, expires } = await startWithWindow((at) => ({
-      policies: [POLICY],
-      kill_switches: [
-        { scope_key: 'header:x-kill', scope_value: 'route', route: '/admin' },
-        { scope_key: 'query:tenant', scope_value: 'acme', expires_at: stamp(at) },
-      ],
-    }), 1000)
+    const { gw, expires } = await startWithWindow(
+      (at) => ({
+        policies: [POLICY],
+        kill_switches: [
+          { scope_key: 'header:x-kill', scope_value: 'route', route: '/admin' },
+          { scope_key: 'query:tenant', scope_value: 'acme', expires_at: stamp(at) },
+        ],
+      }),
+      1000,
+    )
     assert.equal((await decide(gw, '/x?tenant=acme')).status, 429)
     assert.equal(await gauge(gw, 'fairvisor_kill_switch_active'), 2)
     assert.equal((await decide(gw, '/admin?a=1', { 'x-kill': 'route' })).status, 429)
@@ -139,12 +157,15 @@ describe('kill switches and overrides', () => {
   })
 
   test('global_shadow and kill_switch_override hold until expires_at, then enforcement returns without a reload', async () => {
-    const { gw, expires: until } = await startWithWindow((at) => ({
-      policies: [POLICY],
-      kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on' }],
-      global_shadow: { enabled: true, reason: 'dry run of the new limits', expires_at: stamp(at) },
-      kill_switch_override: { enabled: true, reason: 'false positive in the kill list', expires_at: stamp(at) },
-    }), 1500)
+    const { gw, expires: until } = await startWithWindow(
+      (at) => ({
+        policies: [POLICY],
+        kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on' }],
+        global_shadow: { enabled: true, reason: 'dry run of the new limits', expires_at: stamp(at) },
+        kill_switch_override: { enabled: true, reason: 'false positive in the kill list', expires_at: stamp(at) },
+      }),
+      1500,
+    )
     const reloads = gw.logs.filter((l) => l.msg === 'bundle applied').length
     for (let i = 0; i < 4; i++) {
       const r = await decide(gw, '/a', { 'x-user': 'before' })

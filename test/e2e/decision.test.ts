@@ -33,7 +33,13 @@ function writeBundle(doc: object): string {
   return file
 }
 
-function decide(gw: GatewayProcess, uri: string, headers: Record<string, string> = {}, method = 'POST', path = '/v1/decision'): Promise<Response> {
+function decide(
+  gw: GatewayProcess,
+  uri: string,
+  headers: Record<string, string> = {},
+  method = 'POST',
+  path = '/v1/decision',
+): Promise<Response> {
   return fetch(`${gw.url}${path}`, { method, headers: { 'x-original-method': 'GET', 'x-original-uri': uri, ...headers } })
 }
 
@@ -141,7 +147,10 @@ describe('decision service without a bundle', () => {
     assert.equal(r.headers.get('x-fairvisor-reason'), 'no_bundle_loaded')
     const ready = await fetch(`${gw.url}/readyz`)
     assert.equal(ready.status, 503)
-    assert.deepEqual({ ...(await ready.json()) as object, store: undefined }, { status: 'not_ready', reason: 'no_policy_loaded', store: undefined })
+    assert.deepEqual(
+      { ...((await ready.json()) as object), store: undefined },
+      { status: 'not_ready', reason: 'no_policy_loaded', store: undefined },
+    )
     assert.equal((await fetch(`${gw.url}/livez`)).status, 200)
   })
 })

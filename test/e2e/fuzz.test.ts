@@ -13,13 +13,38 @@ import { after, before, test } from 'node:test'
 import fc from 'fast-check'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
-const rule = (name: string, keys: string[], config: object, match?: object): object => ({ name, limit_keys: keys, algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 50, burst: 100, ...config }, ...(match ? { match } : {}) })
+const rule = (name: string, keys: string[], config: object, match?: object): object => ({
+  name,
+  limit_keys: keys,
+  algorithm: 'token_bucket',
+  algorithm_config: { tokens_per_second: 50, burst: 100, ...config },
+  ...(match ? { match } : {}),
+})
 const BUNDLE = {
   bundle_version: 1,
   policies: [
-    { id: 'jwt', spec: { selector: { pathPrefix: '/' }, rules: [rule('by_sub', ['jwt:sub'], {}), rule('by_plan', ['jwt:plan', 'ip:address'], {}, { 'jwt:tier': 'pro' })], fallback_limit: rule('anon', ['ip:address'], {}) } },
-    { id: 'cost', spec: { selector: { pathPrefix: '/' }, rules: [rule('by_header_cost', ['header:x-user'], { cost_source: 'header:x-cost', default_cost: 1 }), rule('by_query_cost', ['query:k'], { cost_source: 'query:cost' })] } },
-    { id: 'geo', spec: { selector: { pathPrefix: '/' }, mode: 'shadow', rules: [rule('by_geo', ['ip:country', 'ip:asn', 'ip:type', 'ip:tor'], {})] } },
+    {
+      id: 'jwt',
+      spec: {
+        selector: { pathPrefix: '/' },
+        rules: [rule('by_sub', ['jwt:sub'], {}), rule('by_plan', ['jwt:plan', 'ip:address'], {}, { 'jwt:tier': 'pro' })],
+        fallback_limit: rule('anon', ['ip:address'], {}),
+      },
+    },
+    {
+      id: 'cost',
+      spec: {
+        selector: { pathPrefix: '/' },
+        rules: [
+          rule('by_header_cost', ['header:x-user'], { cost_source: 'header:x-cost', default_cost: 1 }),
+          rule('by_query_cost', ['query:k'], { cost_source: 'query:cost' }),
+        ],
+      },
+    },
+    {
+      id: 'geo',
+      spec: { selector: { pathPrefix: '/' }, mode: 'shadow', rules: [rule('by_geo', ['ip:country', 'ip:asn', 'ip:type', 'ip:tor'], {})] },
+    },
   ],
   kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'yes' }],
 }
@@ -30,27 +55,48 @@ const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v) ?? '').toStrin
 const jwt = fc.oneof(
   fc.string().map((s) => `Bearer ${s}`),
   fc.tuple(fc.jsonValue({ maxDepth: 2 }), fc.string()).map(([p, s]) => `Bearer ${b64({ alg: 'HS256' })}.${b64(p)}.${s}`),
-  fc.record({ sub: fc.oneof(fc.string(), fc.integer(), fc.constant(null)), plan: fc.string(), tier: fc.constantFrom('pro', 'free', 1, true) }).map((c) => `Bearer ${b64({})}.${b64(c)}.x`),
+  fc
+    .record({
+      sub: fc.oneof(fc.string(), fc.integer(), fc.constant(null)),
+      plan: fc.string(),
+      tier: fc.constantFrom('pro', 'free', 1, true),
+    })
+    .map((c) => `Bearer ${b64({})}.${b64(c)}.x`),
   fc.string().map((s) => `Bearer a.${s}.c`),
 )
 const ip = fc.oneof(fc.ipV4(), fc.ipV6())
-const xff = fc.array(fc.oneof(ip, fc.string(), fc.constantFrom('unknown', '[::1]:80', '1.2.3.4:5', '')), { maxLength: 5 }).map((h) => h.join(', '))
-const cost = fc.oneof(fc.string(), fc.double().map(String), fc.constantFrom('0', '-1', '1e308', 'NaN', 'Infinity', '99999999999999999999', '0.0000001', '7'))
-const query = fc.array(fc.tuple(fc.constantFrom('k', 'cost', 'x', ''), fc.oneof(fc.string(), cost)), { maxLength: 4 })
+const xff = fc
+  .array(fc.oneof(ip, fc.string(), fc.constantFrom('unknown', '[::1]:80', '1.2.3.4:5', '')), { maxLength: 5 })
+  .map((h) => h.join(', '))
+const cost = fc.oneof(
+  fc.string(),
+  fc.double().map(String),
+  fc.constantFrom('0', '-1', '1e308', 'NaN', 'Infinity', '99999999999999999999', '0.0000001', '7'),
+)
+const query = fc
+  .array(fc.tuple(fc.constantFrom('k', 'cost', 'x', ''), fc.oneof(fc.string(), cost)), { maxLength: 4 })
   .map((kv) => kv.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&'))
 const junkQuery = fc.constantFrom('%', '%zz', 'k=%E0%A4%A', '&&&', 'k', '==', 'cost=%00')
-const headers = fc.record({
-  authorization: jwt,
-  'x-forwarded-for': xff,
-  'x-cost': cost,
-  'x-user': fc.string(),
-  'x-country-code': fc.string(),
-  'x-asn': fc.oneof(fc.string(), fc.nat().map(String)),
-  'x-asn-type': fc.string(),
-  'x-tor-exit': fc.constantFrom('1', 'true', 'no', 'maybe', ''),
-  'x-kill': fc.constantFrom('no', 'yes '),
-}, { requiredKeys: [] })
-const req = fc.record({ method: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'), path: fc.constantFrom('/', '/a/b', '//x/../y', '/%61', '/x%2Fy'), query: fc.oneof(query, junkQuery), headers })
+const headers = fc.record(
+  {
+    authorization: jwt,
+    'x-forwarded-for': xff,
+    'x-cost': cost,
+    'x-user': fc.string(),
+    'x-country-code': fc.string(),
+    'x-asn': fc.oneof(fc.string(), fc.nat().map(String)),
+    'x-asn-type': fc.string(),
+    'x-tor-exit': fc.constantFrom('1', 'true', 'no', 'maybe', ''),
+    'x-kill': fc.constantFrom('no', 'yes '),
+  },
+  { requiredKeys: [] },
+)
+const req = fc.record({
+  method: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'),
+  path: fc.constantFrom('/', '/a/b', '//x/../y', '/%61', '/x%2Fy'),
+  query: fc.oneof(query, junkQuery),
+  headers,
+})
 
 let backend: Backend
 let gw: GatewayProcess
@@ -59,7 +105,11 @@ before(async () => {
   backend = await startBackend()
   dir = mkdtempSync(join(tmpdir(), 'fv-fuzz-'))
   writeFileSync(join(dir, 'bundle.json'), JSON.stringify(BUNDLE))
-  gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'), FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1' })
+  gw = await startGateway({
+    FAIRVISOR_BACKEND_URL: backend.url,
+    FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
+    FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
+  })
 })
 after(async () => {
   await gw.stop()
@@ -95,5 +145,8 @@ test('300 random hostile requests: no 5xx, and the gateway still serves', async 
   assert.equal(await send('GET', '/livez', {}), 200)
   assert.equal(await send('GET', '/after', { 'x-user': 'calm' }), 200)
   assert.equal(gw.proc.exitCode, null)
-  assert.deepEqual(gw.logs.filter((l) => l.level === 'fatal' || /uncaught|unhandled/i.test(String(l.msg))), [])
+  assert.deepEqual(
+    gw.logs.filter((l) => l.level === 'fatal' || /uncaught|unhandled/i.test(String(l.msg))),
+    [],
+  )
 })

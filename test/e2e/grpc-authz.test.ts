@@ -12,7 +12,12 @@ import { status as Code } from '@grpc/grpc-js'
 import { checkRequest, grpcClients, headerList, type GrpcClients } from '../helpers/grpc-client.js'
 import { metricValue, startGateway, type GatewayProcess } from '../helpers/processes.js'
 
-const tb = (name: string, burst: number) => ({ name, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst } })
+const tb = (name: string, burst: number) => ({
+  name,
+  limit_keys: ['header:x-user'],
+  algorithm: 'token_bucket',
+  algorithm_config: { tokens_per_second: 0.01, burst },
+})
 const BUNDLE = {
   bundle_version: 1,
   policies: [
@@ -24,7 +29,9 @@ const BUNDLE = {
 /** The headers that matter for comparison (the transport's own dropped), lower-cased names. */
 function comparable(flat: string[]): string[][] {
   const out: string[][] = []
-  for (let i = 0; i < flat.length; i += 2) if (!['content-length', 'date', 'connection', 'keep-alive'].includes(flat[i]!.toLowerCase())) out.push([flat[i]!.toLowerCase(), flat[i + 1]!])
+  for (let i = 0; i < flat.length; i += 2)
+    if (!['content-length', 'date', 'connection', 'keep-alive'].includes(flat[i]!.toLowerCase()))
+      out.push([flat[i]!.toLowerCase(), flat[i + 1]!])
   return out.sort()
 }
 
@@ -53,22 +60,35 @@ describe('ext_authz v3 Check over gRPC', () => {
     const r = await c.check(checkRequest({ path: '/api/items?x=1', headers: { 'x-user': 'alice' } }))
     assert.equal(r.status.code ?? 0, 0)
     assert.equal(r.http_response, 'ok_response')
-    const http = await fetch(`${gw.url}/v1/decision`, { method: 'POST', headers: { 'x-original-method': 'GET', 'x-original-uri': '/api/items', 'x-user': 'alice2' } })
+    const http = await fetch(`${gw.url}/v1/decision`, {
+      method: 'POST',
+      headers: { 'x-original-method': 'GET', 'x-original-uri': '/api/items', 'x-user': 'alice2' },
+    })
     assert.equal(http.status, 200)
     const got = comparable(headerList(r.ok_response.response_headers_to_add))
-    assert.ok(got.some(([k, v]) => k === 'ratelimit-remaining' && v === '1'), JSON.stringify(got))
+    assert.ok(
+      got.some(([k, v]) => k === 'ratelimit-remaining' && v === '1'),
+      JSON.stringify(got),
+    )
     const httpHeaders = comparable([...http.headers].flat()).filter(([k]) => k.startsWith('ratelimit'))
     assert.deepEqual(got, httpHeaders)
   })
 
   test('reject: denied_response with 429, Retry-After, RateLimit-*, X-Fairvisor-Reason and the HTTP body', async () => {
-    for (let i = 0; i < 2; i++) assert.equal((await c.check(checkRequest({ path: '/api/x', peer: '127.0.0.1', headers: { 'x-user': 'bob' } }))).http_response, 'ok_response')
+    for (let i = 0; i < 2; i++)
+      assert.equal(
+        (await c.check(checkRequest({ path: '/api/x', peer: '127.0.0.1', headers: { 'x-user': 'bob' } }))).http_response,
+        'ok_response',
+      )
     const r = await c.check(checkRequest({ path: '/api/x', peer: '127.0.0.1', headers: { 'x-user': 'bob' } }))
     assert.equal(r.http_response, 'denied_response')
     assert.equal(r.status.code, 7) // PERMISSION_DENIED: Envoy answers with denied_response
     assert.equal(r.denied_response.status.code, 429)
     // The same subject over the HTTP decision API: the same decision, written by the HTTP path.
-    const http = await fetch(`${gw.url}/v1/decision`, { method: 'POST', headers: { 'x-original-method': 'GET', 'x-original-uri': '/api/x', 'x-user': 'bob' } })
+    const http = await fetch(`${gw.url}/v1/decision`, {
+      method: 'POST',
+      headers: { 'x-original-method': 'GET', 'x-original-uri': '/api/x', 'x-user': 'bob' },
+    })
     assert.equal(http.status, 429)
     const body = await http.text()
     assert.match(body, /^\{"error":"too_many_requests","reason":"token_bucket_exceeded","retry_after":\d+\}$/)
@@ -79,7 +99,10 @@ describe('ext_authz v3 Check over gRPC', () => {
     const got = comparable(headerList(r.denied_response.headers))
     const timeless = (h: string[][]): string[][] => h.filter(([k]) => !['retry-after', 'ratelimit-reset', 'ratelimit'].includes(k))
     assert.deepEqual(timeless(got), timeless(comparable([...http.headers].flat())))
-    assert.deepEqual(got.map(([k]) => k), comparable([...http.headers].flat()).map(([k]) => k))
+    assert.deepEqual(
+      got.map(([k]) => k),
+      comparable([...http.headers].flat()).map(([k]) => k),
+    )
     assert.equal(got.find(([k]) => k === 'retry-after')?.[1], String(retry(r.denied_response.body)))
     assert.equal(got.find(([k]) => k === 'x-fairvisor-reason')?.[1], 'token_bucket_exceeded')
   })
@@ -99,12 +122,26 @@ describe('ext_authz v3 Check over gRPC', () => {
   })
 
   test('malformed messages: INVALID_ARGUMENT, and the gateway keeps serving', async () => {
-    await assert.rejects(c.raw('/envoy.service.auth.v3.Authorization/Check', Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01])), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
-    await assert.rejects(c.raw('/envoy.service.auth.v3.Authorization/Check', Buffer.from([0xff, 0xff, 0xff])), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
-    await assert.rejects(c.check({}), (e: { code: number; details: string }) => e.code === Code.INVALID_ARGUMENT && /attributes\.request\.http/.test(e.details))
-    await assert.rejects(c.check({ attributes: { request: { http: { path: 'no-slash' } } } }), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
+    await assert.rejects(
+      c.raw('/envoy.service.auth.v3.Authorization/Check', Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01])),
+      (e: { code: number }) => e.code === Code.INVALID_ARGUMENT,
+    )
+    await assert.rejects(
+      c.raw('/envoy.service.auth.v3.Authorization/Check', Buffer.from([0xff, 0xff, 0xff])),
+      (e: { code: number }) => e.code === Code.INVALID_ARGUMENT,
+    )
+    await assert.rejects(
+      c.check({}),
+      (e: { code: number; details: string }) => e.code === Code.INVALID_ARGUMENT && /attributes\.request\.http/.test(e.details),
+    )
+    await assert.rejects(
+      c.check({ attributes: { request: { http: { path: 'no-slash' } } } }),
+      (e: { code: number }) => e.code === Code.INVALID_ARGUMENT,
+    )
     assert.equal((await c.check(checkRequest({ path: '/api/ok', headers: { 'x-user': 'dave' } }))).http_response, 'ok_response')
     assert.ok(((await metricValue(gw, 'fairvisor_grpc_calls_total', 'code="INVALID_ARGUMENT"')) ?? 0) >= 4)
-    assert.ok(((await metricValue(gw, 'fairvisor_grpc_calls_total', 'method="envoy.service.auth.v3.Authorization/Check",code="OK"')) ?? 0) >= 1)
+    assert.ok(
+      ((await metricValue(gw, 'fairvisor_grpc_calls_total', 'method="envoy.service.auth.v3.Authorization/Check",code="OK"')) ?? 0) >= 1,
+    )
   })
 })

@@ -19,7 +19,28 @@ function writeConfig(): { bundle: string; rls: string } {
   const dir = mkdtempSync(join(tmpdir(), 'fv-grpc-redis-'))
   const bundle = join(dir, 'bundle.json')
   // No refill worth speaking of during the test: exactly BURST calls may pass.
-  writeFileSync(bundle, JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.0001, burst: BURST } }] } }] }))
+  writeFileSync(
+    bundle,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'api',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [
+              {
+                name: 'per_user',
+                limit_keys: ['header:x-user'],
+                algorithm: 'token_bucket',
+                algorithm_config: { tokens_per_second: 0.0001, burst: BURST },
+              },
+            ],
+          },
+        },
+      ],
+    }),
+  )
   const rls = join(dir, 'rls.yaml')
   writeFileSync(rls, `domain: shared\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: ${RLS_LIMIT}}\n`)
   return { bundle, rls }
@@ -39,25 +60,42 @@ describe('gRPC on Redis', () => {
 
   test('64 concurrent clients on one key over two gateways: exactly the limit passes (0 % over-grant)', async () => {
     const { bundle, rls } = writeConfig()
-    const env = { FAIRVISOR_STORE: 'redis://127.0.0.1:6379', FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_RLS_CONFIG: rls, FAIRVISOR_STORE_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' }
+    const env = {
+      FAIRVISOR_STORE: 'redis://127.0.0.1:6379',
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_RLS_CONFIG: rls,
+      FAIRVISOR_STORE_TIMEOUT_MS: '2000',
+      FAIRVISOR_FAIL_POLICY: 'closed',
+    }
     const a = await start(env)
-    cleanup.push(() => a.gw.stop(), () => a.c.close())
+    cleanup.push(
+      () => a.gw.stop(),
+      () => a.c.close(),
+    )
     const b = await start(env)
-    cleanup.push(() => b.gw.stop(), () => b.c.close())
+    cleanup.push(
+      () => b.gw.stop(),
+      () => b.c.close(),
+    )
     const user = randomUUID()
     const CALLS = 5
     let allowed = 0
     let rlsOk = 0
     let other = 0
-    await Promise.all(Array.from({ length: 64 }, async (_, i) => {
-      const c = i % 2 === 0 ? a.c : b.c
-      for (let j = 0; j < CALLS; j++) {
-        const [r, q] = await Promise.all([c.check(checkRequest({ path: '/work', headers: { 'x-user': user } })), c.shouldRateLimit({ domain: 'shared', descriptors: [{ entries: [{ key: 'user', value: user }] }] })])
-        if (r.http_response === 'ok_response') allowed++
-        else if (r.denied_response.status.code !== 429) other++
-        if (q.overall_code === 1) rlsOk++
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, i) => {
+        const c = i % 2 === 0 ? a.c : b.c
+        for (let j = 0; j < CALLS; j++) {
+          const [r, q] = await Promise.all([
+            c.check(checkRequest({ path: '/work', headers: { 'x-user': user } })),
+            c.shouldRateLimit({ domain: 'shared', descriptors: [{ entries: [{ key: 'user', value: user }] }] }),
+          ])
+          if (r.http_response === 'ok_response') allowed++
+          else if (r.denied_response.status.code !== 429) other++
+          if (q.overall_code === 1) rlsOk++
+        }
+      }),
+    )
     console.log(`ext_authz allowed ${allowed} of ${64 * CALLS} (burst ${BURST}); RLS OK ${rlsOk} of ${64 * CALLS} (limit ${RLS_LIMIT})`)
     assert.equal(other, 0)
     assert.equal(allowed, BURST)
@@ -69,9 +107,22 @@ describe('gRPC on Redis', () => {
       const redis: RedisServer = await startRedis()
       cleanup.push(() => redis.stop())
       const { bundle, rls } = writeConfig()
-      const { gw, c } = await start({ FAIRVISOR_STORE: redis.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_RLS_CONFIG: rls, FAIRVISOR_FAIL_POLICY: policy, FAIRVISOR_STORE_TIMEOUT_MS: '200' })
-      cleanup.push(() => gw.stop(), () => c.close())
-      const ask = () => Promise.all([c.check(checkRequest({ path: '/work', headers: { 'x-user': 'u' } })), c.shouldRateLimit({ domain: 'shared', descriptors: [{ entries: [{ key: 'user', value: 'u' }] }] })])
+      const { gw, c } = await start({
+        FAIRVISOR_STORE: redis.url,
+        FAIRVISOR_CONFIG_FILE: bundle,
+        FAIRVISOR_RLS_CONFIG: rls,
+        FAIRVISOR_FAIL_POLICY: policy,
+        FAIRVISOR_STORE_TIMEOUT_MS: '200',
+      })
+      cleanup.push(
+        () => gw.stop(),
+        () => c.close(),
+      )
+      const ask = () =>
+        Promise.all([
+          c.check(checkRequest({ path: '/work', headers: { 'x-user': 'u' } })),
+          c.shouldRateLimit({ domain: 'shared', descriptors: [{ entries: [{ key: 'user', value: 'u' }] }] }),
+        ])
       const [up, upRls] = await ask()
       assert.equal(up.http_response, 'ok_response')
       assert.equal(upRls.statuses[0].limit_remaining, RLS_LIMIT - 1)

@@ -15,21 +15,52 @@ import { metricValue, ROOT, startGateway, type GatewayProcess } from '../helpers
 const OK = 1
 const OVER_LIMIT = 2
 type Entries = Array<[string, string]>
-const desc = (entries: Entries, hits?: number): object => ({ entries: entries.map(([key, value]) => ({ key, value })), ...(hits === undefined ? {} : { hits_addend: { value: hits } }) })
+const desc = (entries: Entries, hits?: number): object => ({
+  entries: entries.map(([key, value]) => ({ key, value })),
+  ...(hits === undefined ? {} : { hits_addend: { value: hits } }),
+})
 
 describe('RLS v3 ShouldRateLimit over gRPC', () => {
   let gw: GatewayProcess
   let c: GrpcClients
   let dir: string
-  const ask = (domain: string, descriptors: object[], hits_addend?: number) => c.shouldRateLimit({ domain, descriptors, ...(hits_addend ? { hits_addend } : {}) })
+  const ask = (domain: string, descriptors: object[], hits_addend?: number) =>
+    c.shouldRateLimit({ domain, descriptors, ...(hits_addend ? { hits_addend } : {}) })
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-rls-'))
     copyFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), join(dir, 'config.yaml'))
     // A bundle limiting the RLS domain `bundled` per descriptor entry `user`.
     const bundle = join(mkdtempSync(join(tmpdir(), 'fv-rls-bundle-')), 'bundle.json')
-    writeFileSync(bundle, JSON.stringify({ bundle_version: 1, policies: [{ id: 'rls', spec: { selector: { pathExact: '/bundled' }, rules: [{ name: 'per_user', limit_keys: ['descriptor:user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 2 } }] } }] }))
-    gw = await startGateway({ FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_MODE: 'decision_service', FAIRVISOR_GRPC_PORT: '0', FAIRVISOR_RLS_CONFIG: dir, FAIRVISOR_RLS_RESPONSE_HEADERS: 'true' })
+    writeFileSync(
+      bundle,
+      JSON.stringify({
+        bundle_version: 1,
+        policies: [
+          {
+            id: 'rls',
+            spec: {
+              selector: { pathExact: '/bundled' },
+              rules: [
+                {
+                  name: 'per_user',
+                  limit_keys: ['descriptor:user'],
+                  algorithm: 'token_bucket',
+                  algorithm_config: { tokens_per_second: 0.01, burst: 2 },
+                },
+              ],
+            },
+          },
+        ],
+      }),
+    )
+    gw = await startGateway({
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_GRPC_PORT: '0',
+      FAIRVISOR_RLS_CONFIG: dir,
+      FAIRVISOR_RLS_RESPONSE_HEADERS: 'true',
+    })
     const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
     c = grpcClients(line.grpcPort as number)
   })
@@ -50,7 +81,10 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
   })
 
   test('messaging: 5 marketing messages a day to one number, 100 a day to any number', async () => {
-    const marketing = desc([['message_type', 'marketing'], ['to_number', '2061234567']])
+    const marketing = desc([
+      ['message_type', 'marketing'],
+      ['to_number', '2061234567'],
+    ])
     const any = desc([['to_number', '2061234567']])
     for (let i = 1; i <= 5; i++) {
       const r = await ask('messaging', [marketing, any])
@@ -133,7 +167,10 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
     await assert.rejects(ask('', [desc([['a', 'b']])]), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
     await assert.rejects(ask('messaging', []), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
     await assert.rejects(ask('messaging', [{ entries: [] }]), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
-    await assert.rejects(c.raw('/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', Buffer.from([0x12, 0x05, 0x0a])), (e: { code: number }) => e.code === Code.INVALID_ARGUMENT)
+    await assert.rejects(
+      c.raw('/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', Buffer.from([0x12, 0x05, 0x0a])),
+      (e: { code: number }) => e.code === Code.INVALID_ARGUMENT,
+    )
     assert.ok(((await metricValue(gw, 'fairvisor_rls_decisions_total', 'domain="_unknown"')) ?? 0) >= 1)
     assert.ok(((await metricValue(gw, 'fairvisor_rls_decisions_total', 'domain="messaging",code="over_limit"')) ?? 0) >= 1)
   })
@@ -143,7 +180,10 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
     await gw.waitForLog((l) => l.msg === 'rls config loaded' && Array.isArray(l.domains) && (l.domains as string[]).includes('fresh'))
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OK)
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OVER_LIMIT)
-    writeFileSync(join(dir, 'config.yaml'), 'domain: fresh\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n')
+    writeFileSync(
+      join(dir, 'config.yaml'),
+      'domain: fresh\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n',
+    )
     const refused = await gw.waitForLog((l) => String(l.msg).startsWith('rls config rejected'))
     assert.match(String((refused.err as { message: string }).message), /unit "fortnight"/)
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OVER_LIMIT)

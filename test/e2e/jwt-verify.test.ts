@@ -18,10 +18,28 @@ import { CLI, ROOT, startBackend, startGateway, type Backend, type GatewayProces
 const SECRET = 'a-test-secret-that-is-at-least-32-characters-long'
 const dir = mkdtempSync(join(tmpdir(), 'fv-jwt-'))
 const bundleFile = join(dir, 'bundle.json')
-writeFileSync(bundleFile, JSON.stringify({
-  bundle_version: 1,
-  policies: [{ id: 'per_user', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_sub', limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 2 } }] } }],
-}))
+writeFileSync(
+  bundleFile,
+  JSON.stringify({
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'per_user',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [
+            {
+              name: 'per_sub',
+              limit_keys: ['jwt:sub'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 0.001, burst: 2 },
+            },
+          ],
+        },
+      },
+    ],
+  }),
+)
 
 const hmac = (claims: Record<string, unknown>, secret = SECRET) =>
   new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().sign(new TextEncoder().encode(secret))
@@ -61,7 +79,10 @@ describe('HMAC secret', () => {
     const forged = await hmac({ sub: 'mallory' }, 'another-secret-that-is-also-at-least-32-chars')
     assert.deepEqual(await statuses(gw, forged, 4), [200, 200, 200, 200])
     assert.deepEqual(await statuses(gw, unsigned({ sub: 'mallory' }), 4), [200, 200, 200, 200])
-    const expired = await new SignJWT({ sub: 'mallory' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime(Math.floor(Date.now() / 1000) - 60).sign(new TextEncoder().encode(SECRET))
+    const expired = await new SignJWT({ sub: 'mallory' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setExpirationTime(Math.floor(Date.now() / 1000) - 60)
+      .sign(new TextEncoder().encode(SECRET))
     assert.deepEqual(await statuses(gw, expired, 4), [200, 200, 200, 200])
     const metrics = await (await fetch(`${gw.url}/metrics`)).text()
     assert.match(metrics, /fairvisor_descriptor_missing_total\{key="jwt:sub"\} 12/)
@@ -90,7 +111,10 @@ describe('JWKS', () => {
 
   for (const source of ['file', 'url'] as const) {
     test(`a token signed by a key of the JWKS ${source} is limited on its sub claim; an HMAC token is not`, async () => {
-      const env = source === 'file' ? { FAIRVISOR_JWKS_FILE: jwksFile } : { FAIRVISOR_JWKS_URL: `http://127.0.0.1:${(jwksServer.address() as AddressInfo).port}/jwks.json` }
+      const env =
+        source === 'file'
+          ? { FAIRVISOR_JWKS_FILE: jwksFile }
+          : { FAIRVISOR_JWKS_URL: `http://127.0.0.1:${(jwksServer.address() as AddressInfo).port}/jwks.json` }
       const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundleFile, ...env })
       try {
         assert.deepEqual(await statuses(gw, token, 3), [200, 200, 429])
@@ -107,13 +131,23 @@ describe('bad JWT key settings stop start-up with exit 2', () => {
     [{ FAIRVISOR_JWT_HMAC_SECRET: 'short' }, /FAIRVISOR_JWT_HMAC_SECRET: must be at least 32 characters/],
     [{ FAIRVISOR_JWKS_FILE: join(dir, 'missing.json') }, /FAIRVISOR_JWKS_FILE: cannot read a JSON Web Key Set/],
     [{ FAIRVISOR_JWKS_URL: 'ftp://x' }, /FAIRVISOR_JWKS_URL: must be an http\(s\) URL/],
-    [{ FAIRVISOR_JWT_HMAC_SECRET: SECRET, FAIRVISOR_JWKS_URL: 'http://127.0.0.1:1/' }, /FAIRVISOR_JWKS_URL: cannot be combined with FAIRVISOR_JWT_HMAC_SECRET/],
+    [
+      { FAIRVISOR_JWT_HMAC_SECRET: SECRET, FAIRVISOR_JWKS_URL: 'http://127.0.0.1:1/' },
+      /FAIRVISOR_JWKS_URL: cannot be combined with FAIRVISOR_JWT_HMAC_SECRET/,
+    ],
   ]
   for (const [env, message] of cases) {
     test(Object.keys(env).join(' + '), () => {
       const r = spawnSync(process.execPath, [CLI], {
         cwd: ROOT,
-        env: { PATH: process.env.PATH, FAIRVISOR_PORT: '0', FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_LOG_LEVEL: 'silent', ...env },
+        env: {
+          PATH: process.env.PATH,
+          FAIRVISOR_PORT: '0',
+          FAIRVISOR_HOST: '127.0.0.1',
+          FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1',
+          FAIRVISOR_LOG_LEVEL: 'silent',
+          ...env,
+        },
         encoding: 'utf8',
         timeout: 10_000,
       })

@@ -20,7 +20,21 @@ const dir = mkdtempSync(join(tmpdir(), 'fv-lease-'))
 let n = 0
 function bundle(config: object): string {
   const file = join(dir, `b${++n}.json`)
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: `hot${n}`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }] } }] }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'api',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: `hot${n}`, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }],
+          },
+        },
+      ],
+    }),
+  )
   return file
 }
 
@@ -41,14 +55,23 @@ describe('token leases', () => {
     await redis.stop()
     rmSync(dir, { recursive: true, force: true })
   })
-  const env = (file: string) => ({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: redis.url, FAIRVISOR_REDIS_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' })
+  const env = (file: string) => ({
+    FAIRVISOR_BACKEND_URL: backend.url,
+    FAIRVISOR_CONFIG_FILE: file,
+    FAIRVISOR_STORE: redis.url,
+    FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+    FAIRVISOR_FAIL_POLICY: 'closed',
+  })
 
   /**
    * 64 clients on one key across two gateways for at least 2 s and at least `minTotal` requests
    * (a loaded machine runs longer rather than fewer requests; 60 s at most). The ceiling counts
    * the time until the last answer, not the shutdown after it.
    */
-  async function hammer(config: { burst: number; tokens_per_second: number; lease?: object }, minTotal = 0): Promise<{ granted: number; ceiling: number; total: number; calls: number; elapsed: number }> {
+  async function hammer(
+    config: { burst: number; tokens_per_second: number; lease?: object },
+    minTotal = 0,
+  ): Promise<{ granted: number; ceiling: number; total: number; calls: number; elapsed: number }> {
     const file = bundle(config)
     const gws: GatewayProcess[] = [await startGateway(env(file)), await startGateway(env(file))]
     const pools = gws.map((g) => new Pool(g.url, { connections: 32 }))
@@ -60,25 +83,35 @@ describe('token leases', () => {
     const cap = t0 + 60_000
     let t1 = t0
     try {
-      await Promise.all(Array.from({ length: 64 }, async (_, i) => {
-        while ((performance.now() < deadline || total < minTotal) && performance.now() < cap) {
-          const r = await pools[i % 2]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
-          await r.body.dump()
-          total++
-        }
-      }))
+      await Promise.all(
+        Array.from({ length: 64 }, async (_, i) => {
+          while ((performance.now() < deadline || total < minTotal) && performance.now() < cap) {
+            const r = await pools[i % 2]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
+            await r.body.dump()
+            total++
+          }
+        }),
+      )
       t1 = performance.now()
     } finally {
       await Promise.all(pools.map((p) => p.close()))
       await Promise.all(gws.map((g) => g.stop()))
     }
     const elapsed = (t1 - t0) / 1000
-    return { granted: backend.count - seen, ceiling: config.burst + config.tokens_per_second * elapsed, total, calls: evalshaCalls(redis) - before, elapsed }
+    return {
+      granted: backend.count - seen,
+      ceiling: config.burst + config.tokens_per_second * elapsed,
+      total,
+      calls: evalshaCalls(redis) - before,
+      elapsed,
+    }
   }
 
   it('64 clients, 2 instances, one hot key under its limit: ≤ 0.1 Redis calls per request', async () => {
     const r = await hammer({ burst: 100_000, tokens_per_second: 100_000, lease: { tokens: 20, ttl_ms: 200 } }, 101)
-    console.log(`leases under the limit: granted ${r.granted} of ${r.total}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`)
+    console.log(
+      `leases under the limit: granted ${r.granted} of ${r.total}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
+    )
     assert.ok(r.total > 100, 'the load was real')
     assert.equal(r.granted, r.total)
     assert.ok(r.calls / r.total <= 0.1, `calls per request: ${r.calls / r.total}`)
@@ -88,7 +121,9 @@ describe('token leases', () => {
     const slice = 20
     const r = await hammer({ burst: 100, tokens_per_second: 100, lease: { tokens: slice, ttl_ms: 200 } }, 1001)
     const bound = r.ceiling + slice * 2 * Math.ceil((r.elapsed * 1000) / 200)
-    console.log(`leases over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, bound ${bound.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`)
+    console.log(
+      `leases over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, bound ${bound.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
+    )
     assert.ok(r.total > 1000, 'the load was real')
     assert.ok(r.granted <= bound, 'over-grant within slice × instances per lease period')
     assert.ok(r.granted <= r.ceiling + 1e-6, 'slices are taken before they are spent: no over-grant at all')

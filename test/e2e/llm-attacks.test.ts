@@ -38,7 +38,14 @@ function answer(req: IncomingMessage, res: ServerResponse, body: Buffer, receive
   const s = json.stream
   if (s === undefined || s === false || s === 'false' || s === 0) {
     res.writeHead(200, { 'content-type': 'application/json' })
-    return void res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], ...(usage ? { usage } : {}) }))
+    return void res.end(
+      JSON.stringify({
+        id: 'c1',
+        object: 'chat.completion',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+        ...(usage ? { usage } : {}),
+      }),
+    )
   }
   res.writeHead(200, { 'content-type': 'text/event-stream' })
   let i = 0
@@ -46,7 +53,9 @@ function answer(req: IncomingMessage, res: ServerResponse, body: Buffer, receive
     if (res.destroyed) return
     if (i === 10) return void res.end('data: [DONE]\n\n')
     i++
-    res.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: TEXT } }] })}\n\n`)
+    res.write(
+      `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: TEXT } }] })}\n\n`,
+    )
     setTimeout(next, 2)
   }
   next()
@@ -62,25 +71,33 @@ async function startUpstream(): Promise<Upstream> {
   return Object.assign(b, { received })
 }
 
-const llm = (name: string, config: object): object => ({ name, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 600, burst_tokens: 100000, ...config } })
+const llm = (name: string, config: object): object => ({
+  name,
+  limit_keys: ['header:x-tenant'],
+  algorithm: 'token_bucket_llm',
+  algorithm_config: { tokens_per_minute: 600, burst_tokens: 100000, ...config },
+})
 const policy = (id: string, rule: object): object => ({ id, spec: { selector: { pathPrefix: `/${id}/` }, rules: [rule] } })
 
 function writeBundle(dir: string): string {
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      policy('sw', llm('sw', { max_prompt_tokens: 1000 })),
-      policy('tk', llm('tk', { max_prompt_tokens: 1000, token_source: { estimator: 'tokenizer' } })),
-      policy('prec', llm('prec', { max_completion_tokens: 2000 })),
-      policy('str', llm('str', { max_completion_tokens: 50, streaming: { buffer_tokens: 10 } })),
-      // Charged at most its burst, a bucket is in debt by at most one minute of refill.
-      policy('cap', llm('cap', { tokens_per_minute: 6000, burst_tokens: 6000 })),
-      // A minute bucket that refills at once, so the day counter is what rejects.
-      policy('day', llm('day', { tokens_per_minute: 1e9, burst_tokens: 1e9, tokens_per_day: 5000 })),
-      policy('chunk', llm('chunk', { max_prompt_tokens: 1_000_000, burst_tokens: 1e9 })),
-    ],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        policy('sw', llm('sw', { max_prompt_tokens: 1000 })),
+        policy('tk', llm('tk', { max_prompt_tokens: 1000, token_source: { estimator: 'tokenizer' } })),
+        policy('prec', llm('prec', { max_completion_tokens: 2000 })),
+        policy('str', llm('str', { max_completion_tokens: 50, streaming: { buffer_tokens: 10 } })),
+        // Charged at most its burst, a bucket is in debt by at most one minute of refill.
+        policy('cap', llm('cap', { tokens_per_minute: 6000, burst_tokens: 6000 })),
+        // A minute bucket that refills at once, so the day counter is what rejects.
+        policy('day', llm('day', { tokens_per_minute: 1e9, burst_tokens: 1e9, tokens_per_day: 5000 })),
+        policy('chunk', llm('chunk', { max_prompt_tokens: 1_000_000, burst_tokens: 1e9 })),
+      ],
+    }),
+  )
   return file
 }
 
@@ -91,7 +108,11 @@ interface Answer {
 }
 
 async function post(gw: GatewayProcess, path: string, body: object, headers: Record<string, string> = {}): Promise<Answer> {
-  const r = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tenant': 't', ...headers }, body: JSON.stringify(body) })
+  const r = await fetch(`${gw.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-tenant': 't', ...headers },
+    body: JSON.stringify(body),
+  })
   return { status: r.status, headers: r.headers, text: await r.text() }
 }
 
@@ -99,12 +120,16 @@ async function post(gw: GatewayProcess, path: string, body: object, headers: Rec
 function chunkedUpload(gw: GatewayProcess, path: string, head: string, total: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     let answered = false
-    const req = httpRequest(`${gw.url}${path}`, { method: 'POST', agent: false, headers: { 'x-tenant': 't', 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-      answered = true
-      let b = ''
-      res.on('data', (c: Buffer) => (b += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode!, body: b }))
-    })
+    const req = httpRequest(
+      `${gw.url}${path}`,
+      { method: 'POST', agent: false, headers: { 'x-tenant': 't', 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+      (res) => {
+        answered = true
+        let b = ''
+        res.on('data', (c: Buffer) => (b += c.toString()))
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }))
+      },
+    )
     req.on('error', (e) => (answered ? undefined : reject(e)))
     const chunk = Buffer.alloc(64 * 1024, 0x61)
     let sent = 0
@@ -149,9 +174,19 @@ describe('LLM capacity cannot be bought with the request body or the reply', { t
     'prompt array': { prompt: [BIG.slice(0, 42000), BIG.slice(42000)] },
     'input string (Responses)': { input: BIG },
     'input items (Responses)': { input: [{ role: 'user', content: [{ type: 'input_text', text: BIG }] }] },
-    'tools': { messages: tiny, tools: [{ type: 'function', function: { name: 'f', description: BIG, parameters: { type: 'object' } } }] },
-    'functions': { messages: tiny, functions: [{ name: 'f', description: BIG }] },
-    'two images (1,000 tokens each)': { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { type: 'image', source: { type: 'base64', data: 'AAAA' } }] }] },
+    tools: { messages: tiny, tools: [{ type: 'function', function: { name: 'f', description: BIG, parameters: { type: 'object' } } }] },
+    functions: { messages: tiny, functions: [{ name: 'f', description: BIG }] },
+    'two images (1,000 tokens each)': {
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+            { type: 'image', source: { type: 'base64', data: 'AAAA' } },
+          ],
+        },
+      ],
+    },
   }
 
   for (const estimator of ['sw', 'tk']) {
@@ -161,13 +196,24 @@ describe('LLM capacity cannot be bought with the request body or the reply', { t
         assert.equal(r.status, 429, `${what}: ${r.text}`)
         assert.match(r.text, /prompt_tokens_exceeded|prompt/, what)
       }
-      const ok = await post(gw, `/${estimator}/v1/chat/completions`, { model: 'm', max_tokens: 10, system: 'be brief', messages: tiny, tools: [{ type: 'function', function: { name: 'f' } }] })
+      const ok = await post(gw, `/${estimator}/v1/chat/completions`, {
+        model: 'm',
+        max_tokens: 10,
+        system: 'be brief',
+        messages: tiny,
+        tools: [{ type: 'function', function: { name: 'f' } }],
+      })
       assert.equal(ok.status, 200, 'a small prompt with every field still passes')
     })
   }
 
   test('the reservation is the largest completion field, capped by the rule', async () => {
-    const r = await post(gw, '/prec/v1/chat/completions', { model: 'm', messages: tiny, max_tokens: 1, max_completion_tokens: 100000 }, { 'x-tenant': 'prec' })
+    const r = await post(
+      gw,
+      '/prec/v1/chat/completions',
+      { model: 'm', messages: tiny, max_tokens: 1, max_completion_tokens: 100000 },
+      { 'x-tenant': 'prec' },
+    )
     assert.equal(r.status, 200)
     // 100000 burst − (1 prompt token + 2000 capped completion); a reservation of 1 would leave 99998.
     const remaining = Number(r.headers.get('ratelimit-remaining'))
@@ -186,7 +232,12 @@ describe('LLM capacity cannot be bought with the request body or the reply', { t
   }
 
   test('reported usage of 1e15 charges at most the burst: the key is usable again within seconds', { timeout: 180_000 }, async () => {
-    const first = await post(gw, '/cap/v1/chat/completions', { model: 'm', messages: tiny, max_tokens: 10 }, { 'x-tenant': 'cap', 'x-fake-prompt': '1e15' })
+    const first = await post(
+      gw,
+      '/cap/v1/chat/completions',
+      { model: 'm', messages: tiny, max_tokens: 10 },
+      { 'x-tenant': 'cap', 'x-fake-prompt': '1e15' },
+    )
     assert.equal(first.status, 200)
     const line = await gw.waitForLog((l) => l.event === 'llm_overrun_capped' && l.policy === 'cap')
     assert.equal(line.reported_tokens, 1e15 + 1)
@@ -204,7 +255,12 @@ describe('LLM capacity cannot be bought with the request body or the reply', { t
   })
 
   test('reported usage of 1e15 charges the day counter at most tokens_per_day (Retry-After: the next UTC midnight)', async () => {
-    const first = await post(gw, '/day/v1/chat/completions', { model: 'm', messages: tiny, max_tokens: 10 }, { 'x-tenant': 'day', 'x-fake-prompt': '1e15' })
+    const first = await post(
+      gw,
+      '/day/v1/chat/completions',
+      { model: 'm', messages: tiny, max_tokens: 10 },
+      { 'x-tenant': 'day', 'x-fake-prompt': '1e15' },
+    )
     assert.equal(first.status, 200)
     const line = await gw.waitForLog((l) => l.event === 'llm_overrun_capped' && l.policy === 'day')
     assert.equal(line.day_charge, 5000)
@@ -250,15 +306,32 @@ describe('the shipped LLM bundles limit the keys the official SDKs send, and nev
     return 50
   }
 
-  test('policies/llm-openai.json: Authorization: Bearer sk-… (openai SDK) and api-key (Azure) share the key\'s bucket; debug logs show a hash', async () => {
+  test("policies/llm-openai.json: Authorization: Bearer sk-… (openai SDK) and api-key (Azure) share the key's bucket; debug logs show a hash", async () => {
     const secret = `sk-proj-${process.pid}secretvalue`
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: up.url, FAIRVISOR_CONFIG_FILE: 'policies/llm-openai.json', FAIRVISOR_LOG_LEVEL: 'debug' })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: up.url,
+      FAIRVISOR_CONFIG_FILE: 'policies/llm-openai.json',
+      FAIRVISOR_LOG_LEVEL: 'debug',
+    })
     try {
       // 30,000 tokens a minute, 4,096 + ~9 reserved per call: 7 pass.
-      assert.equal(await allowedInARow(gw, '/v1/chat/completions', { authorization: `Bearer ${secret}`, 'x-stainless-lang': 'js' }, 4096), 7)
-      const azure = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4096 }, { 'api-key': secret })
+      assert.equal(
+        await allowedInARow(gw, '/v1/chat/completions', { authorization: `Bearer ${secret}`, 'x-stainless-lang': 'js' }, 4096),
+        7,
+      )
+      const azure = await post(
+        gw,
+        '/v1/chat/completions',
+        { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4096 },
+        { 'api-key': secret },
+      )
       assert.equal(azure.status, 429, 'the same key in api-key is the same bucket')
-      const other = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }, { authorization: 'Bearer sk-other' })
+      const other = await post(
+        gw,
+        '/v1/chat/completions',
+        { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 },
+        { authorization: 'Bearer sk-other' },
+      )
       assert.equal(other.status, 200, 'another key has its own bucket')
       const decision = await gw.waitForLog((l) => l.event === 'decision' && l.outcome === 'reject')
       assert.match(String(decision.key), /sha256:[0-9a-f]{12}/)
@@ -274,7 +347,10 @@ describe('the shipped LLM bundles limit the keys the official SDKs send, and nev
     try {
       // 60,000 burst, 8,192 + 1 reserved per call: 7 pass.
       assert.equal(await allowedInARow(gw, '/v1/messages', { 'x-api-key': 'sk-ant-api03-a', 'anthropic-version': '2023-06-01' }, 8192), 7)
-      assert.equal(await allowedInARow(gw, '/v1/messages', { authorization: 'Bearer sk-ant-oat-b', 'anthropic-version': '2023-06-01' }, 8192), 7)
+      assert.equal(
+        await allowedInARow(gw, '/v1/messages', { authorization: 'Bearer sk-ant-oat-b', 'anthropic-version': '2023-06-01' }, 8192),
+        7,
+      )
     } finally {
       assert.equal(await gw.stop(), 0)
     }

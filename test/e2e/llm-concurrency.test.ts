@@ -26,18 +26,43 @@ const DURATION_MS = 2000
 const BURST = 2000
 const RATE = 20 // tokens per second (tokens_per_minute 1200)
 const MAX_OVERRUN = 50
-const cli = (...args: string[]): string => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', '6379', ...args], { encoding: 'utf8' }).stdout.trim()
+const cli = (...args: string[]): string =>
+  spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', '6379', ...args], { encoding: 'utf8' }).stdout.trim()
 
 test('64 clients, two gateways, one Redis: settled usage is bounded and reservations never leak', { timeout: 60_000 }, async () => {
   const rule = `llm_conc_${process.pid}_${Date.now()}`
   const dir = mkdtempSync(join(tmpdir(), 'fv-llm-conc-'))
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [{ id: 'chat', spec: { selector: { pathPrefix: '/v1/' }, rules: [{ name: rule, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: RATE * 60, burst_tokens: BURST, tokens_per_day: 1_000_000 } }] } }],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'chat',
+          spec: {
+            selector: { pathPrefix: '/v1/' },
+            rules: [
+              {
+                name: rule,
+                limit_keys: ['header:x-tenant'],
+                algorithm: 'token_bucket_llm',
+                algorithm_config: { tokens_per_minute: RATE * 60, burst_tokens: BURST, tokens_per_day: 1_000_000 },
+              },
+            ],
+          },
+        },
+      ],
+    }),
+  )
   const llm = await startFakeLlm()
-  const env = { FAIRVISOR_BACKEND_URL: llm.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: 'redis://127.0.0.1:6379', FAIRVISOR_REDIS_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed' }
+  const env = {
+    FAIRVISOR_BACKEND_URL: llm.url,
+    FAIRVISOR_CONFIG_FILE: file,
+    FAIRVISOR_STORE: 'redis://127.0.0.1:6379',
+    FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+    FAIRVISOR_FAIL_POLICY: 'closed',
+  }
   const gws: GatewayProcess[] = []
   const pools: Pool[] = []
   try {
@@ -53,7 +78,17 @@ test('64 clients, two gateways, one Redis: settled usage is bounded and reservat
       const pool = pools[i % 2]!
       while (performance.now() - t0 < DURATION_MS) {
         const completion = Math.floor(Math.random() * 151)
-        const r = await pool.request({ path: '/v1/chat/completions', method: 'POST', body, headers: { 'content-type': 'application/json', 'x-tenant': 'one', 'x-fake-prompt': '100', 'x-fake-completion': String(completion) } })
+        const r = await pool.request({
+          path: '/v1/chat/completions',
+          method: 'POST',
+          body,
+          headers: {
+            'content-type': 'application/json',
+            'x-tenant': 'one',
+            'x-fake-prompt': '100',
+            'x-fake-completion': String(completion),
+          },
+        })
         await r.body.text()
         if (r.statusCode === 200) {
           allowed++
@@ -72,7 +107,9 @@ test('64 clients, two gateways, one Redis: settled usage is bounded and reservat
     assert.equal(counted, reported, `day counter ${counted} vs usage reported for ${allowed} allowed calls ${reported}`)
     const bound = BURST + RATE * elapsedS + CLIENTS * MAX_OVERRUN
     assert.ok(reported <= bound, `used ${reported} > burst + rate × ${elapsedS.toFixed(2)} s + in-flight overruns = ${bound}`)
-    console.log(`llm concurrency: ${allowed} allowed, ${rejected} rejected, ${reported} tokens used in ${elapsedS.toFixed(2)} s (admitted at most ${(BURST + RATE * elapsedS).toFixed(0)} + in-flight overruns)`)
+    console.log(
+      `llm concurrency: ${allowed} allowed, ${rejected} rejected, ${reported} tokens used in ${elapsedS.toFixed(2)} s (admitted at most ${(BURST + RATE * elapsedS).toFixed(0)} + in-flight overruns)`,
+    )
   } finally {
     await Promise.all(pools.map((p) => p.close()))
     for (const gw of gws) assert.equal(await gw.stop(), 0)

@@ -15,27 +15,69 @@ import { startGateway } from '../helpers/processes.js'
 import { readBucket } from '../store/redis-servers.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-const redisCli = (...args: string[]): string => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', '6379', ...args], { encoding: 'utf8' }).stdout.trim()
+const redisCli = (...args: string[]): string =>
+  spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', '6379', ...args], { encoding: 'utf8' }).stdout.trim()
 
 test('a client that leaves while its LLM call is held: not forwarded, reservation given back', async () => {
   const rule = `llm_hold_${process.pid}_${Date.now()}`
   const dir = mkdtempSync(join(tmpdir(), 'fv-llm-hold-'))
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [{ id: 'chat', spec: { selector: { pathPrefix: '/v1/' }, rules: [
-      { name: `${rule}_budget`, limit_keys: ['header:x-tenant'], algorithm: 'cost_based', algorithm_config: { budget: 1e6, period: '1d', staged_actions: [{ threshold_percent: 0, action: 'throttle', delay_ms: 1500 }, { threshold_percent: 100, action: 'reject' }] } },
-      { name: rule, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 60, burst_tokens: 5000, default_max_completion: 200, token_source: { estimator: 'simple_word' } } },
-    ] } }],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'chat',
+          spec: {
+            selector: { pathPrefix: '/v1/' },
+            rules: [
+              {
+                name: `${rule}_budget`,
+                limit_keys: ['header:x-tenant'],
+                algorithm: 'cost_based',
+                algorithm_config: {
+                  budget: 1e6,
+                  period: '1d',
+                  staged_actions: [
+                    { threshold_percent: 0, action: 'throttle', delay_ms: 1500 },
+                    { threshold_percent: 100, action: 'reject' },
+                  ],
+                },
+              },
+              {
+                name: rule,
+                limit_keys: ['header:x-tenant'],
+                algorithm: 'token_bucket_llm',
+                algorithm_config: {
+                  tokens_per_minute: 60,
+                  burst_tokens: 5000,
+                  default_max_completion: 200,
+                  token_source: { estimator: 'simple_word' },
+                },
+              },
+            ],
+          },
+        },
+      ],
+    }),
+  )
   const llm = await startFakeLlm()
-  const gw = await startGateway({ FAIRVISOR_BACKEND_URL: llm.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE: 'redis://127.0.0.1:6379', FAIRVISOR_FAIL_POLICY: 'closed' })
+  const gw = await startGateway({
+    FAIRVISOR_BACKEND_URL: llm.url,
+    FAIRVISOR_CONFIG_FILE: file,
+    FAIRVISOR_STORE: 'redis://127.0.0.1:6379',
+    FAIRVISOR_FAIL_POLICY: 'closed',
+  })
   const key = `tpm:llm:${rule}:t1`
   // An absent bucket is a full one: a bucket given back to full expires after at least 1 s.
   const tokens = (): number => readBucket((...a) => redisCli(...a), key)?.tokens ?? 5000
   try {
     const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(400) }] })
-    const req = httpRequest(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'x-tenant': 't1', 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } })
+    const req = httpRequest(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'x-tenant': 't1', 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    })
     req.on('error', () => undefined)
     req.end(body)
     await sleep(500)
@@ -53,4 +95,3 @@ test('a client that leaves while its LLM call is held: not forwarded, reservatio
     rmSync(dir, { recursive: true, force: true })
   }
 })
-

@@ -22,24 +22,35 @@ const PROMPT = [{ role: 'user', content: 'x'.repeat(400) }] // simple_word: 100 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 function llmRule(name: string, extra: object = {}): object {
-  return { name: `${name}_${RUN}`, limit_keys: ['header:x-tenant'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 60, burst_tokens: 10000, ...extra } }
+  return {
+    name: `${name}_${RUN}`,
+    limit_keys: ['header:x-tenant'],
+    algorithm: 'token_bucket_llm',
+    algorithm_config: { tokens_per_minute: 60, burst_tokens: 10000, ...extra },
+  }
 }
 
 function writeBundle(dir: string): string {
   const cut = { max_completion_tokens: 50, streaming: { buffer_tokens: 10 } }
-  const p = (id: string, rule: object, mode = 'enforce'): object => ({ id, spec: { selector: { pathPrefix: `/${id}/` }, mode, rules: [rule] } })
+  const p = (id: string, rule: object, mode = 'enforce'): object => ({
+    id,
+    spec: { selector: { pathPrefix: `/${id}/` }, mode, rules: [rule] },
+  })
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      p('a', llmRule('a', { tokens_per_day: 1_000_000 })),
-      p('day', llmRule('day', { tokens_per_day: 1500 })),
-      p('gc', llmRule('gc', cut)),
-      p('ec', llmRule('ec', { ...cut, streaming: { buffer_tokens: 10, on_limit_exceeded: 'error_chunk' } })),
-      p('sh', llmRule('sh', cut), 'shadow'),
-      p('up', llmRule('up', { burst_tokens: 1e9 })),
-    ],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        p('a', llmRule('a', { tokens_per_day: 1_000_000 })),
+        p('day', llmRule('day', { tokens_per_day: 1500 })),
+        p('gc', llmRule('gc', cut)),
+        p('ec', llmRule('ec', { ...cut, streaming: { buffer_tokens: 10, on_limit_exceeded: 'error_chunk' } })),
+        p('sh', llmRule('sh', cut), 'shadow'),
+        p('up', llmRule('up', { burst_tokens: 1e9 })),
+      ],
+    }),
+  )
   return file
 }
 
@@ -50,14 +61,25 @@ interface Answer {
   text: string
 }
 
-async function call(gw: GatewayProcess, path: string, tenant: string, o: { usage?: [number, number]; stream?: boolean; chunks?: number; maxTokens?: number; includeUsage?: boolean } = {}): Promise<Answer> {
+async function call(
+  gw: GatewayProcess,
+  path: string,
+  tenant: string,
+  o: { usage?: [number, number]; stream?: boolean; chunks?: number; maxTokens?: number; includeUsage?: boolean } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-tenant': tenant }
   if (o.usage) {
     headers['x-fake-prompt'] = String(o.usage[0])
     headers['x-fake-completion'] = String(o.usage[1])
   }
   if (o.chunks !== undefined) headers['x-fake-chunks'] = String(o.chunks)
-  const body = { model: 'm', messages: PROMPT, max_tokens: o.maxTokens ?? 500, ...(o.stream ? { stream: true } : {}), ...(o.includeUsage ? { stream_options: { include_usage: true } } : {}) }
+  const body = {
+    model: 'm',
+    messages: PROMPT,
+    max_tokens: o.maxTokens ?? 500,
+    ...(o.stream ? { stream: true } : {}),
+    ...(o.includeUsage ? { stream_options: { include_usage: true } } : {}),
+  }
   const r = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) })
   const text = await r.text()
   // The settlement follows the response's end; give a remote store a moment before the next request reads it.
@@ -67,7 +89,10 @@ async function call(gw: GatewayProcess, path: string, tenant: string, o: { usage
 
 /** `actual` is `expected` plus at most `slack` tokens of refill. */
 function near(actual: number, expected: number, what: string, slack = 8): void {
-  assert.ok(actual >= expected && actual <= expected + slack, `${what}: RateLimit-Remaining ${actual}, expected ${expected} (+ refill ≤ ${slack})`)
+  assert.ok(
+    actual >= expected && actual <= expected + slack,
+    `${what}: RateLimit-Remaining ${actual}, expected ${expected} (+ refill ≤ ${slack})`,
+  )
 }
 
 function rssBytes(pid: number): number {
@@ -78,11 +103,15 @@ function rssBytes(pid: number): number {
 function upload(gw: GatewayProcess, path: string, total: number): Promise<{ status: number; body: string }> {
   const chunk = Buffer.alloc(64 * 1024, 0x61)
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${gw.url}${path}`, { method: 'POST', headers: { 'x-tenant': 'up', 'content-type': 'application/octet-stream', 'content-length': String(total) } }, (res) => {
-      let b = ''
-      res.on('data', (c: Buffer) => (b += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode!, body: b }))
-    })
+    const req = httpRequest(
+      `${gw.url}${path}`,
+      { method: 'POST', headers: { 'x-tenant': 'up', 'content-type': 'application/octet-stream', 'content-length': String(total) } },
+      (res) => {
+        let b = ''
+        res.on('data', (c: Buffer) => (b += c.toString()))
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }))
+      },
+    )
     req.on('error', reject)
     let left = total
     const go = (): void => {
@@ -104,7 +133,12 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
     before(async () => {
       llm = await startFakeLlm()
       const dir = mkdtempSync(join(tmpdir(), 'fv-llm-'))
-      gw = await startGateway({ FAIRVISOR_BACKEND_URL: llm.url, FAIRVISOR_CONFIG_FILE: writeBundle(dir), FAIRVISOR_STORE: store, FAIRVISOR_REDIS_TIMEOUT_MS: '2000' })
+      gw = await startGateway({
+        FAIRVISOR_BACKEND_URL: llm.url,
+        FAIRVISOR_CONFIG_FILE: writeBundle(dir),
+        FAIRVISOR_STORE: store,
+        FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+      })
     })
 
     after(async () => {
@@ -139,7 +173,12 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
     })
 
     test('the day counter rejects with an OpenAI-style body and Retry-After at the next UTC midnight', async () => {
-      for (let i = 0; i < 3; i++) assert.equal((await call(gw, '/day/v1/chat/completions', 't', { usage: [100, 0] })).status, 200, `call ${i} (day counter settled to 100 each)`)
+      for (let i = 0; i < 3; i++)
+        assert.equal(
+          (await call(gw, '/day/v1/chat/completions', 't', { usage: [100, 0] })).status,
+          200,
+          `call ${i} (day counter settled to 100 each)`,
+        )
       assert.equal((await call(gw, '/day/v1/chat/completions', 't', {})).status, 200) // no usage: 600 kept → 900
       assert.equal((await call(gw, '/day/v1/chat/completions', 't', {})).status, 200) // → 1500
       const r = await call(gw, '/day/v1/chat/completions', 't', { usage: [1, 1] })
@@ -162,7 +201,10 @@ for (const store of ['memory', 'redis://127.0.0.1:6379']) {
       // 6 content events (60 tokens > 50), then as OpenAI ends a reply at its limit: the finish chunk, the usage chunk, [DONE].
       assert.equal(events.length, 9, r.text)
       const fin = JSON.parse(events[6]!.slice(6)) as { id: string; object: string; choices: { index: number; finish_reason: string }[] }
-      assert.deepEqual([fin.id, fin.object, fin.choices[0]!.index, fin.choices[0]!.finish_reason], ['c1', 'chat.completion.chunk', 0, 'length'])
+      assert.deepEqual(
+        [fin.id, fin.object, fin.choices[0]!.index, fin.choices[0]!.finish_reason],
+        ['c1', 'chat.completion.chunk', 0, 'length'],
+      )
       const last = JSON.parse(events[7]!.slice(6)) as { choices: unknown[]; usage: { completion_tokens: number; prompt_tokens: number } }
       assert.deepEqual(last.choices, [])
       assert.deepEqual(last.usage, { prompt_tokens: 100, completion_tokens: 60, total_tokens: 160 })

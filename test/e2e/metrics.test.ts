@@ -12,13 +12,26 @@ import { after, before, describe, test } from 'node:test'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
 
 const ALWAYS = [
-  'fairvisor_decisions_total', 'fairvisor_decision_duration_seconds', 'fairvisor_ratelimit_remaining',
-  'fairvisor_tokens_consumed_total', 'fairvisor_tokens_remaining', 'fairvisor_token_estimation_accuracy_ratio',
-  'fairvisor_token_reservation_unused_total', 'fairvisor_loop_detected_total', 'fairvisor_circuit_state',
-  'fairvisor_kill_switch_active', 'fairvisor_shadow_mode_active', 'fairvisor_global_shadow_active',
-  'fairvisor_kill_switch_override_active', 'fairvisor_saas_reachable', 'fairvisor_saas_calls_total',
-  'fairvisor_events_sent_total', 'fairvisor_config_info', 'fairvisor_build_info',
-  'fairvisor_descriptor_missing_total', 'fairvisor_retry_after_bucket_total',
+  'fairvisor_decisions_total',
+  'fairvisor_decision_duration_seconds',
+  'fairvisor_ratelimit_remaining',
+  'fairvisor_tokens_consumed_total',
+  'fairvisor_tokens_remaining',
+  'fairvisor_token_estimation_accuracy_ratio',
+  'fairvisor_token_reservation_unused_total',
+  'fairvisor_loop_detected_total',
+  'fairvisor_circuit_state',
+  'fairvisor_kill_switch_active',
+  'fairvisor_shadow_mode_active',
+  'fairvisor_global_shadow_active',
+  'fairvisor_kill_switch_override_active',
+  'fairvisor_saas_reachable',
+  'fairvisor_saas_calls_total',
+  'fairvisor_events_sent_total',
+  'fairvisor_config_info',
+  'fairvisor_build_info',
+  'fairvisor_descriptor_missing_total',
+  'fairvisor_retry_after_bucket_total',
 ]
 
 const BUNDLE = {
@@ -28,10 +41,31 @@ const BUNDLE = {
       id: 'api',
       spec: {
         selector: { pathPrefix: '/api/' },
-        rules: [{ name: 'per_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 4, cost_source: 'header:x-cost' } }],
+        rules: [
+          {
+            name: 'per_user',
+            limit_keys: ['header:x-user'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.01, burst: 4, cost_source: 'header:x-cost' },
+          },
+        ],
       },
     },
-    { id: 'dry', spec: { selector: { pathPrefix: '/dry/' }, mode: 'shadow', rules: [{ name: 'dry_user', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst: 1 } }] } },
+    {
+      id: 'dry',
+      spec: {
+        selector: { pathPrefix: '/dry/' },
+        mode: 'shadow',
+        rules: [
+          {
+            name: 'dry_user',
+            limit_keys: ['header:x-user'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.01, burst: 1 },
+          },
+        ],
+      },
+    },
   ],
   kill_switches: [{ scope_key: 'header:x-kill', scope_value: 'on' }],
 }

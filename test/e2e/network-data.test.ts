@@ -14,15 +14,32 @@ const GPTBOT = 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; G
 const CHROME = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36'
 const rule = (name: string, keys: string[], path: string) => ({
   id: name,
-  spec: { selector: { pathPrefix: path }, rules: [{ name, limit_keys: keys, algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 2 } }] },
+  spec: {
+    selector: { pathPrefix: path },
+    rules: [{ name, limit_keys: keys, algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 2 } }],
+  },
 })
-const bundle = tempFile('bundle.json', JSON.stringify({
-  bundle_version: 1,
-  policies: [rule('per_bot_category', ['ua:bot_category'], '/bots/'), rule('per_country', ['ip:country'], '/geo/'), rule('per_tor', ['ip:tor'], '/tor/')],
-  kill_switches: [{ scope_key: 'ua:bot_category', scope_value: 'seo_research', reason: 'no SEO crawls', route: '/bots/x' }],
-}))
+const bundle = tempFile(
+  'bundle.json',
+  JSON.stringify({
+    bundle_version: 1,
+    policies: [
+      rule('per_bot_category', ['ua:bot_category'], '/bots/'),
+      rule('per_country', ['ip:country'], '/geo/'),
+      rule('per_tor', ['ip:tor'], '/tor/'),
+    ],
+    kill_switches: [{ scope_key: 'ua:bot_category', scope_value: 'seo_research', reason: 'no SEO crawls', route: '/bots/x' }],
+  }),
+)
 // The gateway sees 127.0.0.1 as the client; X-Forwarded-For from a trusted loopback peer stands for other clients.
-const country = tempFile('country.mmdb', writeMmdb([{ network: '203.0.113.0/24', record: countryRecord('DE') }, { network: '198.51.100.0/24', record: countryRecord('FR') }, { network: '2001:db8::/32', record: countryRecord('DE') }]))
+const country = tempFile(
+  'country.mmdb',
+  writeMmdb([
+    { network: '203.0.113.0/24', record: countryRecord('DE') },
+    { network: '198.51.100.0/24', record: countryRecord('FR') },
+    { network: '2001:db8::/32', record: countryRecord('DE') },
+  ]),
+)
 const exits = tempFile('exits.txt', '# test exit list\n192.0.2.66\n')
 
 let backend: Backend
@@ -70,7 +87,11 @@ test('a per-country rule limits by the database country (IPv4 and IPv6 clients s
   assert.deepEqual(await statuses('/geo/a', { 'x-forwarded-for': '203.0.113.5' }, 2), [200, 200])
   assert.deepEqual(await statuses('/geo/a', { 'x-forwarded-for': '2001:db8::9' }, 1), [429], 'same country, same bucket')
   assert.deepEqual(await statuses('/geo/a', { 'x-forwarded-for': '198.51.100.5' }, 2), [200, 200], 'FR has its own bucket')
-  assert.deepEqual(await statuses('/geo/a', { 'x-forwarded-for': '198.51.100.5', 'x-country-code': 'it' }, 1), [200], 'the edge header wins over the database')
+  assert.deepEqual(
+    await statuses('/geo/a', { 'x-forwarded-for': '198.51.100.5', 'x-country-code': 'it' }, 1),
+    [200],
+    'the edge header wins over the database',
+  )
 })
 
 test('a replaced Tor exit list takes effect without a restart', async () => {
@@ -88,7 +109,13 @@ test('a missing GeoIP file stops start-up with exit 2 and one line naming the se
   const missing = join(dataDir(), 'absent.mmdb')
   const r = spawnSync(process.execPath, [CLI], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, FAIRVISOR_PORT: '0', FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_GEOIP_COUNTRY_FILE: missing, FAIRVISOR_LOG_LEVEL: 'silent' },
+    env: {
+      PATH: process.env.PATH,
+      FAIRVISOR_PORT: '0',
+      FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1',
+      FAIRVISOR_GEOIP_COUNTRY_FILE: missing,
+      FAIRVISOR_LOG_LEVEL: 'silent',
+    },
     encoding: 'utf8',
     timeout: 10_000,
   })
@@ -97,11 +124,18 @@ test('a missing GeoIP file stops start-up with exit 2 and one line naming the se
 })
 
 test('fairvisor test shows the looked-up values', () => {
-  const requests = tempFile('requests.jsonl', [
-    JSON.stringify({ path: '/geo/a', ip: '203.0.113.5' }),
-    JSON.stringify({ path: '/bots/a', headers: { 'user-agent': GPTBOT } }),
-  ].join('\n'))
-  const r = spawnSync(process.execPath, [CLI, 'test', bundle, '--requests', requests], { cwd: ROOT, env: { PATH: process.env.PATH, FAIRVISOR_GEOIP_COUNTRY_FILE: country }, encoding: 'utf8', timeout: 10_000 })
+  const requests = tempFile(
+    'requests.jsonl',
+    [JSON.stringify({ path: '/geo/a', ip: '203.0.113.5' }), JSON.stringify({ path: '/bots/a', headers: { 'user-agent': GPTBOT } })].join(
+      '\n',
+    ),
+  )
+  const r = spawnSync(process.execPath, [CLI, 'test', bundle, '--requests', requests], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, FAIRVISOR_GEOIP_COUNTRY_FILE: country },
+    encoding: 'utf8',
+    timeout: 10_000,
+  })
   assert.equal(r.status, 0, r.stderr)
   assert.match(r.stdout, /descriptors: ip:country=DE/)
   assert.match(r.stdout, /descriptors: ua:bot_category=ai_crawler/)

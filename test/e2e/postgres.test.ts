@@ -35,7 +35,13 @@ describe('two gateways share one limit on PostgreSQL', () => {
     const prefix = uniquePrefix('e2e')
     try {
       // Started together: schema creation runs under the advisory lock, one after the other.
-      await hammerSharedKey({ env: { FAIRVISOR_STORE: PG_URL, FAIRVISOR_PG_TABLE_PREFIX: prefix }, clients: CLIENTS, durationMs: DURATION_MS, minTotal: 500, together: true })
+      await hammerSharedKey({
+        env: { FAIRVISOR_STORE: PG_URL, FAIRVISOR_PG_TABLE_PREFIX: prefix },
+        clients: CLIENTS,
+        durationMs: DURATION_MS,
+        minTotal: 500,
+        together: true,
+      })
     } finally {
       await dropPrefix(prefix)
     }
@@ -60,7 +66,14 @@ describe('PostgreSQL faults under load', () => {
   })
 
   async function scenario(policy: 'open' | 'closed', fault: 'kill' | 'pause'): Promise<void> {
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: server.url, FAIRVISOR_FAIL_POLICY: policy, FAIRVISOR_STORE_TIMEOUT_MS: String(TIMEOUT_MS), FAIRVISOR_ACCESS_LOG: 'true' })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_STORE: server.url,
+      FAIRVISOR_FAIL_POLICY: policy,
+      FAIRVISOR_STORE_TIMEOUT_MS: String(TIMEOUT_MS),
+      FAIRVISOR_ACCESS_LOG: 'true',
+    })
     const pool = new Pool(gw.url, { connections: 9, pipelining: 1 })
     try {
       const l = load(pool, 8)
@@ -82,36 +95,59 @@ describe('PostgreSQL faults under load', () => {
       // The first 200 ms warm the gateway up (JIT, connections); the healthy phase is the rest before the fault.
       const healthy = l.samples.filter((s) => s.at > loadAt + 200 && s.at < faultAt - 100)
       const down = l.samples.filter((s) => s.at > faultAt && s.at < restartAt - TIMEOUT_MS - 20)
-      const access = gw.logs.filter((x) => x.msg === 'access' && x.url === '/load').map((x) => ({ end: Date.parse(x.time as string), ms: x.ms as number }))
+      const access = gw.logs
+        .filter((x) => x.msg === 'access' && x.url === '/load')
+        .map((x) => ({ end: Date.parse(x.time as string), ms: x.ms as number }))
       const gwHealthy = access.filter((a) => a.end - a.ms > loadAt + 200 && a.end < faultAt - 100).map((a) => a.ms)
       const gwDown = access.filter((a) => a.end - a.ms > faultAt && a.end < restartAt).map((a) => a.ms)
       const f = (x: number): string => x.toFixed(1)
-      const detail = `${policy}/${fault}: healthy ${healthy.length} (gateway p50 ${f(median(gwHealthy))} p99 ${f(quantile(gwHealthy, 0.99))} ms); outage ${down.length} requests: client p50 ${f(median(down.map((s) => s.ms)))} p99 ${f(quantile(down.map((s) => s.ms), 0.99))} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
+      const detail = `${policy}/${fault}: healthy ${healthy.length} (gateway p50 ${f(median(gwHealthy))} p99 ${f(quantile(gwHealthy, 0.99))} ms); outage ${down.length} requests: client p50 ${f(median(down.map((s) => s.ms)))} p99 ${f(
+        quantile(
+          down.map((s) => s.ms),
+          0.99,
+        ),
+      )} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
       console.log(detail)
       assert.ok(healthy.length > 30 && down.length > 30 && gwDown.length > 30, `enough traffic in both phases: ${detail}`)
-      const errors = gw.logs.filter((x) => x.msg === 'store call failed' || x.level === 'warn' || (x.level as unknown as number) >= 40).slice(0, 6).map((x) => JSON.stringify(x))
-      assert.ok(healthy.every((s) => s.status === 200), `healthy phase all allowed (${healthy.filter((s) => s.status !== 200).length} not; store errors ${errors.join(' ')}): ${detail}`)
+      const errors = gw.logs
+        .filter((x) => x.msg === 'store call failed' || x.level === 'warn' || (x.level as unknown as number) >= 40)
+        .slice(0, 6)
+        .map((x) => JSON.stringify(x))
+      assert.ok(
+        healthy.every((s) => s.status === 200),
+        `healthy phase all allowed (${healthy.filter((s) => s.status !== 200).length} not; store errors ${errors.join(' ')}): ${detail}`,
+      )
       if (policy === 'open') {
-        assert.ok(down.every((s) => s.status === 200), `fail-open: no request fails: ${detail}`)
+        assert.ok(
+          down.every((s) => s.status === 200),
+          `fail-open: no request fails: ${detail}`,
+        )
         assert.equal(ready.status, 'ready', detail)
       } else {
-        assert.ok(down.every((s) => s.status === 503 && s.reason === 'service_unavailable'), `fail-closed: 503 service_unavailable: ${detail}`)
+        assert.ok(
+          down.every((s) => s.status === 503 && s.reason === 'service_unavailable'),
+          `fail-closed: 503 service_unavailable: ${detail}`,
+        )
         assert.equal(ready.status, fault === 'kill' ? 'not_ready' : 'ready', `fail-closed: not ready while disconnected: ${detail}`)
       }
       assert.equal(ready.store, fault === 'kill' && policy === 'closed' ? 'connecting' : 'degraded', detail)
       const bound = TIMEOUT_MS + 10 + (policy === 'open' ? quantile(gwHealthy, 0.99) : 0)
       assertWithinBound(gwDown, bound, stolen, detail)
       await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
-      console.log(`${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the ${fault === 'kill' ? 'restart' : 'SIGCONT'}`)
+      console.log(
+        `${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the ${fault === 'kill' ? 'restart' : 'SIGCONT'}`,
+      )
     } finally {
       await pool.close()
       await gw.stop()
     }
   }
 
-  const measured = (policy: 'open' | 'closed', fault: 'kill' | 'pause'): Promise<void> => measuredAgainOnStall(`${policy}/${fault}`, () => scenario(policy, fault))
+  const measured = (policy: 'open' | 'closed', fault: 'kill' | 'pause'): Promise<void> =>
+    measuredAgainOnStall(`${policy}/${fault}`, () => scenario(policy, fault))
   it('open: PostgreSQL killed under load → all allowed within the bound; restarted → exact within 2 s', () => measured('open', 'kill'))
   it('open: PostgreSQL paused (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => measured('open', 'pause'))
-  it('closed: PostgreSQL killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => measured('closed', 'kill'))
+  it('closed: PostgreSQL killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () =>
+    measured('closed', 'kill'))
   it('closed: PostgreSQL paused → 503 at the deadline; resumed → exact within 2 s', () => measured('closed', 'pause'))
 })

@@ -22,7 +22,12 @@ function bundle(rules: object[]): string {
   writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules } }] }))
   return file
 }
-const tb = (name: string, keys: string[], config: object): object => ({ name, limit_keys: keys, algorithm: 'token_bucket', algorithm_config: config })
+const tb = (name: string, keys: string[], config: object): object => ({
+  name,
+  limit_keys: keys,
+  algorithm: 'token_bucket',
+  algorithm_config: config,
+})
 
 async function status(gw: GatewayProcess, path: string, headers: Record<string, string> = {}): Promise<number> {
   const r = await request(gw.url + path, { headers })
@@ -35,7 +40,12 @@ const metric = async (gw: GatewayProcess, name: string): Promise<number> => (awa
 describe('protection is visible', () => {
   test('a cost header of 0.001 is charged as 1: a burst of 10 lets 10 of 50 through', async () => {
     const backend = await startBackend()
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle([tb('costly', ['header:x-user'], { tokens_per_second: 0.001, burst: 10, cost_source: 'header:x-request-cost' })]) })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundle([
+        tb('costly', ['header:x-user'], { tokens_per_second: 0.001, burst: 10, cost_source: 'header:x-request-cost' }),
+      ]),
+    })
     try {
       const codes: number[] = []
       for (let i = 0; i < 50; i++) codes.push(await status(gw, '/x', { 'x-user': 'u', 'x-request-cost': i % 2 ? '0.001' : '0.0000000001' }))
@@ -48,23 +58,29 @@ describe('protection is visible', () => {
 
   test('a flood of new keys: evictions are counted, the fill level shown, and one warn line logged', async () => {
     const backend = await startBackend()
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_SHARED_DICT_SIZE: '1m', FAIRVISOR_CONFIG_FILE: bundle([tb('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 1 })]) })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_SHARED_DICT_SIZE: '1m',
+      FAIRVISOR_CONFIG_FILE: bundle([tb('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 1 })]),
+    })
     try {
       assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200)
       assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 429)
       assert.equal(await metric(gw, 'fairvisor_store_evictions_total'), 0)
       // 1m holds ≈ 10,000 counters (80 bytes + key): 12,000 new keys, 32 at a time.
       let next = 0
-      await Promise.all(Array.from({ length: 32 }, async () => {
-        while (next < 12_000) await status(gw, '/x', { 'x-user': `flood-${next++}` })
-      }))
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next < 12_000) await status(gw, '/x', { 'x-user': `flood-${next++}` })
+        }),
+      )
       const evicted = await metric(gw, 'fairvisor_store_evictions_total')
       assert.ok(evicted > 1000, `evictions counted: ${evicted}`)
       assert.ok((await metric(gw, 'fairvisor_store_fill_ratio')) > 0.9)
       await gw.waitForLog((l) => String(l.msg).startsWith('in-process store full'))
       const warns = gw.logs.filter((l) => String(l.msg).startsWith('in-process store full'))
       assert.equal(warns.length, 1, 'one throttled line for the whole flood')
-      assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200, 'the documented risk: the victim\'s bucket was evicted')
+      assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200, "the documented risk: the victim's bucket was evicted")
     } finally {
       await gw.stop()
       await backend.close()
@@ -73,7 +89,11 @@ describe('protection is visible', () => {
 
   test('garbage tokens on a jwt: rule: every skip is counted, the warn lines are throttled', async () => {
     const backend = await startBackend()
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_JWT_HMAC_SECRET: 'x'.repeat(40), FAIRVISOR_CONFIG_FILE: bundle([tb('per_sub', ['jwt:sub'], { tokens_per_second: 1, burst: 5 })]) })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_JWT_HMAC_SECRET: 'x'.repeat(40),
+      FAIRVISOR_CONFIG_FILE: bundle([tb('per_sub', ['jwt:sub'], { tokens_per_second: 1, burst: 5 })]),
+    })
     try {
       for (let i = 0; i < 300; i++) assert.equal(await status(gw, '/x', { authorization: `Bearer garbage.${i}.token` }), 200)
       assert.equal(await metric(gw, 'fairvisor_descriptor_missing_total'), 300)
@@ -109,17 +129,24 @@ describe('protection is visible', () => {
 
   test('FAIRVISOR_LOG_LEVEL=debug: one line per decision with policy, rule, key, cost, outcome and duration', async () => {
     const backend = await startBackend()
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_LOG_LEVEL: 'debug', FAIRVISOR_CONFIG_FILE: bundle([tb('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 2 })]) })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_LOG_LEVEL: 'debug',
+      FAIRVISOR_CONFIG_FILE: bundle([tb('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 2 })]),
+    })
     try {
       for (let i = 0; i < 3; i++) await status(gw, '/x', { 'x-user': 'dbg' })
       // Logs are written asynchronously: wait for the third line rather than race it.
       await gw.waitForLog((l) => l.event === 'decision' && l.outcome === 'reject')
       const lines = gw.logs.filter((l) => l.event === 'decision')
-      assert.deepEqual(lines.map((l) => [l.outcome, l.policy, l.rule, l.key, l.cost]), [
-        ['allow', 'api', 'per_user', 'tb:per_user:dbg', 1],
-        ['allow', 'api', 'per_user', 'tb:per_user:dbg', 1],
-        ['reject', 'api', 'per_user', 'tb:per_user:dbg', 1],
-      ])
+      assert.deepEqual(
+        lines.map((l) => [l.outcome, l.policy, l.rule, l.key, l.cost]),
+        [
+          ['allow', 'api', 'per_user', 'tb:per_user:dbg', 1],
+          ['allow', 'api', 'per_user', 'tb:per_user:dbg', 1],
+          ['reject', 'api', 'per_user', 'tb:per_user:dbg', 1],
+        ],
+      )
       assert.ok(lines.every((l) => typeof l.durationUs === 'number' && l.level === 'debug'))
     } finally {
       await gw.stop()

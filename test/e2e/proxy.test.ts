@@ -28,7 +28,13 @@ interface Reply {
 }
 
 /** One request with exactly the given headers (no agent, so nothing is pooled between tests). */
-function send(url: string, method: string, path: string, headers: Record<string, string | string[]> = {}, body?: Buffer | string): Promise<Reply> {
+function send(
+  url: string,
+  method: string,
+  path: string,
+  headers: Record<string, string | string[]> = {},
+  body?: Buffer | string,
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(`${url}${path}`, { method, headers, agent: false }, (res) => {
       const chunks: Buffer[] = []
@@ -81,7 +87,11 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     wss.on('connection', (ws, req) => {
       ws.on('message', (data, isBinary) => ws.send(isBinary ? data : `echo:${data.toString()}:${req.url}`, { binary: isBinary }))
     })
-    gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: emptyBundle(), FAIRVISOR_UPSTREAM_TIMEOUT_MS: '800' })
+    gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: emptyBundle(),
+      FAIRVISOR_UPSTREAM_TIMEOUT_MS: '800',
+    })
   })
 
   after(async () => {
@@ -95,7 +105,7 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
       const path = `/a/b%20c/${method.toLowerCase()}?x=1&y=%2F&z&x=2`
       const withBody = method !== 'GET' && method !== 'HEAD'
       const body = withBody ? Buffer.from(`{"payload":"${method}","n":[1,2,3]}`) : undefined
-      const headers: Record<string, string> = { 'x-custom': 'v1', 'x-multi': 'a, b', 'accept': 'application/json', 'user-agent': 'fv-e2e/1' }
+      const headers: Record<string, string> = { 'x-custom': 'v1', 'x-multi': 'a, b', accept: 'application/json', 'user-agent': 'fv-e2e/1' }
       if (body) {
         headers['content-type'] = 'application/json'
         // node's client sends no length for DELETE/OPTIONS bodies on its own.

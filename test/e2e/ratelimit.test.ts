@@ -66,13 +66,19 @@ function assertStructured(h: Record<string, string>): void {
   for (const name of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after']) {
     if (h[name] !== undefined) assert.ok(sfInteger(name, h[name]!) >= 0, `${name} negative`)
   }
-  for (const [name, wanted] of [['ratelimit', ['r', 't']], ['ratelimit-policy', ['q', 'w']]] as const) {
+  for (const [name, wanted] of [
+    ['ratelimit', ['r', 't']],
+    ['ratelimit-policy', ['q', 'w']],
+  ] as const) {
     if (h[name] === undefined) continue
     const [v, params] = parseItem(h[name]!)
     assert.equal(typeof v, 'string', `${name}: item must be an sf-string (the policy id): ${h[name]}`)
     for (const p of wanted) {
       const x = params.get(p)
-      assert.ok(typeof x === 'number' && Number.isInteger(x) && x >= 0, `${name}: parameter ${p} must be a non-negative integer: ${h[name]}`)
+      assert.ok(
+        typeof x === 'number' && Number.isInteger(x) && x >= 0,
+        `${name}: parameter ${p} must be a non-negative integer: ${h[name]}`,
+      )
     }
   }
 }
@@ -81,7 +87,11 @@ function remaining(r: Reply): number | undefined {
   return r.headers['ratelimit-remaining'] === undefined ? undefined : Number(r.headers['ratelimit-remaining'])
 }
 
-async function withGateway<T>(env: Record<string, string | undefined>, backend: Backend, fn: (gw: GatewayProcess) => Promise<T>): Promise<T> {
+async function withGateway<T>(
+  env: Record<string, string | undefined>,
+  backend: Backend,
+  fn: (gw: GatewayProcess) => Promise<T>,
+): Promise<T> {
   const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, ...env })
   try {
     return await fn(gw)
@@ -210,7 +220,9 @@ async function waitForCount(gw: GatewayProcess, n: number): Promise<LogLine[]> {
 
 describe('shadow mode', () => {
   test('a shadow policy never rejects, adds no reject headers, and logs one would_reject per would-be reject', async () => {
-    const file = bundleFile([policy('watch', { pathPrefix: '/' }, [tokenBucket('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 2 })], 'shadow')])
+    const file = bundleFile([
+      policy('watch', { pathPrefix: '/' }, [tokenBucket('per_user', ['header:x-user'], { tokens_per_second: 0.001, burst: 2 })], 'shadow'),
+    ])
     await withGateway({ FAIRVISOR_CONFIG_FILE: file }, backend, async (gw) => {
       const before = backend.count
       for (let i = 0; i < 6; i++) {
@@ -253,7 +265,10 @@ describe('shadow mode', () => {
       // The shadow bucket (5) was spent by 3 + 2 requests; the next 3 would have been rejected.
       const lines = await waitForCount(gw, 3)
       assert.equal(lines.length, 3)
-      assert.ok(lines.every((l) => l.policy === 'shadowed' && l.rule === 'same_name' && l.key === 'shadow:tb:same_name:fred'), JSON.stringify(lines))
+      assert.ok(
+        lines.every((l) => l.policy === 'shadowed' && l.rule === 'same_name' && l.key === 'shadow:tb:same_name:fred'),
+        JSON.stringify(lines),
+      )
       assertTokenBucket429(await get(gw, '/both/z', { 'x-user': 'fred' }), 'enforced', 5)
     })
   })
@@ -261,7 +276,9 @@ describe('shadow mode', () => {
 
 describe('gateway settings and request inputs', () => {
   test('FAIRVISOR_EXPOSE_REASON=false hides X-Fairvisor-Reason and the body reason', async () => {
-    const file = bundleFile([policy('api', { pathPrefix: '/' }, [tokenBucket('r', ['header:x-user'], { tokens_per_second: 0.001, burst: 1 })])])
+    const file = bundleFile([
+      policy('api', { pathPrefix: '/' }, [tokenBucket('r', ['header:x-user'], { tokens_per_second: 0.001, burst: 1 })]),
+    ])
     await withGateway({ FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_EXPOSE_REASON: 'false' }, backend, async (gw) => {
       assert.equal((await get(gw, '/', { 'x-user': 'g' })).status, 200)
       const r = await get(gw, '/', { 'x-user': 'g' })
@@ -292,7 +309,9 @@ describe('gateway settings and request inputs', () => {
   })
 
   test('missing limit key: allowed (fail-open) and counted in fairvisor_descriptor_missing_total', async () => {
-    const file = bundleFile([policy('api', { pathPrefix: '/' }, [tokenBucket('r', ['header:x-api-key'], { tokens_per_second: 0.001, burst: 1 })])])
+    const file = bundleFile([
+      policy('api', { pathPrefix: '/' }, [tokenBucket('r', ['header:x-api-key'], { tokens_per_second: 0.001, burst: 1 })]),
+    ])
     await withGateway({ FAIRVISOR_CONFIG_FILE: file }, backend, async (gw) => {
       for (let i = 0; i < 3; i++) {
         const r = await get(gw, '/')
@@ -302,7 +321,9 @@ describe('gateway settings and request inputs', () => {
       // An empty value is missing too.
       assert.equal((await get(gw, '/', { 'x-api-key': '' })).status, 200)
       const metrics = await (await request(`${gw.url}/metrics`)).body.text()
-      const line = metrics.split('\n').find((l) => l.startsWith('fairvisor_descriptor_missing_total{') && l.includes('key="header:x-api-key"'))
+      const line = metrics
+        .split('\n')
+        .find((l) => l.startsWith('fairvisor_descriptor_missing_total{') && l.includes('key="header:x-api-key"'))
       assert.ok(line, metrics)
       assert.equal(Number(line.split(' ').pop()), 4)
     })
@@ -337,7 +358,9 @@ describe('gateway settings and request inputs', () => {
   test('jwt: claims key the bucket; malformed tokens skip the rule and never cause a 5xx', async () => {
     const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url')
     const jwt = (payload: unknown) => `Bearer ${b64({ alg: 'none', typ: 'JWT' })}.${b64(payload)}.sig`
-    const file = bundleFile([policy('api', { pathPrefix: '/' }, [tokenBucket('per_sub', ['jwt:sub'], { tokens_per_second: 0.001, burst: 2 })])])
+    const file = bundleFile([
+      policy('api', { pathPrefix: '/' }, [tokenBucket('per_sub', ['jwt:sub'], { tokens_per_second: 0.001, burst: 2 })]),
+    ])
     await withGateway({ FAIRVISOR_CONFIG_FILE: file }, backend, async (gw) => {
       const alice = { authorization: jwt({ sub: 'alice', iat: 1 }) }
       assert.equal(remaining(await get(gw, '/', alice)), 1)
@@ -368,7 +391,9 @@ describe('gateway settings and request inputs', () => {
   })
 
   test('X-Forwarded-For keys ip:address only when the peer is a trusted proxy', async () => {
-    const file = bundleFile([policy('api', { pathPrefix: '/' }, [tokenBucket('per_ip', ['ip:address'], { tokens_per_second: 0.001, burst: 1 })])])
+    const file = bundleFile([
+      policy('api', { pathPrefix: '/' }, [tokenBucket('per_ip', ['ip:address'], { tokens_per_second: 0.001, burst: 1 })]),
+    ])
     await withGateway({ FAIRVISOR_CONFIG_FILE: file }, backend, async (gw) => {
       // Untrusted: every request is the socket peer, whatever it claims.
       assert.equal((await get(gw, '/', { 'x-forwarded-for': '203.0.113.1' })).status, 200)

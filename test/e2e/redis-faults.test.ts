@@ -27,7 +27,17 @@ import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { startRedis, type RedisServer } from '../store/redis-servers.js'
-import { exact, load as loadOf, median, quantile, sleep, stealTicks, waitExact, assertWithinBound, measuredAgainOnStall } from '../helpers/fault-load.js'
+import {
+  exact,
+  load as loadOf,
+  median,
+  quantile,
+  sleep,
+  stealTicks,
+  waitExact,
+  assertWithinBound,
+  measuredAgainOnStall,
+} from '../helpers/fault-load.js'
 
 const TIMEOUT_MS = 50
 const CLIENTS = 8
@@ -50,17 +60,25 @@ describe('redis faults under load', () => {
   })
 
   async function scenario(policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> {
-    const gw: GatewayProcess = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: policy, FAIRVISOR_REDIS_TIMEOUT_MS: String(TIMEOUT_MS), FAIRVISOR_ACCESS_LOG: 'true' })
+    const gw: GatewayProcess = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_STORE: redis.url,
+      FAIRVISOR_FAIL_POLICY: policy,
+      FAIRVISOR_REDIS_TIMEOUT_MS: String(TIMEOUT_MS),
+      FAIRVISOR_ACCESS_LOG: 'true',
+    })
     const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
     try {
       const l = loadOf(pool, CLIENTS)
       await sleep(700)
-      if (fault === 'kill') await redis.kill() // resolves once the process is gone
+      if (fault === 'kill')
+        await redis.kill() // resolves once the process is gone
       else redis.proc.kill('SIGSTOP')
       const faultAt = Date.now()
       const stealBefore = stealTicks()
       await sleep(1000)
-      const ready = await (await pool.request({ path: '/readyz', method: 'GET' })).body.json() as { status: string; store: string }
+      const ready = (await (await pool.request({ path: '/readyz', method: 'GET' })).body.json()) as { status: string; store: string }
       const restartAt = Date.now()
       const stolen = stealTicks() - stealBefore
       const restartPerf = performance.now()
@@ -73,7 +91,9 @@ describe('redis faults under load', () => {
       // (a request started within one deadline of the resume may legitimately get a real answer)
       const down = l.samples.filter((s) => s.at > faultAt && s.at < restartAt - TIMEOUT_MS - 20)
       // ... and the gateway's own time for each request (access log: request in → response finished).
-      const access = gw.logs.filter((x) => x.msg === 'access' && x.url === '/load').map((x) => ({ end: Date.parse(x.time as string), ms: x.ms as number }))
+      const access = gw.logs
+        .filter((x) => x.msg === 'access' && x.url === '/load')
+        .map((x) => ({ end: Date.parse(x.time as string), ms: x.ms as number }))
       const gwHealthy = access.filter((a) => a.end < faultAt - 100).map((a) => a.ms)
       const gwDown = access.filter((a) => a.end - a.ms > faultAt && a.end < restartAt).map((a) => a.ms)
       const clientMs = down.map((s) => s.ms)
@@ -81,12 +101,21 @@ describe('redis faults under load', () => {
       const detail = `${policy}/${fault}: healthy ${healthy.length} requests (client p50 ${f(median(healthy.map((s) => s.ms)))} ms, gateway p50 ${f(median(gwHealthy))} p99 ${f(quantile(gwHealthy, 0.99))} ms); outage ${down.length} requests: client p50 ${f(median(clientMs))} p99 ${f(quantile(clientMs, 0.99))} max ${f(Math.max(...clientMs))} ms; gateway p50 ${f(median(gwDown))} p99 ${f(quantile(gwDown, 0.99))} max ${f(Math.max(...gwDown))} ms; statuses ${JSON.stringify([...new Set(down.map((s) => `${s.status}:${s.reason ?? ''}`))])}; readyz ${JSON.stringify(ready)}`
       console.log(detail)
       assert.ok(healthy.length > 50 && down.length > 30 && gwDown.length > 30, `enough traffic in both phases: ${detail}`)
-      assert.ok(healthy.every((s) => s.status === 200), `healthy phase all allowed: ${detail}`)
+      assert.ok(
+        healthy.every((s) => s.status === 200),
+        `healthy phase all allowed: ${detail}`,
+      )
       if (policy === 'open') {
-        assert.ok(down.every((s) => s.status === 200), `fail-open: no request fails: ${detail}`)
+        assert.ok(
+          down.every((s) => s.status === 200),
+          `fail-open: no request fails: ${detail}`,
+        )
         assert.equal(ready.status, 'ready', detail)
       } else {
-        assert.ok(down.every((s) => s.status === 503 && s.reason === 'service_unavailable'), `fail-closed: 503 service_unavailable: ${detail}`)
+        assert.ok(
+          down.every((s) => s.status === 503 && s.reason === 'service_unavailable'),
+          `fail-closed: 503 service_unavailable: ${detail}`,
+        )
         assert.equal(ready.status, fault === 'kill' ? 'not_ready' : 'ready', `fail-closed: not ready while disconnected: ${detail}`)
       }
       assert.ok(['connecting', 'degraded'].includes(ready.store), detail)
@@ -96,21 +125,31 @@ describe('redis faults under load', () => {
       const bound = TIMEOUT_MS + 10 + (policy === 'open' ? quantile(gwHealthy, 0.99) : 0)
       assertWithinBound(gwDown, bound, stolen, detail)
       const took = await waitExact(pool, `${policy}-${fault}`, 2000 - (performance.now() - restartPerf))
-      console.log(`${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the restart (probe took ${took.toFixed(0)} ms)`)
+      console.log(
+        `${policy}/${fault}: exact again ${(performance.now() - restartPerf).toFixed(0)} ms after the restart (probe took ${took.toFixed(0)} ms)`,
+      )
     } finally {
       await pool.close()
       await gw.stop()
     }
   }
 
-  const measured = (policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> => measuredAgainOnStall(`${policy}/${fault}`, () => scenario(policy, fault))
+  const measured = (policy: 'open' | 'closed', fault: 'kill' | 'hang'): Promise<void> =>
+    measuredAgainOnStall(`${policy}/${fault}`, () => scenario(policy, fault))
   it('open: Redis killed under load → all allowed within the bound; restarted → exact within 2 s', () => measured('open', 'kill'))
   it('open: Redis hung (SIGSTOP) → all allowed at the deadline; resumed → exact within 2 s', () => measured('open', 'hang'))
-  it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () => measured('closed', 'kill'))
+  it('closed: Redis killed under load → 503 service_unavailable within the bound; restarted → exact within 2 s', () =>
+    measured('closed', 'kill'))
   it('closed: Redis hung → 503 at the deadline; resumed → exact within 2 s', () => measured('closed', 'hang'))
 
   it('SCRIPT FLUSH mid-traffic: no error reaches a client, counts stay exact', async () => {
-    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: redis.url, FAIRVISOR_FAIL_POLICY: 'closed', FAIRVISOR_REDIS_TIMEOUT_MS: '1000' })
+    const gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_STORE: redis.url,
+      FAIRVISOR_FAIL_POLICY: 'closed',
+      FAIRVISOR_REDIS_TIMEOUT_MS: '1000',
+    })
     const pool = new Pool(gw.url, { connections: CLIENTS + 1, pipelining: 1 })
     try {
       const l = loadOf(pool, CLIENTS)
@@ -124,7 +163,11 @@ describe('redis faults under load', () => {
       assert.ok(l.samples.length > 100, `traffic: ${l.samples.length}`)
       assert.equal(bad.length, 0, `non-200 answers: ${JSON.stringify(bad.slice(0, 5))}`)
       const metrics = await (await pool.request({ path: '/metrics', method: 'GET' })).body.text()
-      assert.match(metrics, /fairvisor_store_errors_total\{store="redis"\} 0|^(?![\s\S]*fairvisor_store_errors_total\{)/m, 'no store errors counted')
+      assert.match(
+        metrics,
+        /fairvisor_store_errors_total\{store="redis"\} 0|^(?![\s\S]*fairvisor_store_errors_total\{)/m,
+        'no store errors counted',
+      )
       assert.equal(gw.logs.filter((x) => x.msg === 'store call failed').length, 0)
     } finally {
       await pool.close()

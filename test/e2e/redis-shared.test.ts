@@ -11,7 +11,8 @@ import { startCluster, startRedis } from '../store/redis-servers.js'
 
 const CLIENTS = 64
 const DURATION_MS = 3000
-const hammer = (url: string): Promise<void> => hammerSharedKey({ env: { FAIRVISOR_STORE: url }, clients: CLIENTS, durationMs: DURATION_MS, minTotal: 1000 })
+const hammer = (url: string): Promise<void> =>
+  hammerSharedKey({ env: { FAIRVISOR_STORE: url }, clients: CLIENTS, durationMs: DURATION_MS, minTotal: 1000 })
 
 describe('two gateways share one limit', () => {
   it(`standalone Redis: ${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × elapsed − 2, 10 + 10 × elapsed]`, async () => {

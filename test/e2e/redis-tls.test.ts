@@ -34,12 +34,45 @@ function makeCerts(dir: string): { ca: string; cert: string; key: string; otherN
   ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=fairvisor-test-ca')
   ssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost')
   writeFileSync(join(dir, 'san.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
-  ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', '1', '-days', '2', '-extfile', 'san.cnf', '-out', 'server.pem')
+  ssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-set_serial',
+    '1',
+    '-days',
+    '2',
+    '-extfile',
+    'san.cnf',
+    '-out',
+    'server.pem',
+  )
   writeFileSync(join(dir, 'other.cnf'), 'subjectAltName=DNS:elsewhere.invalid\n')
-  ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', '2', '-days', '2', '-extfile', 'other.cnf', '-out', 'other.pem')
+  ssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-set_serial',
+    '2',
+    '-days',
+    '2',
+    '-extfile',
+    'other.cnf',
+    '-out',
+    'other.pem',
+  )
   return { ca: join(dir, 'ca.pem'), cert: join(dir, 'server.pem'), key: join(dir, 'server.key'), otherName: join(dir, 'other.pem') }
 }
-
 
 /** CPU time (user + system) of a process in ms, from /proc (clock ticks of 10 ms). */
 function cpuMs(pid: number): number {
@@ -60,7 +93,8 @@ describe('redis over TLS (rediss://)', () => {
   let bundle: string
   let backend: Backend
   let tlsPort: number
-  const cli = (...args: string[]): string => spawnSync('redis-cli', ['--tls', '--cacert', ca, '-h', '127.0.0.1', '-p', String(tlsPort), ...args], { encoding: 'utf8' }).stdout.trim()
+  const cli = (...args: string[]): string =>
+    spawnSync('redis-cli', ['--tls', '--cacert', ca, '-h', '127.0.0.1', '-p', String(tlsPort), ...args], { encoding: 'utf8' }).stdout.trim()
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-redis-tls-'))
@@ -72,7 +106,30 @@ describe('redis over TLS (rediss://)', () => {
     // --port 0: no plain-TCP listener, so anything the gateway stores went over TLS.
     redisProc = spawn(
       'redis-server',
-      ['--port', '0', '--tls-port', String(tlsPort), '--bind', '127.0.0.1', '--tls-cert-file', certs.cert, '--tls-key-file', certs.key, '--tls-ca-cert-file', ca, '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir],
+      [
+        '--port',
+        '0',
+        '--tls-port',
+        String(tlsPort),
+        '--bind',
+        '127.0.0.1',
+        '--tls-cert-file',
+        certs.cert,
+        '--tls-key-file',
+        certs.key,
+        '--tls-ca-cert-file',
+        ca,
+        '--tls-auth-clients',
+        'no',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--daemonize',
+        'no',
+        '--dir',
+        dir,
+      ],
       { stdio: 'ignore' },
     )
     const end = Date.now() + 5000
@@ -118,7 +175,11 @@ describe('redis over TLS (rediss://)', () => {
 
       const ready = JSON.parse((await get(pool, '/readyz')).body) as { status: string; store: string }
       assert.deepEqual([ready.status, ready.store], ['ready', 'ok'])
-      assert.deepEqual(gw.logs.filter((l) => l.level !== 'info'), [], 'no warning or error logged')
+      assert.deepEqual(
+        gw.logs.filter((l) => l.level !== 'info'),
+        [],
+        'no warning or error logged',
+      )
       // e.g. DEP0123 (TLS server name set to an IP address) or an unreadable NODE_EXTRA_CA_CERTS.
       assert.deepEqual(gw.stderr, [], 'nothing on stderr')
     } finally {
@@ -183,7 +244,10 @@ describe('redis over TLS (rediss://)', () => {
       const rc = await get(pc, '/readyz')
       assert.deepEqual([rc.status, (JSON.parse(rc.body) as { reason: string }).reason], [503, 'store_unavailable'], rc.body)
       await open.waitForLog((l) => l.msg === 'store call failed', 1000)
-      assert.match(await (await po.request({ path: '/metrics', method: 'GET' })).body.text(), /fairvisor_store_errors_total\{store="redis"\} [1-9]/)
+      assert.match(
+        await (await po.request({ path: '/metrics', method: 'GET' })).body.text(),
+        /fairvisor_store_errors_total\{store="redis"\} [1-9]/,
+      )
 
       // Traffic for 1 s: store failures are logged about once a second, not per request.
       const linesBefore = [open.logs.length, closed.logs.length]
@@ -213,10 +277,15 @@ describe('redis over TLS (rediss://)', () => {
       for (const [i, gw] of [open, closed].entries()) {
         const cpu = cpuMs(gw.proc.pid!) - cpu0[i]!
         const lines = gw.logs.slice(idleLines[i])
-        console.log(`${i === 0 ? 'open' : 'closed'}: idle ${idleMs} ms → ${cpu} ms CPU, ${lines.length} log lines; connection-error lines in total: ${gw.logs.filter((l) => l.msg === 'redis store connection error').length}`)
+        console.log(
+          `${i === 0 ? 'open' : 'closed'}: idle ${idleMs} ms → ${cpu} ms CPU, ${lines.length} log lines; connection-error lines in total: ${gw.logs.filter((l) => l.msg === 'redis store connection error').length}`,
+        )
         assert.deepEqual(lines, [], 'no log line while idle')
         assert.ok(cpu < idleMs * 0.25, `no spin: ${cpu} ms CPU in ${idleMs} ms idle`)
-        assert.ok(gw.logs.filter((l) => l.msg === 'redis store connection error').length <= 2, 'the connection error is logged once, not per retry')
+        assert.ok(
+          gw.logs.filter((l) => l.msg === 'redis store connection error').length <= 2,
+          'the connection error is logged once, not per retry',
+        )
       }
     } finally {
       await Promise.all(pools.map((p) => p.close()))

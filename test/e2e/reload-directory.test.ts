@@ -14,9 +14,30 @@ import { after, before, describe, test } from 'node:test'
 import { startBackend, startGateway, type Backend, type GatewayProcess, type LogLine } from '../helpers/processes.js'
 
 const bundle = (version: number): string =>
-  JSON.stringify({ bundle_version: version, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1000 } }] } }] })
+  JSON.stringify({
+    bundle_version: version,
+    policies: [
+      {
+        id: 'api',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [
+            {
+              name: 'per_ip',
+              limit_keys: ['ip:address'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 1, burst: 1000 },
+            },
+          ],
+        },
+      },
+    ],
+  })
 
-const applied = (version: number) => (l: LogLine): boolean => l.msg === 'bundle applied' && l.version === version
+const applied =
+  (version: number) =>
+  (l: LogLine): boolean =>
+    l.msg === 'bundle applied' && l.version === version
 /** Generous: a loaded machine makes the wait longer, not the test red. */
 const WAIT_MS = 20_000
 

@@ -32,7 +32,9 @@ function bundle(version: number, burst: number): string {
         id: 'api',
         spec: {
           selector: { pathPrefix: '/' },
-          rules: [{ name: 'everyone', limit_keys: [], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1_000_000, burst } }],
+          rules: [
+            { name: 'everyone', limit_keys: [], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1_000_000, burst } },
+          ],
         },
       },
     ],
@@ -42,8 +44,26 @@ function bundle(version: number, burst: number): string {
 type Kind = 'valid' | 'invalid_json' | 'invalid_schema' | 'stale'
 // 20 replacements: 10 valid (versions 2..11), 5 invalid, 5 stale.
 const PLAN: Kind[] = [
-  'valid', 'invalid_json', 'valid', 'stale', 'valid', 'invalid_schema', 'stale', 'valid', 'valid', 'invalid_json',
-  'valid', 'stale', 'valid', 'invalid_schema', 'valid', 'stale', 'invalid_json', 'valid', 'stale', 'valid',
+  'valid',
+  'invalid_json',
+  'valid',
+  'stale',
+  'valid',
+  'invalid_schema',
+  'stale',
+  'valid',
+  'valid',
+  'invalid_json',
+  'valid',
+  'stale',
+  'valid',
+  'invalid_schema',
+  'valid',
+  'stale',
+  'invalid_json',
+  'valid',
+  'stale',
+  'valid',
 ]
 
 test(`~${RATE} requests/s for ${DURATION_MS / 1000} s while the bundle is replaced ${PLAN.length} times`, async () => {
@@ -95,7 +115,8 @@ test(`~${RATE} requests/s for ${DURATION_MS / 1000} s while the bundle is replac
 
     // Replacements, spread over the run; each waits for the gateway's reload log line
     // so every file is judged on its own (none is coalesced into the next by the debounce).
-    const reloadLines = (): number => gw.logs.filter((l) => l.msg === 'bundle applied' || l.result === 'invalid' || l.result === 'not_monotonic').length
+    const reloadLines = (): number =>
+      gw.logs.filter((l) => l.msg === 'bundle applied' || l.result === 'invalid' || l.result === 'not_monotonic').length
     let version = 1
     let lastValid = 1
     const expected = { applied: 1, invalid: 0, not_monotonic: 0 }
@@ -147,7 +168,8 @@ test(`~${RATE} requests/s for ${DURATION_MS / 1000} s while the bundle is replac
     assert.deepEqual([...statuses.keys()], [200], detail)
     assert.equal(total, sent)
     assert.ok(sent / elapsedS > RATE * 0.5, `the client kept up at least half the rate (a busy 2-core machine): ${detail}`)
-    for (const limit of limitsSeen.keys()) assert.ok(validBursts.has(limit), `RateLimit-Limit ${limit} is not that of a valid version: ${detail}`)
+    for (const limit of limitsSeen.keys())
+      assert.ok(validBursts.has(limit), `RateLimit-Limit ${limit} is not that of a valid version: ${detail}`)
 
     const metrics = await (await fetch(`${gw.url}/metrics`)).text()
     for (const [result, n] of Object.entries(expected)) {

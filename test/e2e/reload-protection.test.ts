@@ -15,7 +15,20 @@ const IDS = ['a', 'b', 'c', 'd', 'e', 'f']
 function sixPolicies(version: number): string {
   return JSON.stringify({
     bundle_version: version,
-    policies: IDS.map((id) => ({ id, spec: { selector: { pathPrefix: `/${id}/` }, rules: [{ name: `per_ip_${id}`, limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 2 } }] } })),
+    policies: IDS.map((id) => ({
+      id,
+      spec: {
+        selector: { pathPrefix: `/${id}/` },
+        rules: [
+          {
+            name: `per_ip_${id}`,
+            limit_keys: ['ip:address'],
+            algorithm: 'token_bucket',
+            algorithm_config: { tokens_per_second: 0.001, burst: 2 },
+          },
+        ],
+      },
+    })),
   })
 }
 const SCHEMA_INVALID = JSON.stringify({ bundle_version: 3, policies: [{ id: 'x', spec: { rules: 'nope' } }] })
@@ -23,7 +36,8 @@ const SCHEMA_INVALID = JSON.stringify({ bundle_version: 3, policies: [{ id: 'x',
 async function readyVersion(gw: GatewayProcess): Promise<number | undefined> {
   return ((await (await fetch(`${gw.url}/readyz`)).json()) as { policy_version?: number }).policy_version
 }
-const reloads = async (gw: GatewayProcess, result: string): Promise<number> => (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? 0
+const reloads = async (gw: GatewayProcess, result: string): Promise<number> =>
+  (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? 0
 async function status(gw: GatewayProcess, path: string): Promise<number> {
   const r = await fetch(`${gw.url}${path}`)
   await r.arrayBuffer()
@@ -80,14 +94,18 @@ describe('a 6-policy bundle replaced by a schema-invalid one', () => {
     const mine = (): typeof gw.logs => gw.logs.slice(seen).filter((l) => l.file === file)
     await waitFor('three error lines', async () => mine().length >= 3)
     const lines = mine()
-    assert.deepEqual(lines.map((l) => [l.level, l.result, l.msg]), [
-      ['error', 'invalid', `${file}: /policies/0/spec/selector: policy "x": selector is required but missing.`],
-      ['error', 'invalid', `${file}: /policies/0/spec/rules: policy "x": rules must be an array, not "nope".`],
-      ['error', 'invalid', `${file}: bundle_version 3 refused whole: 2 errors in its policies; the loaded bundle_version 2 stays`],
-    ])
+    assert.deepEqual(
+      lines.map((l) => [l.level, l.result, l.msg]),
+      [
+        ['error', 'invalid', `${file}: /policies/0/spec/selector: policy "x": selector is required but missing.`],
+        ['error', 'invalid', `${file}: /policies/0/spec/rules: policy "x": rules must be an array, not "nope".`],
+        ['error', 'invalid', `${file}: bundle_version 3 refused whole: 2 errors in its policies; the loaded bundle_version 2 stays`],
+      ],
+    )
     assert.equal(await reloads(gw, 'applied'), applied)
     assert.equal(await readyVersion(gw), 2)
-    for (const id of IDS) assert.deepEqual([await status(gw, `/${id}/x`), await status(gw, `/${id}/x`), await status(gw, `/${id}/x`)], [200, 200, 429], id)
+    for (const id of IDS)
+      assert.deepEqual([await status(gw, `/${id}/x`), await status(gw, `/${id}/x`), await status(gw, `/${id}/x`)], [200, 200, 429], id)
   })
 
   test('its version is not consumed: the fixed bundle with the same version applies', async () => {
@@ -101,7 +119,10 @@ test('a FAIRVISOR_CONFIG_FILE that does not exist: one error line naming it, 503
   const gw = await gateway(file)
   await gw.waitForLog((l) => l.level === 'error', 20_000)
   const errors = gw.logs.filter((l) => l.level === 'error')
-  assert.deepEqual(errors.map((l) => l.msg), [`${file}: /: the file does not exist (ENOENT).`])
+  assert.deepEqual(
+    errors.map((l) => l.msg),
+    [`${file}: /: the file does not exist (ENOENT).`],
+  )
   assert.equal(await status(gw, '/a/x'), 503)
   writeFileSync(file, sixPolicies(1))
   await waitFor('version 1', async () => (await readyVersion(gw)) === 1)
@@ -113,7 +134,10 @@ test('a FAIRVISOR_CONFIG_FILE that does not exist: one error line naming it, 503
 
 test('at start-up a bundle with a bad policy loads the good ones and logs each dropped one at error', async () => {
   const file = tmpFile()
-  writeFileSync(file, JSON.stringify({ bundle_version: 1, policies: [JSON.parse(sixPolicies(1)).policies[0], { id: 'x', spec: { rules: 'nope' } }] }))
+  writeFileSync(
+    file,
+    JSON.stringify({ bundle_version: 1, policies: [JSON.parse(sixPolicies(1)).policies[0], { id: 'x', spec: { rules: 'nope' } }] }),
+  )
   const gw = await gateway(file)
   await gw.waitForLog((l) => String(l.msg).includes('/policies/1/spec/rules') && l.level === 'error', 20_000)
   assert.deepEqual([await status(gw, '/a/x'), await status(gw, '/a/x'), await status(gw, '/a/x')], [200, 200, 429])

@@ -20,7 +20,14 @@ function bundle(version: number, burst = 1000): string {
         id: 'api',
         spec: {
           selector: { pathPrefix: '/' },
-          rules: [{ name: 'per_ip', limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst } }],
+          rules: [
+            {
+              name: 'per_ip',
+              limit_keys: ['ip:address'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 0.001, burst },
+            },
+          ],
         },
       },
     ],
@@ -50,7 +57,8 @@ async function waitForVersion(gw: GatewayProcess, version: number, since: number
  */
 const APPLIED_WITHIN_MS = 5000
 
-const metric = async (gw: GatewayProcess, result: string): Promise<number> => (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? NaN
+const metric = async (gw: GatewayProcess, result: string): Promise<number> =>
+  (await metricValue(gw, 'fairvisor_config_reload_total', `result="${result}"`)) ?? NaN
 
 let backend: Backend
 const dirs: string[] = []
@@ -89,14 +97,20 @@ describe('file replacement styles, each applied after the write (polling /readyz
 
   const styles: [string, (f: string, text: string) => void][] = [
     ['in-place write', (f, text) => writeFileSync(f, text)],
-    ['write-then-rename (atomic replace)', (f, text) => {
-      writeFileSync(`${f}.tmp`, text)
-      renameSync(`${f}.tmp`, f)
-    }],
-    ['delete-and-recreate', (f, text) => {
-      unlinkSync(f)
-      writeFileSync(f, text)
-    }],
+    [
+      'write-then-rename (atomic replace)',
+      (f, text) => {
+        writeFileSync(`${f}.tmp`, text)
+        renameSync(`${f}.tmp`, f)
+      },
+    ],
+    [
+      'delete-and-recreate',
+      (f, text) => {
+        unlinkSync(f)
+        writeFileSync(f, text)
+      },
+    ],
   ]
   for (const [name, write] of styles) {
     test(name, async () => {
@@ -209,7 +223,10 @@ describe('bad reloads, SIGHUP and bucket state', () => {
     writeFileSync(file, bundle(11, 999))
     const line = await gw.waitForLog((l) => l.result === 'not_monotonic', 2000)
     assert.equal(line.level, 'error')
-    assert.match(String(line.msg), new RegExp(`^${file.replace(/[.]/g, '\\.')}: /bundle_version: version_not_monotonic: 11 is not greater than the loaded 11`))
+    assert.match(
+      String(line.msg),
+      new RegExp(`^${file.replace(/[.]/g, '\\.')}: /bundle_version: version_not_monotonic: 11 is not greater than the loaded 11`),
+    )
     assert.equal(await metric(gw, 'not_monotonic'), before + 1)
     const r = await fetch(`${gw.url}/x`)
     await r.arrayBuffer()

@@ -28,7 +28,14 @@ describe('a 3.5 KB limit key on PostgreSQL', () => {
     const bundle = writeHeaderBucketBundle(dir, 'per_user', { burst: BURST, tokens_per_second: 0.001 })
     backend = await startBackend()
     // A generous deadline: this test is about the key, not about the machine's load.
-    gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: PG_URL, FAIRVISOR_PG_TABLE_PREFIX: prefix, FAIRVISOR_FAIL_POLICY: 'open', FAIRVISOR_STORE_TIMEOUT_MS: '2000' })
+    gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundle,
+      FAIRVISOR_STORE: PG_URL,
+      FAIRVISOR_PG_TABLE_PREFIX: prefix,
+      FAIRVISOR_FAIL_POLICY: 'open',
+      FAIRVISOR_STORE_TIMEOUT_MS: '2000',
+    })
   })
   after(async () => {
     await gw?.stop()
@@ -47,11 +54,16 @@ describe('a 3.5 KB limit key on PostgreSQL', () => {
         return r.statusCode
       }
       // Interleaved and concurrent: both keys travel in the same statements.
-      const statuses = await Promise.all(Array.from({ length: 2 * REQUESTS }, (_, i) => send(i % 2 ? 'victim' : long).then((s) => ({ attacker: i % 2 === 0, s }))))
+      const statuses = await Promise.all(
+        Array.from({ length: 2 * REQUESTS }, (_, i) => send(i % 2 ? 'victim' : long).then((s) => ({ attacker: i % 2 === 0, s }))),
+      )
       const allowed = (attacker: boolean): number => statuses.filter((x) => x.attacker === attacker && x.s === 200).length
       assert.equal(allowed(true), BURST, 'attacker allowed')
       assert.equal(allowed(false), BURST, 'victim allowed')
-      assert.ok(statuses.every((x) => x.s === 200 || x.s === 429), `statuses: ${[...new Set(statuses.map((x) => x.s))].join(', ')}`)
+      assert.ok(
+        statuses.every((x) => x.s === 200 || x.s === 429),
+        `statuses: ${[...new Set(statuses.map((x) => x.s))].join(', ')}`,
+      )
       assert.equal((await metricValue(gw, 'fairvisor_store_errors_total')) ?? 0, 0, 'no store call failed')
     } finally {
       await pool.close()

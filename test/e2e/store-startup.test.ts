@@ -29,10 +29,12 @@ after(() => rmSync(dir, { recursive: true, force: true }))
 /** Starting on `store` fails with exit code 2 and a stderr line matching `reason`. */
 async function refused(store: string, reason: RegExp): Promise<void> {
   // A gateway that starts anyway is stopped, and the test fails.
-  const started = startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: store }).then(async (gw) => {
-    await gw.stop()
-    return gw
-  })
+  const started = startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: store }).then(
+    async (gw) => {
+      await gw.stop()
+      return gw
+    },
+  )
   await assert.rejects(started, (e: Error) => {
     assert.match(e.message, /exited with 2 before listening/)
     assert.match(e.message, /invalid setting FAIRVISOR_STORE: the \S+ store refused the connection/)
@@ -63,10 +65,21 @@ describe('a Redis store that refuses the URL stops start-up (exit 2)', () => {
 })
 
 describe('an unreachable store at start-up: the gateway starts and /readyz tells', () => {
-  for (const [scheme, url] of [['redis', (p: number) => `redis://127.0.0.1:${p}`], ['postgres', (p: number) => `postgres://postgres@127.0.0.1:${p}/test`]] as const) {
+  for (const [scheme, url] of [
+    ['redis', (p: number) => `redis://127.0.0.1:${p}`],
+    ['postgres', (p: number) => `postgres://postgres@127.0.0.1:${p}/test`],
+  ] as const) {
     for (const policy of ['closed', 'open'] as const) {
       it(`${scheme}, fail-${policy}: ${policy === 'closed' ? '503 not_ready' : '200 with store degraded, each request counted as fail-open'}`, async () => {
-        const gw = await startGateway({ FAIRVISOR_BACKEND_URL: BACKEND, FAIRVISOR_CONFIG_FILE: bundle, FAIRVISOR_STORE: url(await freePort()), FAIRVISOR_FAIL_POLICY: policy }, { timeoutMs: 20_000 })
+        const gw = await startGateway(
+          {
+            FAIRVISOR_BACKEND_URL: BACKEND,
+            FAIRVISOR_CONFIG_FILE: bundle,
+            FAIRVISOR_STORE: url(await freePort()),
+            FAIRVISOR_FAIL_POLICY: policy,
+          },
+          { timeoutMs: 20_000 },
+        )
         try {
           await gw.waitForLog((l) => /not reachable at start-up/.test(l.msg))
           const r = await fetch(`${gw.url}/readyz`)

@@ -15,14 +15,40 @@ const BUDGET = 200
 
 function writeBundle(dir: string): string {
   const file = join(dir, 'bundle.json')
-  const rule = (name: string, algorithm: string, algorithm_config: object): object => ({ name, limit_keys: ['header:x-user'], algorithm, algorithm_config })
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      { id: 'tb', spec: { selector: { pathPrefix: '/tb' }, rules: [rule('bucket', 'token_bucket', { burst: BURST, tokens_per_second: 0.0001 })] } },
-      { id: 'cb', spec: { selector: { pathPrefix: '/cb' }, rules: [rule('budget', 'cost_based', { budget: BUDGET, period: '7d', staged_actions: [{ threshold_percent: 50, action: 'warn' }, { threshold_percent: 100, action: 'reject' }] })] } },
-    ],
-  }))
+  const rule = (name: string, algorithm: string, algorithm_config: object): object => ({
+    name,
+    limit_keys: ['header:x-user'],
+    algorithm,
+    algorithm_config,
+  })
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'tb',
+          spec: { selector: { pathPrefix: '/tb' }, rules: [rule('bucket', 'token_bucket', { burst: BURST, tokens_per_second: 0.0001 })] },
+        },
+        {
+          id: 'cb',
+          spec: {
+            selector: { pathPrefix: '/cb' },
+            rules: [
+              rule('budget', 'cost_based', {
+                budget: BUDGET,
+                period: '7d',
+                staged_actions: [
+                  { threshold_percent: 50, action: 'warn' },
+                  { threshold_percent: 100, action: 'reject' },
+                ],
+              }),
+            ],
+          },
+        },
+      ],
+    }),
+  )
   return file
 }
 
@@ -30,20 +56,33 @@ function writeBundle(dir: string): string {
 async function load(port: number, path: string, user: string, clients: number, each: number): Promise<Map<number, number>> {
   const agent = new Agent({ keepAlive: true, maxSockets: clients })
   const counts = new Map<number, number>()
-  const one = (): Promise<number> => new Promise((done) => {
-    const req = request({ host: '127.0.0.1', port, path: '/v1/decision', method: 'POST', agent, headers: { 'x-original-uri': path, 'x-original-method': 'GET', 'x-user': user } }, (res) => {
-      res.resume()
-      res.on('end', () => done(res.statusCode!))
+  const one = (): Promise<number> =>
+    new Promise((done) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/v1/decision',
+          method: 'POST',
+          agent,
+          headers: { 'x-original-uri': path, 'x-original-method': 'GET', 'x-user': user },
+        },
+        (res) => {
+          res.resume()
+          res.on('end', () => done(res.statusCode!))
+        },
+      )
+      req.on('error', () => done(0))
+      req.end()
     })
-    req.on('error', () => done(0))
-    req.end()
-  })
-  await Promise.all(Array.from({ length: clients }, async () => {
-    for (let i = 0; i < each; i++) {
-      const s = await one()
-      counts.set(s, (counts.get(s) ?? 0) + 1)
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = 0; i < each; i++) {
+        const s = await one()
+        counts.set(s, (counts.get(s) ?? 0) + 1)
+      }
+    }),
+  )
   agent.destroy()
   return counts
 }
@@ -53,7 +92,10 @@ describe('FAIRVISOR_WORKERS=2', () => {
   let dir: string
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-workers-'))
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(dir), FAIRVISOR_WORKERS: '2', FAIRVISOR_ACCESS_LOG: 'true' }, { timeoutMs: 30000 })
+    gw = await startGateway(
+      { FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(dir), FAIRVISOR_WORKERS: '2', FAIRVISOR_ACCESS_LOG: 'true' },
+      { timeoutMs: 30000 },
+    )
   })
   after(async () => {
     assert.equal(await gw.stop(), 0)
@@ -62,8 +104,14 @@ describe('FAIRVISOR_WORKERS=2', () => {
   it('64 clients on one key across 2 workers: exactly burst allowed by the token bucket and exactly budget by cost_based, 0 % over-grant', async () => {
     const tb = await load(gw.port, '/tb/x', 'alice', 64, 10)
     const cb = await load(gw.port, '/cb/x', 'alice', 64, 8)
-    assert.deepEqual([...tb.entries()].sort(), [[200, BURST], [429, 640 - BURST]])
-    assert.deepEqual([...cb.entries()].sort(), [[200, BUDGET], [429, 512 - BUDGET]])
+    assert.deepEqual([...tb.entries()].sort(), [
+      [200, BURST],
+      [429, 640 - BURST],
+    ])
+    assert.deepEqual([...cb.entries()].sort(), [
+      [200, BUDGET],
+      [429, 512 - BUDGET],
+    ])
     // Both workers served (each access-log line names its worker).
     const served = new Set(gw.logs.filter((l) => l.msg === 'access').map((l) => l.worker))
     assert.deepEqual([...served].sort(), [1, 2])
@@ -71,22 +119,46 @@ describe('FAIRVISOR_WORKERS=2', () => {
 
   it('/metrics is one view summed over the workers', async () => {
     const text = await (await fetch(`${gw.url}/metrics`)).text()
-    const value = (action: string, policy: string): number => Number(new RegExp(`^fairvisor_decisions_total\\{action="${action}",reason="[^"]*",policy="${policy}"\\} (\\d+)$`, 'm').exec(text)?.[1])
+    const value = (action: string, policy: string): number =>
+      Number(
+        new RegExp(`^fairvisor_decisions_total\\{action="${action}",reason="[^"]*",policy="${policy}"\\} (\\d+)$`, 'm').exec(text)?.[1],
+      )
     assert.equal(value('allow', 'tb'), BURST)
     assert.equal(value('allow', 'cb'), BUDGET)
     assert.match(text, /^fairvisor_config_info\{version="1",hash="[^"]+"\} 1$/m)
   })
 
   it('a reload is reported once every worker runs the new version: right after it, no worker decides with the old one', async () => {
-    writeFileSync(join(dir, 'bundle.json'), JSON.stringify({
-      bundle_version: 2,
-      policies: [{ id: 'tb', spec: { selector: { pathPrefix: '/tb' }, rules: [{ name: 'bucket_v2', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { burst: 5, tokens_per_second: 0.0001 } }] } }],
-    }))
+    writeFileSync(
+      join(dir, 'bundle.json'),
+      JSON.stringify({
+        bundle_version: 2,
+        policies: [
+          {
+            id: 'tb',
+            spec: {
+              selector: { pathPrefix: '/tb' },
+              rules: [
+                {
+                  name: 'bucket_v2',
+                  limit_keys: ['header:x-user'],
+                  algorithm: 'token_bucket',
+                  algorithm_config: { burst: 5, tokens_per_second: 0.0001 },
+                },
+              ],
+            },
+          },
+        ],
+      }),
+    )
     gw.proc.kill('SIGHUP')
     await gw.waitForLog((l) => l.msg === 'bundle applied' && l.version === 2, 15000)
     // 64 fresh connections spread over both workers: version 1 would allow up to 300 for a new user.
     const r = await load(gw.port, '/tb/x', 'dave', 64, 2)
-    assert.deepEqual([...r.entries()].sort(), [[200, 5], [429, 123]])
+    assert.deepEqual([...r.entries()].sort(), [
+      [200, 5],
+      [429, 123],
+    ])
   })
 })
 
@@ -94,9 +166,18 @@ describe('a worker killed mid-load', () => {
   let sup: Supervisor
   before(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fv-workers-kill-'))
-    const env = { FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(dir), FAIRVISOR_WORKERS: '2', FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'silent' }
+    const env = {
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: writeBundle(dir),
+      FAIRVISOR_WORKERS: '2',
+      FAIRVISOR_HOST: '127.0.0.1',
+      FAIRVISOR_PORT: '0',
+      FAIRVISOR_LOG_LEVEL: 'silent',
+    }
     // The built supervisor: its workers run the built entry file.
-    const mod = (await import(pathToFileURL(resolve('dist/workers/supervisor.js')).href)) as typeof import('../../src/workers/supervisor.js')
+    const mod = (await import(
+      pathToFileURL(resolve('dist/workers/supervisor.js')).href
+    )) as typeof import('../../src/workers/supervisor.js')
     const s = await mod.startSupervisor(loadSettings(env), env)
     assert.notEqual(typeof s, 'number')
     sup = s as Supervisor
@@ -116,6 +197,9 @@ describe('a worker killed mid-load', () => {
     assert.ok((carol.get(200) ?? 0) <= BURST && (carol.get(200) ?? 0) > 0, JSON.stringify([...carol]))
     // bob's counter is intact: 200 left, whichever worker answers.
     const rest = await load(sup.port, '/tb/x', 'bob', 16, 20)
-    assert.deepEqual([...rest.entries()].sort(), [[200, 200], [429, 120]])
+    assert.deepEqual([...rest.entries()].sort(), [
+      [200, 200],
+      [429, 120],
+    ])
   })
 })

@@ -8,9 +8,20 @@ import { join } from 'node:path'
  */
 export function writeHeaderBucketBundle(dir: string, rule: string, config: { burst: number; tokens_per_second: number }): string {
   const file = join(dir, 'bundle.json')
-  writeFileSync(file, JSON.stringify({
-    bundle_version: 1,
-    policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [{ name: rule, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }] } }],
-  }))
+  writeFileSync(
+    file,
+    JSON.stringify({
+      bundle_version: 1,
+      policies: [
+        {
+          id: 'api',
+          spec: {
+            selector: { pathPrefix: '/' },
+            rules: [{ name: rule, limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: config }],
+          },
+        },
+      ],
+    }),
+  )
   return file
 }

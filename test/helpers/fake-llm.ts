@@ -45,13 +45,19 @@ function openai(body: Record<string, unknown>, req: IncomingMessage, res: Server
   const u = usageOf(req)
   const usage = u && { prompt_tokens: u.prompt, completion_tokens: u.completion, total_tokens: u.prompt + u.completion }
   if (body.stream !== true) {
-    const text = JSON.stringify({ id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], ...(usage ? { usage } : {}) })
+    const text = JSON.stringify({
+      id: 'c1',
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+      ...(usage ? { usage } : {}),
+    })
     res.writeHead(200, { 'content-type': 'application/json' })
     return void res.end(text)
   }
   const n = Number(req.headers['x-fake-chunks'] ?? 10)
   const events: string[] = []
-  for (let i = 0; i < n; i++) events.push(`data: ${JSON.stringify({ id: 'c1', choices: [{ index: 0, delta: { content: TEXT } }], usage: null })}\n\n`)
+  for (let i = 0; i < n; i++)
+    events.push(`data: ${JSON.stringify({ id: 'c1', choices: [{ index: 0, delta: { content: TEXT } }], usage: null })}\n\n`)
   events.push(`data: ${JSON.stringify({ id: 'c1', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: null })}\n\n`)
   const include = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true
   if (include && usage) events.push(`data: ${JSON.stringify({ id: 'c1', choices: [], usage })}\n\n`)
@@ -63,11 +69,29 @@ function anthropic(body: Record<string, unknown>, req: IncomingMessage, res: Ser
   const u = usageOf(req)
   if (body.stream !== true) {
     res.writeHead(200, { 'content-type': 'application/json' })
-    return void res.end(JSON.stringify({ id: 'm1', type: 'message', role: 'assistant', content: [{ type: 'text', text: 'hi' }], ...(u ? { usage: { input_tokens: u.prompt, output_tokens: u.completion } } : {}) }))
+    return void res.end(
+      JSON.stringify({
+        id: 'm1',
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'text', text: 'hi' }],
+        ...(u ? { usage: { input_tokens: u.prompt, output_tokens: u.completion } } : {}),
+      }),
+    )
   }
   const n = Number(req.headers['x-fake-chunks'] ?? 10)
   const ev = (type: string, data: object): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
-  const events = [ev('message_start', { message: { id: 'm1', type: 'message', role: 'assistant', content: [], ...(u ? { usage: { input_tokens: u.prompt, output_tokens: 1 } } : {}) } })]
+  const events = [
+    ev('message_start', {
+      message: {
+        id: 'm1',
+        type: 'message',
+        role: 'assistant',
+        content: [],
+        ...(u ? { usage: { input_tokens: u.prompt, output_tokens: 1 } } : {}),
+      },
+    }),
+  ]
   for (let i = 0; i < n; i++) events.push(ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: TEXT } }))
   events.push(ev('message_delta', { delta: { stop_reason: 'end_turn' }, ...(u ? { usage: { output_tokens: u.completion } } : {}) }))
   events.push(ev('message_stop', {}))

@@ -11,7 +11,8 @@ import type { Pool } from 'undici'
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
-export const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? 0
+export const quantile = (xs: number[], q: number): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? 0
 
 /** CPU time the hypervisor took from this VM so far (steal column of /proc/stat), in 10 ms ticks; 0 where unknown. */
 export function stealTicks(): number {
@@ -86,8 +87,12 @@ export class MachineStall extends Error {}
 export function assertWithinBound(ms: number[], bound: number, stolen: number, detail: string): void {
   const f = (x: number): string => x.toFixed(1)
   const over = ms.filter((x) => x > bound)
-  if (over.length > 0 && stolen > 0) throw new MachineStall(`${over.length} requests over ${f(bound)} ms while the VM lost ${stolen * 10} ms of CPU to steal: ${detail}`)
-  assert.ok(over.length === 0, `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}; no CPU steal in the window): ${detail}`)
+  if (over.length > 0 && stolen > 0)
+    throw new MachineStall(`${over.length} requests over ${f(bound)} ms while the VM lost ${stolen * 10} ms of CPU to steal: ${detail}`)
+  assert.ok(
+    over.length === 0,
+    `${over.length} requests over ${f(bound)} ms in the gateway (${over.map(f).join(', ')}; no CPU steal in the window): ${detail}`,
+  )
 }
 
 /** Runs a scenario again (at most four more times) only when the VM itself lost CPU during it. */

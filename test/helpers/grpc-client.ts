@@ -19,8 +19,12 @@ export interface GrpcClients {
   close(): void
 }
 
-const unary = (client: Client, method: string) => (req: object): Promise<Any> =>
-  new Promise((resolve, reject) => (client as Any)[method](req, (err: ServiceError | null, res: Any) => (err ? reject(err) : resolve(res))))
+const unary =
+  (client: Client, method: string) =>
+  (req: object): Promise<Any> =>
+    new Promise((resolve, reject) =>
+      (client as Any)[method](req, (err: ServiceError | null, res: Any) => (err ? reject(err) : resolve(res))),
+    )
 
 export function grpcClients(port: number): GrpcClients {
   const address = `127.0.0.1:${port}`
@@ -39,7 +43,14 @@ export function grpcClients(port: number): GrpcClients {
     healthCheck: (service = '') => unary(health, 'Check')({ service }),
     raw: (path, bytes) =>
       new Promise((resolve, reject) =>
-        raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, bytes, (err, res) => (err ? reject(err) : resolve(res)))),
+        raw.makeUnaryRequest(
+          path,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          bytes,
+          (err, res) => (err ? reject(err) : resolve(res)),
+        ),
+      ),
     close() {
       for (const c of [authz, rls, health, raw]) c.close()
     },
@@ -51,7 +62,16 @@ export function checkRequest(o: { method?: string; path: string; host?: string; 
   return {
     attributes: {
       source: { address: { socket_address: { address: o.peer ?? '192.0.2.7', port_value: 40000 } } },
-      request: { http: { method: o.method ?? 'GET', path: o.path, host: o.host ?? 'api.example.com', scheme: 'http', protocol: 'HTTP/1.1', headers: { ':authority': o.host ?? 'api.example.com', ':method': o.method ?? 'GET', ':path': o.path, ...o.headers } } },
+      request: {
+        http: {
+          method: o.method ?? 'GET',
+          path: o.path,
+          host: o.host ?? 'api.example.com',
+          scheme: 'http',
+          protocol: 'HTTP/1.1',
+          headers: { ':authority': o.host ?? 'api.example.com', ':method': o.method ?? 'GET', ':path': o.path, ...o.headers },
+        },
+      },
     },
   }
 }

@@ -138,6 +138,12 @@ export function writeMmdb(entries: readonly MmdbEntry[], databaseType = 'Test-DB
 }
 
 /** A GeoLite2-Country-shaped record. */
-export const countryRecord = (iso: string): MmdbValue => ({ country: { iso_code: iso, names: { en: iso } }, registered_country: { iso_code: iso } })
+export const countryRecord = (iso: string): MmdbValue => ({
+  country: { iso_code: iso, names: { en: iso } },
+  registered_country: { iso_code: iso },
+})
 /** A GeoLite2-ASN-shaped record. */
-export const asnRecord = (asn: number, org = `AS${asn} Org`): MmdbValue => ({ autonomous_system_number: asn, autonomous_system_organization: org })
+export const asnRecord = (asn: number, org = `AS${asn} Org`): MmdbValue => ({
+  autonomous_system_number: asn,
+  autonomous_system_organization: org,
+})

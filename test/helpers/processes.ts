@@ -32,11 +32,21 @@ export interface GatewayProcess {
   exited: Promise<number | null>
 }
 
-export async function startGateway(env: Record<string, string | undefined>, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<GatewayProcess> {
+export async function startGateway(
+  env: Record<string, string | undefined>,
+  opts: { cwd?: string; timeoutMs?: number } = {},
+): Promise<GatewayProcess> {
   const proc = spawn(process.execPath, [CLI], {
     cwd: opts.cwd ?? ROOT,
     // One thread unless a test asks for workers: the start-up bounds here are set for one.
-    env: { PATH: process.env.PATH, FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_WORKERS: '1', ...env },
+    env: {
+      PATH: process.env.PATH,
+      FAIRVISOR_HOST: '127.0.0.1',
+      FAIRVISOR_PORT: '0',
+      FAIRVISOR_LOG_LEVEL: 'info',
+      FAIRVISOR_WORKERS: '1',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const logs: LogLine[] = []
@@ -62,7 +72,18 @@ export async function startGateway(env: Record<string, string | undefined>, opts
     const found = logs.find(pred)
     if (found) return Promise.resolve(found)
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`log line not seen within ${timeoutMs} ms; stderr: ${stderr.join('\n')}; logs: ${logs.slice(-5).map((l) => JSON.stringify(l)).join('\n')}`)), timeoutMs)
+      const t = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `log line not seen within ${timeoutMs} ms; stderr: ${stderr.join('\n')}; logs: ${logs
+                .slice(-5)
+                .map((l) => JSON.stringify(l))
+                .join('\n')}`,
+            ),
+          ),
+        timeoutMs,
+      )
       waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
     })
   }
@@ -98,7 +119,9 @@ export interface Backend {
   close(): Promise<void>
 }
 
-export async function startBackend(handler: (req: IncomingMessage, res: ServerResponse) => void = (_q, s) => s.end('ok')): Promise<Backend> {
+export async function startBackend(
+  handler: (req: IncomingMessage, res: ServerResponse) => void = (_q, s) => s.end('ok'),
+): Promise<Backend> {
   const b = { count: 0 } as Backend
   const server = createServer((req, res) => {
     b.count++

@@ -32,7 +32,9 @@ function replay(req: IncomingMessage, res: ServerResponse): void {
   let text = fixture(name)
   if (req.headers['x-crlf'] !== undefined) text = text.replace(/\n/g, '\r\n')
   let body: Buffer = Buffer.from(text)
-  const headers: Record<string, string> = { 'content-type': name.endsWith('.sse') ? 'text/event-stream; charset=utf-8' : 'application/json' }
+  const headers: Record<string, string> = {
+    'content-type': name.endsWith('.sse') ? 'text/event-stream; charset=utf-8' : 'application/json',
+  }
   const enc = req.headers['x-encode'] as string | undefined
   if (enc !== undefined) {
     body = ENCODERS[enc]!(body)

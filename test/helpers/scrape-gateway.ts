@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startBackend, startGateway } from './processes.js'
 
-const tb = (name: string, key: string, burst: number) => ({ name, limit_keys: [key], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.01, burst } })
+const tb = (name: string, key: string, burst: number) => ({
+  name,
+  limit_keys: [key],
+  algorithm: 'token_bucket',
+  algorithm_config: { tokens_per_second: 0.01, burst },
+})
 
 const BUNDLE = {
   bundle_version: 7,
@@ -18,29 +23,55 @@ const BUNDLE = {
     { id: 'api', spec: { selector: { pathPrefix: '/api/' }, rules: [tb('per_user', 'header:x-user', 2)] } },
     { id: 'dry', spec: { selector: { pathPrefix: '/dry/' }, mode: 'shadow', rules: [tb('dry_user', 'header:x-user', 1)] } },
     {
-      id: 'spend', spec: {
+      id: 'spend',
+      spec: {
         selector: { pathPrefix: '/spend/' },
-        rules: [{ name: 'daily', limit_keys: ['header:x-user'], algorithm: 'cost_based', algorithm_config: { budget: 3, period: '1d', default_cost: 1, staged_actions: [{ threshold_percent: 50, action: 'warn' }, { threshold_percent: 100, action: 'reject' }] } }],
+        rules: [
+          {
+            name: 'daily',
+            limit_keys: ['header:x-user'],
+            algorithm: 'cost_based',
+            algorithm_config: {
+              budget: 3,
+              period: '1d',
+              default_cost: 1,
+              staged_actions: [
+                { threshold_percent: 50, action: 'warn' },
+                { threshold_percent: 100, action: 'reject' },
+              ],
+            },
+          },
+        ],
       },
     },
     {
-      id: 'breaker', spec: {
+      id: 'breaker',
+      spec: {
         selector: { pathPrefix: '/gen/' },
         circuit_breaker: { enabled: true, spend_rate_threshold_per_minute: 2, action: 'reject', auto_reset_after_minutes: 5 },
         rules: [tb('gen', 'header:x-user', 100)],
       },
     },
     {
-      id: 'loops', spec: {
+      id: 'loops',
+      spec: {
         selector: { pathPrefix: '/loop/' },
         loop_detection: { enabled: true, window_seconds: 60, threshold_identical_requests: 2, action: 'reject', similarity: 'exact' },
         rules: [tb('loop_user', 'header:x-user', 100)],
       },
     },
     {
-      id: 'llm', spec: {
+      id: 'llm',
+      spec: {
         selector: { pathPrefix: '/v1/', methods: ['POST'] },
-        rules: [{ name: 'tokens', limit_keys: ['header:x-user'], algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 100000, default_max_completion: 100 } }],
+        rules: [
+          {
+            name: 'tokens',
+            limit_keys: ['header:x-user'],
+            algorithm: 'token_bucket_llm',
+            algorithm_config: { tokens_per_minute: 100000, default_max_completion: 100 },
+          },
+        ],
       },
     },
   ],
@@ -76,7 +107,11 @@ export async function scrapeBusyGateway(): Promise<Scrape> {
       await send('/spend/x')
       await send('/gen/x')
       await send('/loop/x')
-      await send('/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }) })
+      await send('/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }),
+      })
     }
     await send('/api/x', { headers: { 'x-kill': 'on' } })
     const r = await fetch(`${gw.url}/metrics`)
@@ -106,6 +141,7 @@ export function metricsIn(expr: string, families: Map<string, string>): string[]
 export function labelsIn(expr: string): string[] {
   const out = new Set<string>()
   for (const m of expr.matchAll(/\b(?:by|without)\s*\(([^)]*)\)/g)) for (const l of m[1]!.split(',')) if (l.trim()) out.add(l.trim())
-  for (const m of expr.matchAll(/\{([^}]*)\}/g)) for (const mm of m[1]!.matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)/g)) out.add(mm[1]!)
+  for (const m of expr.matchAll(/\{([^}]*)\}/g))
+    for (const mm of m[1]!.matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)/g)) out.add(mm[1]!)
   return [...out]
 }

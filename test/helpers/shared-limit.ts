@@ -31,7 +31,13 @@ export async function hammerSharedKey(o: SharedLimitOptions): Promise<void> {
   const backend = await startBackend()
   // Exactness, not the deadline, is under test here: a generous deadline keeps a
   // loaded 2-core machine from turning slow calls into fail-open grants.
-  const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_STORE_TIMEOUT_MS: '2000', FAIRVISOR_FAIL_POLICY: 'closed', ...o.env }
+  const env = {
+    FAIRVISOR_BACKEND_URL: backend.url,
+    FAIRVISOR_CONFIG_FILE: file,
+    FAIRVISOR_STORE_TIMEOUT_MS: '2000',
+    FAIRVISOR_FAIL_POLICY: 'closed',
+    ...o.env,
+  }
   const gws: GatewayProcess[] = []
   const pools: Pool[] = []
   try {

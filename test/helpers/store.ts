@@ -6,4 +6,9 @@ export { applyAsync } from '../../src/store/store.js'
 export { storeHealth } from '../../src/http/health.js'
 
 /** A token-bucket check. */
-export const tbCheck = (key: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({ key, limit: bucketLimit(rate, burst), cost, shadow })
+export const tbCheck = (key: string, burst: number, rate: number, cost = 1, shadow = false): Check => ({
+  key,
+  limit: bucketLimit(rate, burst),
+  cost,
+  shadow,
+})

@@ -18,14 +18,26 @@ trusted.addSubnet('10.0.0.0', 8, 'ipv4')
 trusted.addSubnet('fd00::', 8, 'ipv6')
 
 const ip = fc.oneof(fc.ipV4(), fc.ipV6(), fc.constantFrom('10.1.2.3', '::ffff:10.0.0.1', 'fd00::1'))
-const hop = fc.oneof(ip, ip.map((a) => (a.includes(':') ? `[${a}]:443` : `${a}:8080`)), fc.string(), fc.constantFrom('unknown', '', ' ', '[', '[::1', '1.2.3.4:', '::ffff:', 'a:b:c'))
-const xff = fc.oneof(fc.string(), fc.array(hop, { maxLength: 6 }).map((h) => h.join(',')), fc.array(hop, { maxLength: 6 }).map((h) => h.join(' , ')))
+const hop = fc.oneof(
+  ip,
+  ip.map((a) => (a.includes(':') ? `[${a}]:443` : `${a}:8080`)),
+  fc.string(),
+  fc.constantFrom('unknown', '', ' ', '[', '[::1', '1.2.3.4:', '::ffff:', 'a:b:c'),
+)
+const xff = fc.oneof(
+  fc.string(),
+  fc.array(hop, { maxLength: 6 }).map((h) => h.join(',')),
+  fc.array(hop, { maxLength: 6 }).map((h) => h.join(' , ')),
+)
 
 test('clientIp never throws and always returns an IP address', () => {
-  fc.assert(fc.property(ip, fc.option(xff, { nil: undefined }), fc.boolean(), (peer, header, useTrust) => {
-    const got = clientIp(peer, header, useTrust ? trusted : undefined)
-    assert.notEqual(isIP(got), 0, `${peer} / ${JSON.stringify(header)} → ${JSON.stringify(got)}`)
-  }), RUNS)
+  fc.assert(
+    fc.property(ip, fc.option(xff, { nil: undefined }), fc.boolean(), (peer, header, useTrust) => {
+      const got = clientIp(peer, header, useTrust ? trusted : undefined)
+      assert.notEqual(isIP(got), 0, `${peer} / ${JSON.stringify(header)} → ${JSON.stringify(got)}`)
+    }),
+    RUNS,
+  )
 })
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64url')
@@ -35,36 +47,68 @@ const jwtish = fc.oneof(
   fc.tuple(fc.jsonValue(), fc.string()).map(([payload, sig]) => `${b64('{"alg":"none"}')}.${b64(JSON.stringify(payload) ?? '')}.${sig}`),
   fc.tuple(fc.string(), fc.string()).map(([p, s]) => `${b64('{}')}.${b64(p)}.${s}`),
 )
-const authorization = fc.oneof(jwtish.map((t) => `Bearer ${t}`), jwtish.map((t) => `bearer   ${t}  `), fc.string())
+const authorization = fc.oneof(
+  jwtish.map((t) => `Bearer ${t}`),
+  jwtish.map((t) => `bearer   ${t}  `),
+  fc.string(),
+)
 
 test('decodeBearer never throws, and yields claims only as a plain object', () => {
-  fc.assert(fc.property(fc.option(authorization, { nil: undefined }), (h) => {
-    const c = decodeBearer(h)
-    if (c !== undefined) assert.ok(c !== null && typeof c === 'object' && !Array.isArray(c))
-    if (c) for (const v of Object.values(c)) claimString(v)
-  }), RUNS)
+  fc.assert(
+    fc.property(fc.option(authorization, { nil: undefined }), (h) => {
+      const c = decodeBearer(h)
+      if (c !== undefined) assert.ok(c !== null && typeof c === 'object' && !Array.isArray(c))
+      if (c) for (const v of Object.values(c)) claimString(v)
+    }),
+    RUNS,
+  )
 })
 
-const headerName = fc.oneof(fc.constantFrom('authorization', 'x-user', 'X_User', 'x-forwarded-for', 'x-country-code', 'x-asn', 'x-asn-type', 'x-tor-exit', 'user-agent', 'host'), fc.string())
-const rawQuery = fc.oneof(fc.string(), fc.array(fc.tuple(fc.string(), fc.string())).map((kv) => kv.map(([k, v]) => `${k}=${v}`).join('&')), fc.constantFrom('%', '%zz', 'a=%E0%A4%A', '&&=&', 'k=1&k=2', '=x'))
+const headerName = fc.oneof(
+  fc.constantFrom(
+    'authorization',
+    'x-user',
+    'X_User',
+    'x-forwarded-for',
+    'x-country-code',
+    'x-asn',
+    'x-asn-type',
+    'x-tor-exit',
+    'user-agent',
+    'host',
+  ),
+  fc.string(),
+)
+const rawQuery = fc.oneof(
+  fc.string(),
+  fc.array(fc.tuple(fc.string(), fc.string())).map((kv) => kv.map(([k, v]) => `${k}=${v}`).join('&')),
+  fc.constantFrom('%', '%zz', 'a=%E0%A4%A', '&&=&', 'k=1&k=2', '=x'),
+)
 const DESCRIPTORS = ['jwt:sub', 'jwt:plan', 'header:x-user', 'query:k', 'ip:address', 'ip:country', 'ip:asn', 'ip:type', 'ip:tor']
 
 test('RequestView: query(), header(), claims and every descriptor never throw on arbitrary input', () => {
-  fc.assert(fc.property(
-    rawQuery, fc.array(fc.tuple(headerName, fc.oneof(fc.string(), authorization, xff)), { maxLength: 6 }), ip, fc.string(), fc.string(),
-    (q, headers, peer, name, host) => {
-      const view = new RequestView({ method: 'GET', path: '/x', rawQuery: q, host, rawHeaders: headers.flat(), peer }, trusted)
-      view.query(name)
-      view.query('k')
-      view.header(name)
-      void view.claims
-      for (const key of DESCRIPTORS) {
-        const d = compileDescriptor(key)
-        if (!d.ok) continue
-        const v = d.extract(view)
-        assert.ok(v === undefined || typeof v === 'string')
-      }
-      assert.notEqual(isIP(view.ip), 0)
-    },
-  ), RUNS)
+  fc.assert(
+    fc.property(
+      rawQuery,
+      fc.array(fc.tuple(headerName, fc.oneof(fc.string(), authorization, xff)), { maxLength: 6 }),
+      ip,
+      fc.string(),
+      fc.string(),
+      (q, headers, peer, name, host) => {
+        const view = new RequestView({ method: 'GET', path: '/x', rawQuery: q, host, rawHeaders: headers.flat(), peer }, trusted)
+        view.query(name)
+        view.query('k')
+        view.header(name)
+        void view.claims
+        for (const key of DESCRIPTORS) {
+          const d = compileDescriptor(key)
+          if (!d.ok) continue
+          const v = d.extract(view)
+          assert.ok(v === undefined || typeof v === 'string')
+        }
+        assert.notEqual(isIP(view.ip), 0)
+      },
+    ),
+    RUNS,
+  )
 })

@@ -64,15 +64,27 @@ interface Kind {
 const bucketEdge = (o: Outcome, cost: number): number => Math.abs((o.allowed ? o.value + cost : o.value) - cost)
 
 const kind: fc.Arbitrary<Kind> = fc.oneof(
-  fc.record({ rate: fc.double({ min: 0.1, max: 5, noNaN: true }), burst: fc.integer({ min: 1, max: 20 }) }).map(({ rate, burst }) => ({ name: 'token_bucket', limit: bucketLimit(rate, burst), drift: rate, edge: bucketEdge })),
+  fc
+    .record({ rate: fc.double({ min: 0.1, max: 5, noNaN: true }), burst: fc.integer({ min: 1, max: 20 }) })
+    .map(({ rate, burst }) => ({ name: 'token_bucket', limit: bucketLimit(rate, burst), drift: rate, edge: bucketEdge })),
   // A window far longer than the run, counted from the first hit: time steps never cross it.
-  fc.integer({ min: 1, max: 20 }).map((limit) => ({ name: 'window_counter', limit: counterLimit(limit, 3600, -1), drift: 0, edge: () => Infinity })),
+  fc
+    .integer({ min: 1, max: 20 })
+    .map((limit) => ({ name: 'window_counter', limit: counterLimit(limit, 3600, -1), drift: 0, edge: () => Infinity })),
   // The meter's last-minute spend decays over the minute: at most threshold / 60 per second.
-  fc.integer({ min: 2, max: 30 }).map((threshold) => ({ name: 'rate_meter', limit: meterLimit(threshold, 600), drift: threshold / 60, edge: (o: Outcome) => Math.abs(o.value - threshold) })),
+  fc.integer({ min: 2, max: 30 }).map((threshold) => ({
+    name: 'rate_meter',
+    limit: meterLimit(threshold, 600),
+    drift: threshold / 60,
+    edge: (o: Outcome) => Math.abs(o.value - threshold),
+  })),
 )
 
 /** One request: its cost (whole or fractional) and the real wait before it, in ms. */
-const step = fc.record({ cost: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.25, max: 4, noNaN: true })), waitMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 40 })) })
+const step = fc.record({
+  cost: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.25, max: 4, noNaN: true })),
+  waitMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 40 })),
+})
 
 let run = 0
 
@@ -87,11 +99,20 @@ test('memory, Redis and PostgreSQL give the same outcomes and values for random 
         const now = Date.now() / 1000
         const [m, r, p] = await Promise.all([memory, redis, postgres].map(async (store) => (await applyAsync(store, [check], now))[0]!))
         const where = `${k.name} ${JSON.stringify(k.limit.params)}, step ${i} (cost ${s.cost})`
-        for (const [name, o] of [['redis', r], ['postgres', p]] as [string, Outcome][]) {
-          assert.ok(Math.abs(o.value - m!.value) <= tolerance + (o.allowed !== m!.allowed ? s.cost : 0), `${where}: ${name} value ${o.value}, memory ${m!.value}`)
+        for (const [name, o] of [
+          ['redis', r],
+          ['postgres', p],
+        ] as [string, Outcome][]) {
+          assert.ok(
+            Math.abs(o.value - m!.value) <= tolerance + (o.allowed !== m!.allowed ? s.cost : 0),
+            `${where}: ${name} value ${o.value}, memory ${m!.value}`,
+          )
           if (o.allowed !== m!.allowed) {
             // Only a request whose cost sits at the edge of what is left may go either way.
-            assert.ok(k.drift > 0, `${where}: ${name} ${o.allowed ? 'allowed' : 'rejected'} what memory ${m!.allowed ? 'allowed' : 'rejected'}`)
+            assert.ok(
+              k.drift > 0,
+              `${where}: ${name} ${o.allowed ? 'allowed' : 'rejected'} what memory ${m!.allowed ? 'allowed' : 'rejected'}`,
+            )
             assert.ok(k.edge(m!, s.cost) <= tolerance, `${where}: ${name} and memory disagree ${k.edge(m!, s.cost)} from the edge`)
             return // the stores' states now differ by one request: the rest of the sequence proves nothing
           }

@@ -20,8 +20,18 @@ export interface KindContext {
   pass(seconds: number): Promise<void>
 }
 
-const counter = (key: string, limit: number, windowS: number, origin: number, cost = 1, shadow = false): Check => ({ key, limit: counterLimit(limit, windowS, origin), cost, shadow })
-const meter = (key: string, threshold: number, openS: number, cost = 1): Check => ({ key, limit: meterLimit(threshold, openS), cost, shadow: false })
+const counter = (key: string, limit: number, windowS: number, origin: number, cost = 1, shadow = false): Check => ({
+  key,
+  limit: counterLimit(limit, windowS, origin),
+  cost,
+  shadow,
+})
+const meter = (key: string, threshold: number, openS: number, cost = 1): Check => ({
+  key,
+  limit: meterLimit(threshold, openS),
+  cost,
+  shadow: false,
+})
 
 export function kindCases(c: KindContext): void {
   it('window counter: counts up to its limit, then rejects with the seconds left in the window, charging nothing', async () => {

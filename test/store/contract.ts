@@ -38,7 +38,8 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       else t += s
     }
     const apply = async (checks: Check[]): Promise<Outcomes> => await applyAsync(store, checks, now())
-    const adjustAsync = (adjustments: Adjustment[]): Promise<void> => new Promise((resolve, reject) => store.adjust(adjustments, now(), (err) => (err ? reject(err) : resolve())))
+    const adjustAsync = (adjustments: Adjustment[]): Promise<void> =>
+      new Promise((resolve, reject) => store.adjust(adjustments, now(), (err) => (err ? reject(err) : resolve())))
     const tb = tbCheck
     /** Tolerance on refilled tokens for real waits: the server's and our elapsed time differ by scheduling delays. */
     const slack = (rate: number): number => (opts.serverClock ? rate * 0.08 : 1e-9)
@@ -89,7 +90,10 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       const a = key('aon-a')
       const b = key('aon-b')
       const first = await apply([tb(a, 5, 0.001), tb(b, 1, 0.001)])
-      assert.deepEqual(first.map((o) => o?.allowed), [true, true])
+      assert.deepEqual(
+        first.map((o) => o?.allowed),
+        [true, true],
+      )
       const second = await apply([tb(a, 5, 0.001), tb(b, 1, 0.001)])
       assert.equal(second[0]!.allowed, true)
       assert.equal(second[1]!.allowed, false)
@@ -155,13 +159,20 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
     it('never over-grants under concurrency: 200 parallel calls on burst 50 → exactly 50', async () => {
       const k = key('conc')
       const other = key('conc-b')
-      const results = await Promise.all(Array.from({ length: 200 }, (_, i) => applyAsync(store, i % 2 ? [tb(k, 50, 0.001)] : [tb(other, 1000, 0.001), tb(k, 50, 0.001)], now())))
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          applyAsync(store, i % 2 ? [tb(k, 50, 0.001)] : [tb(other, 1000, 0.001), tb(k, 50, 0.001)], now()),
+        ),
+      )
       const allowed = results.filter((o) => o[o.length - 1]?.allowed).length
       assert.equal(allowed, 50)
       // The two-key requests that were rejected on k did not charge `other`.
       const twoKeyAllowed = results.filter((o, i) => i % 2 === 0 && o[1]?.allowed).length
       const [b] = await apply([tb(other, 1000, 0.001, 0.5)])
-      assert.ok(Math.abs(b!.value - (1000 - twoKeyAllowed - 0.5)) < 0.01, `other charged ${1000 - b!.value - 0.5}, allowed ${twoKeyAllowed}`)
+      assert.ok(
+        Math.abs(b!.value - (1000 - twoKeyAllowed - 0.5)) < 0.01,
+        `other charged ${1000 - b!.value - 0.5}, allowed ${twoKeyAllowed}`,
+      )
     })
 
     it('an idle bucket disappears once it would be full again', async () => {
@@ -193,6 +204,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
 
-    describe('other limit kinds', () => kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
+    describe('other limit kinds', () =>
+      kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
   })
 }

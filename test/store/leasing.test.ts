@@ -16,7 +16,10 @@ import { waitFor } from '../helpers/wait.js'
 import { readBucket, startRedis, type RedisServer } from './redis-servers.js'
 
 const leased = (key: string, burst: number, slice: number, ttlMs = 60_000, limit?: BucketLimit): Check => ({
-  key, cost: 1, shadow: false, limit: limit ?? { ...bucketLimit(0.001, burst), lease: { tokens: slice, ttlMs } as LeaseConfig } as BucketLimit,
+  key,
+  cost: 1,
+  shadow: false,
+  limit: limit ?? ({ ...bucketLimit(0.001, burst), lease: { tokens: slice, ttlMs } as LeaseConfig } as BucketLimit),
 })
 
 describe('token leases on Redis', () => {
@@ -40,7 +43,8 @@ describe('token leases on Redis', () => {
   it('100 requests with a slice of 20: 5 store calls, and the bucket shows exactly what was spent', async () => {
     const s = await open()
     const limit = leased('tb:lease:a', 1000, 20).limit
-    for (let i = 0; i < 100; i++) assert.equal((await applyAsync(s, [leased('tb:lease:a', 1000, 20, 60_000, limit as BucketLimit)], 0))[0]!.allowed, true)
+    for (let i = 0; i < 100; i++)
+      assert.equal((await applyAsync(s, [leased('tb:lease:a', 1000, 20, 60_000, limit as BucketLimit)], 0))[0]!.allowed, true)
     assert.equal(s.calls, 5)
     assert.ok(Math.abs(tokens('tb:lease:a') - 900) < 0.1)
     await applyAsync(s, [leased('tb:lease:a', 1000, 20, 60_000, limit as BucketLimit)], 0)
@@ -62,7 +66,9 @@ describe('token leases on Redis', () => {
   it('200 parallel requests on a burst of 50 with slices of 20 (two stores): never more than 50 granted', async () => {
     const [a, b] = [await open(), await open()]
     const limit = leased('x', 50, 20).limit as BucketLimit
-    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => applyAsync(i % 2 ? a : b, [leased('tb:lease:c', 50, 20, 60_000, limit)], 0)))
+    const res = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => applyAsync(i % 2 ? a : b, [leased('tb:lease:c', 50, 20, 60_000, limit)], 0)),
+    )
     const granted = res.filter((o) => o[0]!.allowed).length
     assert.ok(granted <= 50, `over-grant: ${granted}`)
     assert.ok(granted >= 30, `each store can strand at most one slice: ${granted}`)
@@ -75,7 +81,10 @@ describe('token leases on Redis', () => {
     await applyAsync(s, [tbCheck('tb:lease:d-empty', 1, 0.001)], 0)
     const calls = s.calls
     const r = await applyAsync(s, [leased('tb:lease:d', 100, 10, 60_000, limit), tbCheck('tb:lease:d-empty', 1, 0.001)], 0)
-    assert.deepEqual(r.map((o) => o?.allowed), [true, false])
+    assert.deepEqual(
+      r.map((o) => o?.allowed),
+      [true, false],
+    )
     for (let i = 0; i < 9; i++) assert.equal((await applyAsync(s, [leased('tb:lease:d', 100, 10, 60_000, limit)], 0))[0]!.allowed, true)
     assert.equal(s.calls, calls + 1, 'the 9 local tokens were all still there: no further call')
   })
@@ -99,6 +108,6 @@ describe('token leases on Redis', () => {
     assert.equal(res.filter((o) => o[0]!.allowed).length, 3000, 'each decided exactly, and allowed')
     // How many are still within their TTL depends on how long the 3,000 calls took; some are.
     assert.ok(s.trackedKeys > 0, 'exact-mode keys are held for their TTL')
-    await waitFor(() => s.trackedKeys === 0, "every key forgotten once its 1 s passed")
+    await waitFor(() => s.trackedKeys === 0, 'every key forgotten once its 1 s passed')
   })
 })

@@ -29,7 +29,10 @@ describe('postgres store behaviour', () => {
     const calls = Array.from({ length: 100 }, (_, i) => applyAsync(store, i % 2 ? [tb('b-k', 30)] : [tb('b-k', 30), tb('b-empty', 1)], 0))
     const out = await Promise.all(calls)
     assert.equal(store.statements - before, 2, 'the drain, then one statement for the 100 requests')
-    assert.ok(out.every((o, i) => i % 2 === 1 || o.some((x) => x?.allowed === false)), 'every two-key request rejected')
+    assert.ok(
+      out.every((o, i) => i % 2 === 1 || o.some((x) => x?.allowed === false)),
+      'every two-key request rejected',
+    )
     assert.equal(out.filter((o, i) => i % 2 === 1 && o[0]!.allowed).length, 30, 'only the single-key requests charged b-k')
     const [left] = await applyAsync(store, [tb('b-k', 30, 0)], 0)
     assert.ok(left!.value < 0.1, `b-k drained by exactly 30: ${left!.value}`)
@@ -38,7 +41,9 @@ describe('postgres store behaviour', () => {
   it('keys named in opposite orders by concurrent stores never deadlock, and stay exact', async () => {
     const other = await openStore(prefix)
     try {
-      const runs = Array.from({ length: 120 }, (_, i) => applyAsync(i % 2 ? store : other, i % 3 ? [tb('d-a', 80), tb('d-b', 1000)] : [tb('d-b', 1000), tb('d-a', 80)], 0))
+      const runs = Array.from({ length: 120 }, (_, i) =>
+        applyAsync(i % 2 ? store : other, i % 3 ? [tb('d-a', 80), tb('d-b', 1000)] : [tb('d-b', 1000), tb('d-a', 80)], 0),
+      )
       const out = await Promise.all(runs)
       assert.equal(out.filter((o) => o.every((x) => x?.allowed)).length, 80)
       const [b] = await applyAsync(store, [tb('d-b', 1000, 0)], 0)
@@ -74,7 +79,13 @@ describe('postgres store behaviour', () => {
 
   it('with no server: connecting, not ready, calls fail at once with a StoreError', async () => {
     const port = await freePort()
-    const s = new PostgresStore({ target: parsePostgresUrl(`postgres://postgres@127.0.0.1:${port}/test`), timeoutMs: 1000, poolSize: 2, prefix, unlogged: true })
+    const s = new PostgresStore({
+      target: parsePostgresUrl(`postgres://postgres@127.0.0.1:${port}/test`),
+      timeoutMs: 1000,
+      poolSize: 2,
+      prefix,
+      unlogged: true,
+    })
     try {
       assert.equal(await s.ready(300), false)
       assert.equal(s.state(), 'connecting')

@@ -19,7 +19,11 @@ export async function openStore(prefix: string, extra: Partial<PostgresStoreOpti
 }
 
 /** Runs one statement on a connection of its own. */
-export async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[] = [], url = PG_URL): Promise<R[]> {
+export async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  text: string,
+  values: unknown[] = [],
+  url = PG_URL,
+): Promise<R[]> {
   const c = new pg.Client({ connectionString: url })
   await c.connect()
   try {
@@ -42,6 +46,12 @@ export async function anyRow(prefix: string, key: string, url = PG_URL): Promise
 
 /** Drops the table and functions of `prefix`. */
 export async function dropPrefix(prefix: string, url = PG_URL): Promise<void> {
-  const fns = ['take(text[], float8[], int[])', 'adjust(text[], float8[])', 'lock(text[])', 'save(text[], bool[], float8[], float8[], float8[], float8[], float8[])', 'snap(float8)']
+  const fns = [
+    'take(text[], float8[], int[])',
+    'adjust(text[], float8[])',
+    'lock(text[])',
+    'save(text[], bool[], float8[], float8[], float8[], float8[], float8[])',
+    'snap(float8)',
+  ]
   await sql(`DROP TABLE IF EXISTS ${prefix}counters; ${fns.map((f) => `DROP FUNCTION IF EXISTS ${prefix}${f};`).join(' ')}`, [], url)
 }

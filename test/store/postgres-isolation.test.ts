@@ -31,10 +31,15 @@ describe('postgres store: a request failing on its own data', () => {
       const victim = `tb:victim-${offenders}`
       const before = store.statements
       // One event-loop turn: a single batch, offenders spread through it.
-      const out = await Promise.all(Array.from({ length: 100 }, (_, i) => settle(i % 40 === 7 && i / 40 < offenders ? [huge('poison')] : [tbCheck(victim, 40, 0.001)])))
+      const out = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => settle(i % 40 === 7 && i / 40 < offenders ? [huge('poison')] : [tbCheck(victim, 40, 0.001)])),
+      )
       const errors = out.filter((o) => o instanceof Error)
       assert.equal(errors.length, offenders, `${errors.length} store errors, first: ${(errors[0] as Error | undefined)?.message}`)
-      assert.ok(errors.every((e) => e instanceof StoreError && /22003/.test(e.message)), 'the offender gets the overflow error')
+      assert.ok(
+        errors.every((e) => e instanceof StoreError && /22003/.test(e.message)),
+        'the offender gets the overflow error',
+      )
       const allowed = out.filter((o) => !(o instanceof Error) && o[0]!.allowed).length
       assert.equal(allowed, 40, 'the victims share their burst of 40, no more, no less')
       assert.ok(store.statements - before <= 1 + 2 * offenders * 8, `statements: ${store.statements - before} (split, not one per request)`)

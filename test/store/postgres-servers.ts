@@ -18,7 +18,8 @@ const run = promisify(execFile)
 const BIN = process.env.FAIRVISOR_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin'
 const live = new Set<ChildProcess>()
 process.on('exit', () => {
-  for (const p of live) if (p.pid) send([...childrenOf(spawnSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' }).stdout), p.pid], 'SIGKILL')
+  for (const p of live)
+    if (p.pid) send([...childrenOf(spawnSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' }).stdout), p.pid], 'SIGKILL')
 })
 
 const childrenOf = (pgrep: string): number[] => pgrep.split('\n').filter(Boolean).map(Number)
@@ -74,7 +75,10 @@ export interface PgServer {
 /** uid/gid to run PostgreSQL as: ourselves, or `postgres` when we are root. */
 function owner(): { uid?: number; gid?: number } {
   if (process.getuid?.() !== 0) return {}
-  return { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) }
+  return {
+    uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+    gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })),
+  }
 }
 
 async function waitAccepting(url: string, timeoutMs = 15_000): Promise<void> {
@@ -99,11 +103,30 @@ export async function startPostgres(extraArgs: string[] = []): Promise<PgServer>
   if (who.uid !== undefined) chownSync(dir, who.uid, who.gid!)
   chmodSync(dir, 0o700)
   const data = join(dir, 'data')
-  const init = spawnSync(join(BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], { ...who, encoding: 'utf8' })
+  const init = spawnSync(join(BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
+    ...who,
+    encoding: 'utf8',
+  })
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`)
   const port = await freePort()
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`
-  const args = ['-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'full_page_writes=off', '-c', 'synchronous_commit=off', ...extraArgs]
+  const args = [
+    '-D',
+    data,
+    '-p',
+    String(port),
+    '-k',
+    dir,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'fsync=off',
+    '-c',
+    'full_page_writes=off',
+    '-c',
+    'synchronous_commit=off',
+    ...extraArgs,
+  ]
   const server = { port, url, dir } as PgServer
   const launch = async (): Promise<void> => {
     const proc = spawn(join(BIN, 'postgres'), args, { ...who, stdio: 'ignore' })

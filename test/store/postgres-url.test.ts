@@ -9,26 +9,49 @@ import { CLI, ROOT } from '../helpers/processes.js'
 
 const base = { FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1' }
 const rejects = (env: Record<string, string>, variable: string): void => {
-  assert.throws(() => loadSettings({ ...base, ...env }), (e: unknown) => e instanceof SettingError && e.message.startsWith(`${variable}: `), JSON.stringify(env))
+  assert.throws(
+    () => loadSettings({ ...base, ...env }),
+    (e: unknown) => e instanceof SettingError && e.message.startsWith(`${variable}: `),
+    JSON.stringify(env),
+  )
 }
 
 describe('FAIRVISOR_STORE postgres forms', () => {
   it('postgres:// and postgresql://, with TLS modes and a socket directory', () => {
-    for (const ok of ['postgres://app:pw@db.internal:5433/limits', 'postgresql://app@10.0.0.5/limits?sslmode=verify-full', 'postgres://app@db/limits?sslmode=require', 'postgres:///limits?host=/run/postgresql&user=app']) {
+    for (const ok of [
+      'postgres://app:pw@db.internal:5433/limits',
+      'postgresql://app@10.0.0.5/limits?sslmode=verify-full',
+      'postgres://app@db/limits?sslmode=require',
+      'postgres:///limits?host=/run/postgresql&user=app',
+    ]) {
       assert.equal(loadSettings({ ...base, FAIRVISOR_STORE: ok }).store, ok)
     }
     assert.equal(parsePostgresUrl('postgres://app:pw@db.internal:5433/limits').display, 'db.internal:5433/limits')
   })
   it('malformed values stop start-up naming FAIRVISOR_STORE', () => {
-    for (const bad of ['postgres://h:99999/db', 'postgres://h:5432', 'postgres:///db', 'postgres://h/db?sslmode=maybe', 'postgres://h/a/b']) rejects({ FAIRVISOR_STORE: bad }, 'FAIRVISOR_STORE')
+    for (const bad of ['postgres://h:99999/db', 'postgres://h:5432', 'postgres:///db', 'postgres://h/db?sslmode=maybe', 'postgres://h/a/b'])
+      rejects({ FAIRVISOR_STORE: bad }, 'FAIRVISOR_STORE')
   })
   it('the deadline: FAIRVISOR_STORE_TIMEOUT_MS, FAIRVISOR_REDIS_TIMEOUT_MS as its older name; the new one wins', () => {
     assert.equal(loadSettings(base).storeTimeoutMs, 50)
     assert.equal(loadSettings({ ...base, FAIRVISOR_REDIS_TIMEOUT_MS: '70' }).storeTimeoutMs, 70)
-    const both = loadSettings({ ...base, FAIRVISOR_STORE: 'postgres://u@db:5432/app', FAIRVISOR_REDIS_TIMEOUT_MS: '70', FAIRVISOR_STORE_TIMEOUT_MS: '90', FAIRVISOR_PG_POOL_SIZE: '8' })
+    const both = loadSettings({
+      ...base,
+      FAIRVISOR_STORE: 'postgres://u@db:5432/app',
+      FAIRVISOR_REDIS_TIMEOUT_MS: '70',
+      FAIRVISOR_STORE_TIMEOUT_MS: '90',
+      FAIRVISOR_PG_POOL_SIZE: '8',
+    })
     assert.equal(both.storeTimeoutMs, 90)
     // The store config the factory builds from: the URL parsed once, with that store's settings.
-    assert.deepEqual(both.storeConfig, { kind: 'postgres', target: { connectionString: 'postgres://u@db:5432/app', display: 'db:5432/app' }, timeoutMs: 90, poolSize: 8, prefix: 'fairvisor_', unlogged: true })
+    assert.deepEqual(both.storeConfig, {
+      kind: 'postgres',
+      target: { connectionString: 'postgres://u@db:5432/app', display: 'db:5432/app' },
+      timeoutMs: 90,
+      poolSize: 8,
+      prefix: 'fairvisor_',
+      unlogged: true,
+    })
     rejects({ FAIRVISOR_STORE_TIMEOUT_MS: '0' }, 'FAIRVISOR_STORE_TIMEOUT_MS')
   })
   it('pool size, table prefix and UNLOGGED, with their defaults', () => {
@@ -42,11 +65,20 @@ describe('FAIRVISOR_STORE postgres forms', () => {
   it('the gateway exits 2 with one line naming FAIRVISOR_STORE, without echoing the password', () => {
     const r = spawnSync(process.execPath, [CLI], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, FAIRVISOR_PORT: '0', ...base, FAIRVISOR_STORE: 'postgres://app:hunter2@db:70000/limits', FAIRVISOR_LOG_LEVEL: 'silent' },
+      env: {
+        PATH: process.env.PATH,
+        FAIRVISOR_PORT: '0',
+        ...base,
+        FAIRVISOR_STORE: 'postgres://app:hunter2@db:70000/limits',
+        FAIRVISOR_LOG_LEVEL: 'silent',
+      },
       encoding: 'utf8',
       timeout: 10_000,
     })
     assert.equal(r.status, 2)
-    assert.equal(r.stderr.trim(), 'fairvisor: invalid setting FAIRVISOR_STORE: "postgres://app:***@db:70000/limits" is not a URL; use postgres://user[:password]@host[:port]/database[?sslmode=require]')
+    assert.equal(
+      r.stderr.trim(),
+      'fairvisor: invalid setting FAIRVISOR_STORE: "postgres://app:***@db:70000/limits" is not a URL; use postgres://user[:password]@host[:port]/database[?sslmode=require]',
+    )
   })
 })

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { StoreError } from '../../src/errors.js'
-import { RedisStore, } from '../../src/store/redis/store.js'
+import { RedisStore } from '../../src/store/redis/store.js'
 import type { StoreLog } from '../../src/store/remote.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Check } from '../../src/store/store.js'
@@ -61,7 +61,10 @@ describe('redis store handshake (AUTH, SELECT)', () => {
       // At start-up this is a wrong setting (the gateway exits 2); later, an outage like any other.
       await assert.rejects(store.ready(1000), /WRONGPASS/)
       const t0 = performance.now()
-      await assert.rejects(Promise.resolve(applyAsync(store, [tb('tb:auth:wrong', 5, 1)], 0)), (e: unknown) => e instanceof StoreError && e.code === 'FV_STORE_UNAVAILABLE')
+      await assert.rejects(
+        Promise.resolve(applyAsync(store, [tb('tb:auth:wrong', 5, 1)], 0)),
+        (e: unknown) => e instanceof StoreError && e.code === 'FV_STORE_UNAVAILABLE',
+      )
       assert.ok(performance.now() - t0 < 20, 'failed at once, not at the deadline')
       assert.deepEqual(storeHealth(store, 'closed'), { state: 'connecting', ready: false })
       const connections = Number(/total_connections_received:(\d+)/.exec(cli('info', 'stats'))![1]) - before

@@ -82,7 +82,14 @@ describe('redis store behaviour', () => {
     server.proc.kill('SIGSTOP')
     try {
       const t0 = performance.now()
-      const errs = await Promise.all(Array.from({ length: 10 }, () => Promise.resolve(applyAsync(store, [tb('tb:hang:x', 10, 1)], 0)).then(() => undefined, (e: unknown) => e)))
+      const errs = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          Promise.resolve(applyAsync(store, [tb('tb:hang:x', 10, 1)], 0)).then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+        ),
+      )
       const took = performance.now() - t0
       for (const e of errs) {
         assert.ok(e instanceof StoreError, String(e))
@@ -107,10 +114,20 @@ describe('redis store behaviour', () => {
     let heldErrs: unknown[] = []
     let heldTook = 0
     try {
-      const first = Array.from({ length: 5 }, () => Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      const first = Array.from({ length: 5 }, () =>
+        Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      )
       await sleep(20) // the first batch is written and unanswered
       const t0 = performance.now()
-      const held = Array.from({ length: 7 }, () => Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(() => undefined, (e: unknown) => e))
+      const held = Array.from({ length: 7 }, () =>
+        Promise.resolve(applyAsync(store, [tb('tb:held:x', 1000, 1)], 0)).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      )
       firstErrs = await Promise.all(first)
       heldErrs = await Promise.all(held)
       heldTook = performance.now() - t0

@@ -55,13 +55,15 @@ describe('redis cluster store', () => {
     const calls = (): Map<string, number> => {
       const out = new Map<string, number>()
       for (const p of cluster.ports) {
-        for (const m of cluster.cli(p, 'info', 'commandstats').matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]))
+        for (const m of cluster.cli(p, 'info', 'commandstats').matchAll(/cmdstat_([^:]+):calls=(\d+)/g))
+          out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]))
       }
       return out
     }
     const sent = (before: Map<string, number>): Record<string, number> => {
       const d: Record<string, number> = {}
-      for (const [k, v] of calls()) if (!['info', 'time', 'get', 'psetex', 'cluster'].includes(k) && v !== (before.get(k) ?? 0)) d[k] = v - (before.get(k) ?? 0)
+      for (const [k, v] of calls())
+        if (!['info', 'time', 'get', 'psetex', 'cluster'].includes(k) && v !== (before.get(k) ?? 0)) d[k] = v - (before.get(k) ?? 0)
       return d
     }
     let before = calls()
@@ -78,7 +80,9 @@ describe('redis cluster store', () => {
   it('concurrent cross-slot requests: exactly burst granted, the other slot charged only for those', async () => {
     const hot = 'tb:xs:hot'
     const keys = ['tb:xs:u1', 'tb:xs:u2', 'tb:xs:u3', 'tb:xs:u4']
-    const res = await Promise.all(Array.from({ length: 200 }, (_, i) => applyAsync(store, [tb(keys[i % 4]!, 1000, 0.001), tb(hot, 40, 0.001)], 0)))
+    const res = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => applyAsync(store, [tb(keys[i % 4]!, 1000, 0.001), tb(hot, 40, 0.001)], 0)),
+    )
     const ok = res.filter((r) => r[1]?.allowed)
     assert.equal(ok.length, 40)
     await new Promise((r) => setTimeout(r, 50)) // refunds are not awaited by apply

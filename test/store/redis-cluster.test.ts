@@ -14,14 +14,18 @@ after(async () => {
   await cluster?.stop()
 })
 
-runStoreContract('redis-cluster', async () => {
-  const s = new RedisClusterStore({ target: parseRedisUrl(cluster.url), timeoutMs: 1000 })
-  if (!(await s.ready(5000))) throw new Error(`cluster at ${cluster.url} not ready`)
-  return s
-}, {
-  serverClock: true,
-  prefix: 'cl',
-  async keyExists(store: Store, key: string) {
-    return (await (store as RedisClusterStore).client.exists(key)) === 1
+runStoreContract(
+  'redis-cluster',
+  async () => {
+    const s = new RedisClusterStore({ target: parseRedisUrl(cluster.url), timeoutMs: 1000 })
+    if (!(await s.ready(5000))) throw new Error(`cluster at ${cluster.url} not ready`)
+    return s
   },
-})
+  {
+    serverClock: true,
+    prefix: 'cl',
+    async keyExists(store: Store, key: string) {
+      return (await (store as RedisClusterStore).client.exists(key)) === 1
+    },
+  },
+)

@@ -13,7 +13,12 @@ import { deleteKeys } from './redis-servers.js'
 const URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const prefix = `iso-${process.pid}-${Date.now().toString(36)}`
 /** A check whose kind id the script has no function for: the script raises an error. */
-const broken = (): Check => ({ key: `tb:${prefix}-broken`, limit: { ...tbCheck('x', 1, 1).limit, kind: { ...tbCheck('x', 1, 1).limit.kind, id: 99 } } as Limit, cost: 1, shadow: false })
+const broken = (): Check => ({
+  key: `tb:${prefix}-broken`,
+  limit: { ...tbCheck('x', 1, 1).limit, kind: { ...tbCheck('x', 1, 1).limit.kind, id: 99 } } as Limit,
+  cost: 1,
+  shadow: false,
+})
 
 describe('redis store: a request whose script call fails', () => {
   let store: RedisStore
@@ -27,7 +32,13 @@ describe('redis store: a request whose script call fails', () => {
   })
 
   it('fails only itself in a pipelined batch of 100; its neighbours are limited exactly', async () => {
-    const out = await Promise.all(Array.from({ length: 100 }, (_, i) => applyAsync(store, i % 33 === 5 ? [broken()] : [tbCheck(`tb:${prefix}-victim`, 40, 0.001)], 0).catch((e: Error) => e as Error | Outcomes)))
+    const out = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        applyAsync(store, i % 33 === 5 ? [broken()] : [tbCheck(`tb:${prefix}-victim`, 40, 0.001)], 0).catch(
+          (e: Error) => e as Error | Outcomes,
+        ),
+      ),
+    )
     const errors = out.filter((o) => o instanceof Error)
     assert.equal(errors.length, 3, `${errors.length} store errors, first: ${(errors[0] as Error | undefined)?.message}`)
     assert.ok(errors.every((e) => e instanceof StoreError))

@@ -59,7 +59,11 @@ async function waitPing(port: number, timeoutMs = 5000): Promise<void> {
 }
 
 function spawnRedis(port: number, dir: string, extra: string[]): ChildProcess {
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir, ...extra], { stdio: 'ignore' })
+  const proc = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir, ...extra],
+    { stdio: 'ignore' },
+  )
   live.add(proc)
   proc.once('exit', () => live.delete(proc))
   return proc
@@ -116,14 +120,27 @@ export async function startCluster(): Promise<RedisCluster> {
     const p = await freePort()
     if (!ports.includes(p)) ports.push(p)
   }
-  const procs = ports.map((p) => spawnRedis(p, dir, ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${p}.conf`), '--cluster-node-timeout', '2000']))
+  const procs = ports.map((p) =>
+    spawnRedis(p, dir, [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, `nodes-${p}.conf`),
+      '--cluster-node-timeout',
+      '2000',
+    ]),
+  )
   const stop = async (): Promise<void> => {
     await Promise.all(procs.map(killed))
     rmSync(dir, { recursive: true, force: true })
   }
   try {
     await Promise.all(ports.map((p) => waitPing(p)))
-    const r = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 20000 })
+    const r = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 20000 },
+    )
     if (r.status !== 0) throw new Error(`redis-cli --cluster create failed: ${r.stdout}${r.stderr}`)
     const end = Date.now() + 15000
     for (;;) {
@@ -161,12 +178,17 @@ export async function deleteKeys(url: string, pattern: string): Promise<void> {
 }
 
 /** Reads a bucket (two packed doubles, src/store/redis/script.ts) as "<tokens> <last µs>", or '' when absent — the README's one-liner. */
-export const READ_BUCKET_LUA = "local v = redis.call('GET', KEYS[1]) if not v then return '' end local t, l = struct.unpack('<dd', v) return string.format('%.17g %.17g', t, l)"
+export const READ_BUCKET_LUA =
+  "local v = redis.call('GET', KEYS[1]) if not v then return '' end local t, l = struct.unpack('<dd', v) return string.format('%.17g %.17g', t, l)"
 /** Writes a bucket: ARGV = tokens, last µs, ttl ms. */
 export const WRITE_BUCKET_LUA = "return redis.call('PSETEX', KEYS[1], ARGV[3], struct.pack('<dd', tonumber(ARGV[1]), tonumber(ARGV[2])))"
 
 /** `cli` = a redis-cli runner (optionally with -n db first): the bucket at `key` as numbers, undefined when absent. */
-export function readBucket(cli: (...args: string[]) => string, key: string, ...before: string[]): { tokens: number; last: number } | undefined {
+export function readBucket(
+  cli: (...args: string[]) => string,
+  key: string,
+  ...before: string[]
+): { tokens: number; last: number } | undefined {
   const text = cli(...before, 'eval', READ_BUCKET_LUA, '1', key)
   if (text === '') return undefined
   const [tokens, last] = text.split(' ')

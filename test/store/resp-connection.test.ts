@@ -61,7 +61,10 @@ describe('RespConnection', () => {
       await ready(c)
       // A command that blocks for 10 s, then the server is killed: the callback must not wait for it.
       const t0 = performance.now()
-      const blocked = c.command(['BLPOP', 'never-pushed', '10']).then(() => 'answered', (e: Error) => e.message)
+      const blocked = c.command(['BLPOP', 'never-pushed', '10']).then(
+        () => 'answered',
+        (e: Error) => e.message,
+      )
       await new Promise((r) => setTimeout(r, 50))
       await server.kill()
       assert.equal(await blocked, 'redis connection lost')
@@ -80,13 +83,11 @@ describe('RespConnection', () => {
     const c = new RespConnection(parseRedisUrl(server.url), opts)
     c.on('error', () => undefined)
     // Echoes numkeys, KEYS and ARGV back as Redis received them.
-    const echo = "local out = {tostring(#KEYS)} for _, k in ipairs(KEYS) do out[#out + 1] = k end for _, a in ipairs(ARGV) do out[#out + 1] = a end return out"
+    const echo =
+      'local out = {tostring(#KEYS)} for _, k in ipairs(KEYS) do out[#out + 1] = k end for _, a in ipairs(ARGV) do out[#out + 1] = a end return out'
     const sets: Check[][] = [
       [tbCheck('tb:r:alice', 10, 10, 1)],
-      [
-        tbCheck('tb:r:é|日本|🙂', 1e9, 0.5, 3),
-        tbCheck('shadow:tb:s:x y', 2.5, 1 / 3, 0, true),
-      ],
+      [tbCheck('tb:r:é|日本|🙂', 1e9, 0.5, 3), tbCheck('shadow:tb:s:x y', 2.5, 1 / 3, 0, true)],
       // Same numbers again: now served from the encoded-number cache.
       [tbCheck('tb:r:bob', 1e9, 0.5, 3, true)],
     ]
@@ -99,7 +100,10 @@ describe('RespConnection', () => {
         const reply = await new Promise<Reply>((resolve, reject) => {
           assert.equal(c.send(`*${argc + 2}\r\n${bulk('EVAL')}${bulk(echo)}${args}`, [(err, r) => (err ? reject(err) : resolve(r!))]), true)
         })
-        assert.deepEqual((reply as Buffer[]).map((b) => b.toString('utf8')), expected)
+        assert.deepEqual(
+          (reply as Buffer[]).map((b) => b.toString('utf8')),
+          expected,
+        )
       }
     } finally {
       c.disconnect()

@@ -37,11 +37,24 @@ describe('shared-memory store across threads', () => {
   it('4 threads × 20 000 calls on one bucket and one window counter of 5 000: exactly 5 000 of each granted, no lost update', async () => {
     const table = SharedTable.create(4 * 1024 * 1024)
     const rounds = 20_000
-    const workers = Array.from({ length: 4 }, () => new Worker(HAMMER, { eval: true, workerData: { buffer: table.buffer, burst: 5000, rounds } }))
-    const results = (await Promise.all(workers.map(async (w) => (await once(w, 'message'))[0]))) as { bucket: number; counter: number; own: number }[]
+    const workers = Array.from(
+      { length: 4 },
+      () => new Worker(HAMMER, { eval: true, workerData: { buffer: table.buffer, burst: 5000, rounds } }),
+    )
+    const results = (await Promise.all(workers.map(async (w) => (await once(w, 'message'))[0]))) as {
+      bucket: number
+      counter: number
+      own: number
+    }[]
     await Promise.all(workers.map((w) => w.terminate()))
-    assert.equal(results.reduce((a, r) => a + r.bucket, 0), 5000)
-    assert.equal(results.reduce((a, r) => a + r.counter, 0), 5000)
+    assert.equal(
+      results.reduce((a, r) => a + r.bucket, 0),
+      5000,
+    )
+    assert.equal(
+      results.reduce((a, r) => a + r.counter, 0),
+      5000,
+    )
     // A thread's own bucket was charged exactly when its group was granted (nothing for a rejected group).
     for (const r of results) assert.equal(1e9 - r.own, r.bucket + r.counter)
   })
@@ -51,7 +64,8 @@ describe('shared-memory store across threads', () => {
     const store = new SharedMemoryStore({ table })
     store.applyNow([tbCheck('tb:kept', 10, 0.001, 3)], 1000)
     const k = tbCheck('tb:kept', 10, 0.001, 1)
-    const stuck = new Worker(`
+    const stuck = new Worker(
+      `
       const { workerData, parentPort, threadId } = require('node:worker_threads')
       ;(async () => {
         const { SharedTable, hashKey } = await import(${JSON.stringify(dist('store/shared/table.js'))})
@@ -61,7 +75,9 @@ describe('shared-memory store across threads', () => {
         t.lock(loc[0])
         parentPort.postMessage('locked')
         for (;;) {}
-      })()`, { eval: true, workerData: { buffer: table.buffer } })
+      })()`,
+      { eval: true, workerData: { buffer: table.buffer } },
+    )
     await once(stuck, 'message')
     const id = stuck.threadId
     await stuck.terminate()

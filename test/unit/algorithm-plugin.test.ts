@@ -24,7 +24,15 @@ const dir = mkdtempSync(join(tmpdir(), 'fv-plugin-'))
 const run = `${process.pid}x${Date.now().toString(36)}`
 const doc = (config: object): object => ({
   bundle_version: 1,
-  policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: `fw${run}`, limit_keys: ['header:x-user'], algorithm: 'fixed_window', algorithm_config: config }] } }],
+  policies: [
+    {
+      id: 'p',
+      spec: {
+        selector: { pathPrefix: '/' },
+        rules: [{ name: `fw${run}`, limit_keys: ['header:x-user'], algorithm: 'fixed_window', algorithm_config: config }],
+      },
+    },
+  ],
 })
 function file(name: string, config: object): string {
   const p = join(dir, name)
@@ -70,7 +78,15 @@ describe('a registered algorithm owns its contract', () => {
 
   it('an unregistered name is still refused by the schema enum', () => {
     const p = join(dir, 'unknown.json')
-    writeFileSync(p, JSON.stringify({ bundle_version: 1, policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', algorithm: 'sliding_log', algorithm_config: {} }] } }] }))
+    writeFileSync(
+      p,
+      JSON.stringify({
+        bundle_version: 1,
+        policies: [
+          { id: 'p', spec: { selector: { pathPrefix: '/' }, rules: [{ name: 'r', algorithm: 'sliding_log', algorithm_config: {} }] } },
+        ],
+      }),
+    )
     const r = loadBundleFile(p, Date.now())
     assert.ok(r.ok && r.dropped.some((m) => m.includes('"fixed_window"') && m.includes('not "sliding_log"')), JSON.stringify(r))
   })
@@ -78,16 +94,22 @@ describe('a registered algorithm owns its contract', () => {
 
 const stores: [string, () => Promise<{ store: Store; close: () => Promise<void> }>][] = [
   ['memory', async () => ({ store: new MemoryStore({ maxBytes: 1 << 20 }), close: async () => {} })],
-  ['redis', async () => {
-    const s = new RedisStore({ target: parseRedisUrl(process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'), timeoutMs: 1000 })
-    if (!(await s.ready(3000))) throw new Error('no Redis at 127.0.0.1:6379')
-    return { store: s, close: () => s.close() }
-  }],
-  ['postgres', async () => {
-    const prefix = uniquePrefix('fw')
-    const s = await openStore(prefix)
-    return { store: s, close: async () => (await s.close(), await dropPrefix(prefix)) }
-  }],
+  [
+    'redis',
+    async () => {
+      const s = new RedisStore({ target: parseRedisUrl(process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'), timeoutMs: 1000 })
+      if (!(await s.ready(3000))) throw new Error('no Redis at 127.0.0.1:6379')
+      return { store: s, close: () => s.close() }
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const prefix = uniquePrefix('fw')
+      const s = await openStore(prefix)
+      return { store: s, close: async () => (await s.close(), await dropPrefix(prefix)) }
+    },
+  ],
 ]
 
 for (const [name, open] of stores) {
@@ -101,7 +123,8 @@ for (const [name, open] of stores) {
       const bundle = compile(doc({ limit: 3, window_seconds: 86_400 }), Date.now())
       const engine = new Engine({ store: opened.store, failPolicy: 'closed', observer: new Recorder() })
       const user = `${name}-${run}`
-      const decide = (): Promise<Decision> => new Promise((resolve) => engine.evaluate(bundle, view({ headers: { 'x-user': user } }), Date.now(), false, resolve))
+      const decide = (): Promise<Decision> =>
+        new Promise((resolve) => engine.evaluate(bundle, view({ headers: { 'x-user': user } }), Date.now(), false, resolve))
       const seen: (number | undefined)[] = []
       for (let i = 0; i < 3; i++) {
         const d = await decide()

@@ -18,9 +18,16 @@ const NOW = Date.UTC(2026, 0, 15)
 const dir = mkdtempSync(join(tmpdir(), 'fv-source-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-const policy = (id: string, burst = 5): object => ({ id, spec: { selector: { pathPrefix: '/' }, rules: [{ name: `r_${id}`, limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst } }] } })
+const policy = (id: string, burst = 5): object => ({
+  id,
+  spec: {
+    selector: { pathPrefix: '/' },
+    rules: [{ name: `r_${id}`, limit_keys: ['ip:address'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst } }],
+  },
+})
 const BAD = { id: 'x', spec: { rules: 'nope' } }
-const good = (version: number): string => JSON.stringify({ bundle_version: version, policies: ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => policy(id)) })
+const good = (version: number): string =>
+  JSON.stringify({ bundle_version: version, policies: ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => policy(id)) })
 
 function source(name: string, text: string | Buffer, signingKey?: string): { src: BundleSource; file: string; reports: ReloadReport[] } {
   const file = join(dir, name)
@@ -55,7 +62,13 @@ describe('a reload never lowers protection silently', () => {
   test('one bad policy among good ones is enough to refuse a reload', () => {
     const { src, file } = source('one-bad.json', good(1))
     src.reload()
-    writeFileSync(file, JSON.stringify({ bundle_version: 2, policies: [policy('a', 9), { id: 'm', spec: { selector: { pathPrefix: '/' }, mode: 'monitor', rules: [] } }] }))
+    writeFileSync(
+      file,
+      JSON.stringify({
+        bundle_version: 2,
+        policies: [policy('a', 9), { id: 'm', spec: { selector: { pathPrefix: '/' }, mode: 'monitor', rules: [] } }],
+      }),
+    )
     const r = src.reload()
     assert.equal(r.result, 'invalid')
     assert.match(r.errors[0]!, /\/policies\/1\/spec\/mode: policy "m": mode must be one of/)
@@ -66,7 +79,10 @@ describe('a reload never lowers protection silently', () => {
     const { src, file, reports } = source('startup.json', JSON.stringify({ bundle_version: 4, policies: [policy('a'), BAD] }))
     const r = src.reload()
     assert.equal(r.result, 'applied')
-    assert.deepEqual(src.current!.policies.map((p) => p.id), ['a'])
+    assert.deepEqual(
+      src.current!.policies.map((p) => p.id),
+      ['a'],
+    )
     assert.deepEqual(r.errors, [
       `${file}: /policies/1/spec/selector: policy "x": selector is required but missing.`,
       `${file}: /policies/1/spec/rules: policy "x": rules must be an array, not "nope".`,
@@ -130,7 +146,10 @@ describe('signed bundles', () => {
   })
 
   test('FAIRVISOR_BUNDLE_SIGNING_KEY: a short key stops start-up naming the variable', () => {
-    assert.throws(() => loadSettings({ FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_BUNDLE_SIGNING_KEY: 'short' }), /FAIRVISOR_BUNDLE_SIGNING_KEY: is 5 characters long/)
+    assert.throws(
+      () => loadSettings({ FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_BUNDLE_SIGNING_KEY: 'short' }),
+      /FAIRVISOR_BUNDLE_SIGNING_KEY: is 5 characters long/,
+    )
     assert.equal(loadSettings({ FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1', FAIRVISOR_BUNDLE_SIGNING_KEY: KEY }).bundleSigningKey, KEY)
     assert.equal(loadSettings({ FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1' }).bundleSigningKey, undefined)
   })

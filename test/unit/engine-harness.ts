@@ -47,7 +47,18 @@ export function view(r: Req = {}, trusted?: BlockList): RequestView {
   if (r.jwt) raw.push('Authorization', bearer(r.jwt))
   const body = r.body === undefined ? undefined : Buffer.from(r.body)
   if (body) raw.push('Content-Length', String(body.length))
-  return new RequestView({ method: r.method ?? 'GET', path: r.path ?? '/x', rawQuery: r.query ?? '', host: r.host ?? 'localhost', rawHeaders: raw, peer: r.peer ?? '10.0.0.1', body }, trusted)
+  return new RequestView(
+    {
+      method: r.method ?? 'GET',
+      path: r.path ?? '/x',
+      rawQuery: r.query ?? '',
+      host: r.host ?? 'localhost',
+      rawHeaders: raw,
+      peer: r.peer ?? '10.0.0.1',
+      body,
+    },
+    trusted,
+  )
 }
 
 export class Recorder implements EngineObserver {

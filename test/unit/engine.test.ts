@@ -9,10 +9,9 @@ import { Engine } from '../../src/engine/evaluate.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
 
 test('policies are evaluated in id order whatever their order in the file; the first reject wins', () => {
-  const h = new Harness(compile(bundle([
-    policy('b', [rule('rb', ['ip:address'], tb(1, 1))]),
-    policy('a', [rule('ra', ['ip:address'], tb(1, 1))]),
-  ])))
+  const h = new Harness(
+    compile(bundle([policy('b', [rule('rb', ['ip:address'], tb(1, 1))]), policy('a', [rule('ra', ['ip:address'], tb(1, 1))])])),
+  )
   const first = h.run()
   assert.equal(first.allowed, true)
   assert.deepEqual(first.matchedPolicies, ['a', 'b'])
@@ -29,10 +28,12 @@ test('policy id order is by code unit, so "B" sorts before "a"', () => {
 })
 
 test('match compares as strings: JSON 1 equals claim "1" and claim 1; true equals "true"', () => {
-  const doc = bundle([policy('p', [
-    rule('by_num', ['jwt:sub'], tb(1, 5), { match: { 'jwt:tier': 1 } }),
-    rule('by_bool', ['jwt:sub'], tb(1, 7), { match: { 'jwt:beta': true } }),
-  ])])
+  const doc = bundle([
+    policy('p', [
+      rule('by_num', ['jwt:sub'], tb(1, 5), { match: { 'jwt:tier': 1 } }),
+      rule('by_bool', ['jwt:sub'], tb(1, 7), { match: { 'jwt:beta': true } }),
+    ]),
+  ])
   const h = new Harness(compile(doc))
   assert.equal(h.run({ jwt: { sub: 'u1', tier: '1' } }).ruleName, 'by_num')
   assert.equal(h.run({ jwt: { sub: 'u2', tier: 1 } }).ruleName, 'by_num')
@@ -50,12 +51,14 @@ test('a missing match value means the rule is not selected, even when the expect
 
 test('match keys of every source are read, even when no rule limits on that source', () => {
   // Every rule limits on jwt:sub only; the match keys are header, query, ip and jwt.
-  const doc = bundle([policy('p', [
-    rule('h', ['jwt:sub'], tb(1, 2), { match: { 'header:x-plan': 'pro' } }),
-    rule('q', ['jwt:sub'], tb(1, 3), { match: { 'query:tier': 'gold' } }),
-    rule('i', ['jwt:sub'], tb(1, 4), { match: { 'ip:address': '192.0.2.7' } }),
-    rule('j', ['jwt:sub'], tb(1, 6), { match: { 'jwt:org': 'acme' } }),
-  ])])
+  const doc = bundle([
+    policy('p', [
+      rule('h', ['jwt:sub'], tb(1, 2), { match: { 'header:x-plan': 'pro' } }),
+      rule('q', ['jwt:sub'], tb(1, 3), { match: { 'query:tier': 'gold' } }),
+      rule('i', ['jwt:sub'], tb(1, 4), { match: { 'ip:address': '192.0.2.7' } }),
+      rule('j', ['jwt:sub'], tb(1, 6), { match: { 'jwt:org': 'acme' } }),
+    ]),
+  ])
   const h = new Harness(compile(doc))
   assert.equal(h.run({ jwt: { sub: 'a' }, headers: { 'X-Plan': 'pro' } }).ruleName, 'h')
   assert.equal(h.run({ jwt: { sub: 'b' }, query: 'tier=gold' }).ruleName, 'q')
@@ -64,9 +67,11 @@ test('match keys of every source are read, even when no rule limits on that sour
 })
 
 test('fallback_limit applies only when no rule was selected', () => {
-  const doc = bundle([policy('p', [rule('pro', ['jwt:sub'], tb(1, 10), { match: { 'jwt:plan': 'pro' } })], {
-    fallback_limit: { limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: tb(1, 2) },
-  })])
+  const doc = bundle([
+    policy('p', [rule('pro', ['jwt:sub'], tb(1, 10), { match: { 'jwt:plan': 'pro' } })], {
+      fallback_limit: { limit_keys: ['jwt:sub'], algorithm: 'token_bucket', algorithm_config: tb(1, 2) },
+    }),
+  ])
   const h = new Harness(compile(doc))
   const pro = h.run({ jwt: { sub: 'u', plan: 'pro' } })
   assert.equal(pro.ruleName, 'pro')
@@ -97,16 +102,17 @@ test('the composite key is the limit-key values joined with | in limit_keys orde
   assert.equal(h.remaining({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k2' } }), 1, 'another key of the same org is another bucket')
   assert.equal(h.remaining({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k1' } }), 0)
   const planned: string[] = []
-  const engine = new Engine({ store: new MemoryStore({ maxBytes: 1 << 20 }), failPolicy: 'open', observer: { ...h.obs, descriptorMissing() {}, shadowReject() {}, storeError() {}, limitPlanned: (l) => planned.push(l.key) } })
+  const engine = new Engine({
+    store: new MemoryStore({ maxBytes: 1 << 20 }),
+    failPolicy: 'open',
+    observer: { ...h.obs, descriptorMissing() {}, shadowReject() {}, storeError() {}, limitPlanned: (l) => planned.push(l.key) },
+  })
   engine.evaluate(h.bundle, view({ jwt: { org_id: 'o1' }, headers: { 'x-api-key': 'k1' } }), T0, false, () => undefined)
   assert.deepEqual(planned, ['tb:combo:o1|k1'])
 })
 
 test('no half-spend: when the second rule rejects, the first rule of the request is not charged', () => {
-  const doc = bundle([policy('p', [
-    rule('wide', ['ip:address'], tb(1, 5)),
-    rule('narrow', ['header:x-k'], tb(1, 1)),
-  ])])
+  const doc = bundle([policy('p', [rule('wide', ['ip:address'], tb(1, 5)), rule('narrow', ['header:x-k'], tb(1, 1))])])
   const h = new Harness(compile(doc))
   assert.equal(h.remaining({ headers: { 'x-k': 'a' } }), 0) // wide 4, narrow 0
   for (let i = 0; i < 3; i++) {
@@ -119,10 +125,14 @@ test('no half-spend: when the second rule rejects, the first rule of the request
 })
 
 test('no half-spend across policies: a reject in policy b leaves policy a untouched', () => {
-  const h = new Harness(compile(bundle([
-    policy('a', [rule('ra', ['ip:address'], tb(1, 5))]),
-    policy('b', [rule('rb', ['ip:address'], tb(1, 1))], {}, { pathPrefix: '/b/' }),
-  ])))
+  const h = new Harness(
+    compile(
+      bundle([
+        policy('a', [rule('ra', ['ip:address'], tb(1, 5))]),
+        policy('b', [rule('rb', ['ip:address'], tb(1, 1))], {}, { pathPrefix: '/b/' }),
+      ]),
+    ),
+  )
   assert.equal(h.run({ path: '/b/x' }).allowed, true)
   assert.equal(h.run({ path: '/b/x' }).allowed, false)
   assert.equal(h.run({ path: '/b/x' }).allowed, false)
@@ -130,10 +140,14 @@ test('no half-spend across policies: a reject in policy b leaves policy a untouc
 })
 
 test('an allowed request carries the headers of the most restrictive limit (lowest remaining)', () => {
-  const h = new Harness(compile(bundle([
-    policy('a', [rule('roomy', ['ip:address'], tb(1, 10))]),
-    policy('b', [rule('tight', ['ip:address'], tb(2, 3)), rule('mid', ['ip:address'], tb(1, 6))]),
-  ])))
+  const h = new Harness(
+    compile(
+      bundle([
+        policy('a', [rule('roomy', ['ip:address'], tb(1, 10))]),
+        policy('b', [rule('tight', ['ip:address'], tb(2, 3)), rule('mid', ['ip:address'], tb(1, 6))]),
+      ]),
+    ),
+  )
   const d = h.run()
   assert.deepEqual(d.limit, { policyId: 'b', limit: 3, remaining: 2, resetS: 1, windowS: 2 })
   assert.equal(d.ruleName, 'tight')
@@ -150,7 +164,17 @@ test('a reject carries the rejecting limit with remaining 0 and a jittered Retry
 
 test('cost from a header: the number when positive, default_cost when absent, non-numeric, zero or negative', () => {
   const doc = bundle([policy('p', [rule('r', ['header:x-user'], tb(1, 100, { cost_source: 'header:X-Cost', default_cost: 2 }))])])
-  const cases: [string | undefined, number][] = [['5', 95], [undefined, 98], ['abc', 98], ['0', 98], ['-3', 98], ['2.5', 97], ['', 98], ['1e2', 98], [' 7 ', 93]]
+  const cases: [string | undefined, number][] = [
+    ['5', 95],
+    [undefined, 98],
+    ['abc', 98],
+    ['0', 98],
+    ['-3', 98],
+    ['2.5', 97],
+    ['', 98],
+    ['1e2', 98],
+    [' 7 ', 93],
+  ]
   for (const [cost, want] of cases) {
     const h = new Harness(compile(doc))
     const headers: Record<string, string> = { 'x-user': 'u' }
@@ -186,14 +210,20 @@ test('rps is an alias of tokens_per_second in the config that actually runs', ()
 
 test('shadow: never rejects, counts on shadow: keys apart from enforce counters, reports each would-be reject', () => {
   // Same rule name in both policies: rule names are global, but the shadow prefix keeps them apart.
-  const h = new Harness(compile(bundle([
-    policy('enf', [rule('shared', ['ip:address'], tb(1, 2))]),
-    policy('shd', [rule('shared', ['ip:address'], tb(1, 1))], { mode: 'shadow' }),
-  ])))
+  const h = new Harness(
+    compile(
+      bundle([
+        policy('enf', [rule('shared', ['ip:address'], tb(1, 2))]),
+        policy('shd', [rule('shared', ['ip:address'], tb(1, 1))], { mode: 'shadow' }),
+      ]),
+    ),
+  )
   assert.equal(h.remaining(), 1, 'enforce counter unaffected by the shadow charge')
   assert.deepEqual(h.obs.shadow, [])
   assert.equal(h.remaining(), 0)
-  assert.deepEqual(h.obs.shadow, [{ policyId: 'shd', ruleName: 'shared', reason: 'token_bucket_exceeded', key: 'shadow:tb:shared:10.0.0.1' }])
+  assert.deepEqual(h.obs.shadow, [
+    { policyId: 'shd', ruleName: 'shared', reason: 'token_bucket_exceeded', key: 'shadow:tb:shared:10.0.0.1' },
+  ])
   const third = h.run()
   assert.equal(third.allowed, false)
   assert.equal(third.policyId, 'enf')
@@ -215,7 +245,9 @@ test('a shadow-only request is allowed without rate-limit headers', () => {
 
 test('global_shadow makes every policy shadow until its expires_at, then enforcement resumes', () => {
   const until = new Date(T0 + 60_000).toISOString().replace('.000Z', 'Z')
-  const doc = bundle([policy('p', [rule('r', ['ip:address'], tb(1, 1))])], { global_shadow: { enabled: true, reason: 'rollout', expires_at: until } })
+  const doc = bundle([policy('p', [rule('r', ['ip:address'], tb(1, 1))])], {
+    global_shadow: { enabled: true, reason: 'rollout', expires_at: until },
+  })
   const h = new Harness(compile(doc))
   for (let i = 0; i < 3; i++) assert.equal(h.run({}, 10).allowed, true)
   assert.equal(h.obs.shadow.length, 2)
@@ -255,25 +287,38 @@ test('kill switch: route limits it to one exact path; expires_at ends it', () =>
 
 test('kill switch: an active kill_switch_override ignores kill switches until it expires; never shadowed', () => {
   const exp = new Date(T0 + 60_000).toISOString().replace('.000Z', 'Z')
-  const h = new Harness(compile(bundle([], {
-    kill_switches: [KS({ scope_key: 'ip:address', scope_value: '10.0.0.1' })],
-    kill_switch_override: { enabled: true, reason: 'false positive', expires_at: exp },
-    global_shadow: { enabled: true, reason: 'rollout', expires_at: '2099-01-01T00:00:00Z' },
-  })))
+  const h = new Harness(
+    compile(
+      bundle([], {
+        kill_switches: [KS({ scope_key: 'ip:address', scope_value: '10.0.0.1' })],
+        kill_switch_override: { enabled: true, reason: 'false positive', expires_at: exp },
+        global_shadow: { enabled: true, reason: 'rollout', expires_at: '2099-01-01T00:00:00Z' },
+      }),
+    ),
+  )
   assert.equal(h.run({}, 59).reason, 'no_matching_policy')
   assert.equal(h.run({}, 60).reason, 'kill_switch', 'global_shadow does not shadow a kill switch')
 })
 
 test('a token_bucket_llm rule is applied with the other rules of its policy and does not trigger the fallback', () => {
-  const doc = bundle([policy('p', [
-    { name: 'llm', algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 6000 } },
-    rule('per_ip', ['ip:address'], tb(1, 3)),
-  ], { fallback_limit: { algorithm: 'token_bucket', algorithm_config: tb(1, 1) } })])
+  const doc = bundle([
+    policy(
+      'p',
+      [
+        { name: 'llm', algorithm: 'token_bucket_llm', algorithm_config: { tokens_per_minute: 6000 } },
+        rule('per_ip', ['ip:address'], tb(1, 3)),
+      ],
+      { fallback_limit: { algorithm: 'token_bucket', algorithm_config: tb(1, 1) } },
+    ),
+  ])
   const h = new Harness(compile(doc))
   // No body: prompt 0 + default_max_completion 1000 reserved per request; per_ip is the most restrictive.
   const first = h.run()
   assert.equal(first.limit?.remaining, 2)
-  assert.deepEqual(first.llm?.map((r) => [r.ruleName, r.prompt, r.reserved, r.minute.key]), [['llm', 0, 1000, 'tpm:llm:llm:']])
+  assert.deepEqual(
+    first.llm?.map((r) => [r.ruleName, r.prompt, r.reserved, r.minute.key]),
+    [['llm', 0, 1000, 'tpm:llm:llm:']],
+  )
   assert.equal(h.remaining(), 1)
   assert.equal(h.remaining(), 0)
   assert.equal(h.remaining(), 'rejected')
@@ -293,7 +338,15 @@ test('RateLimit-Policy window is burst / rate rounded up, without float noise', 
 })
 
 test('the fallback applies when every selected rule was skipped for a missing key (a garbage token is not a free pass)', () => {
-  const h = new Harness(compile(bundle([policy('p', [rule('per_user', ['jwt:sub'], tb(1, 100))], { fallback_limit: { algorithm: 'token_bucket', limit_keys: ['ip:address'], algorithm_config: tb(0.001, 2) } })])))
+  const h = new Harness(
+    compile(
+      bundle([
+        policy('p', [rule('per_user', ['jwt:sub'], tb(1, 100))], {
+          fallback_limit: { algorithm: 'token_bucket', limit_keys: ['ip:address'], algorithm_config: tb(0.001, 2) },
+        }),
+      ]),
+    ),
+  )
   const tokenless = { headers: { authorization: 'Bearer garbage' } }
   assert.deepEqual([h.remaining(tokenless), h.remaining(tokenless), h.remaining(tokenless)], [1, 0, 'rejected'])
   assert.equal(h.run({ jwt: { sub: 'alice' } }).limit?.limit, 100, 'a request with a usable key gets its rule, not the fallback')

@@ -48,7 +48,9 @@ test('integers stay within RFC 9651 (15 digits, no exponent, no fraction) for ex
 })
 
 test('headers the engine produces along a countdown and a reject all parse', () => {
-  const h = new Harness(compile(bundle([policy('quo"ted\\id', [rule('r', ['ip:address'], tb(0.3, 2.5, { cost_source: 'header:x-cost' }))])])))
+  const h = new Harness(
+    compile(bundle([policy('quo"ted\\id', [rule('r', ['ip:address'], tb(0.3, 2.5, { cost_source: 'header:x-cost' }))])])),
+  )
   const seen: string[] = []
   for (let i = 0; i < 6; i++) {
     const d = h.run({ headers: { 'x-cost': '0.7' } }, i * 0.1)
@@ -59,5 +61,8 @@ test('headers the engine produces along a countdown and a reject all parse', () 
     }
     if (!d.allowed) break
   }
-  assert.ok(seen.some((v) => v.startsWith('"quo\\"ted\\\\id";r=0')), 'reached the reject')
+  assert.ok(
+    seen.some((v) => v.startsWith('"quo\\"ted\\\\id";r=0')),
+    'reached the reject',
+  )
 })

@@ -26,26 +26,55 @@ test('simple_word counts every billed field, not only messages', () => {
   const t = 'x'.repeat(400) // 100 tokens
   assert.equal(sw({ messages: [{ role: 'user', content: t }] }), 100)
   assert.equal(sw({ messages: [], system: t }), 100)
-  assert.equal(sw({ system: [{ type: 'text', text: t }, { type: 'text', text: t }] }), 200)
+  assert.equal(
+    sw({
+      system: [
+        { type: 'text', text: t },
+        { type: 'text', text: t },
+      ],
+    }),
+    200,
+  )
   assert.equal(sw({ prompt: [t, t] }), 200)
   assert.equal(sw({ prompt: [1, 2, 3] }), 3, 'token ids count one each')
   assert.equal(sw({ input: t }), 100)
-  assert.equal(sw({ input: [{ role: 'user', content: [{ type: 'input_text', text: t }] }, { type: 'function_call_output', call_id: 'c', output: t }] }), 200)
+  assert.equal(
+    sw({
+      input: [
+        { role: 'user', content: [{ type: 'input_text', text: t }] },
+        { type: 'function_call_output', call_id: 'c', output: t },
+      ],
+    }),
+    200,
+  )
   assert.equal(sw({ instructions: t }), 100)
-  assert.equal(sw({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${'A'.repeat(100000)}` } }] }] }), IMAGE_TOKENS, 'an image is a fixed cost, not its base64 length')
+  assert.equal(
+    sw({
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${'A'.repeat(100000)}` } }] }],
+    }),
+    IMAGE_TOKENS,
+    'an image is a fixed cost, not its base64 length',
+  )
   const tools = [{ type: 'function', function: { name: 'f', description: t } }]
   assert.equal(sw({ messages: [], tools }), Math.ceil(JSON.stringify(tools).length / 4))
   assert.equal(sw({ tool_choice: 'auto', messages: [] }), Math.ceil('"auto"'.length / 4))
   const call = [{ id: 'c', type: 'function', function: { name: 'f', arguments: t } }]
   assert.equal(sw({ messages: [{ role: 'assistant', content: null, tool_calls: call }] }), Math.ceil(JSON.stringify(call).length / 4))
-  assert.equal(sw({ model: 'x'.repeat(400) }), Math.ceil(JSON.stringify({ model: 'x'.repeat(400) }).length / 4), 'JSON without billed fields: its size')
+  assert.equal(
+    sw({ model: 'x'.repeat(400) }),
+    Math.ceil(JSON.stringify({ model: 'x'.repeat(400) }).length / 4),
+    'JSON without billed fields: its size',
+  )
 })
 
 test('tokenizer counts tools and system like messages', () => {
   const t = 'hello world '.repeat(100)
   const tk = (o: object): number => estimatePrompt('tokenizer', 'o200k_base', body(o), undefined)
   const base = tk({ messages: [{ role: 'user', content: 'hi' }] })
-  assert.ok(tk({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', description: t } }] }) > base + 190)
+  assert.ok(
+    tk({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', description: t } }] }) >
+      base + 190,
+  )
   assert.ok(tk({ messages: [{ role: 'user', content: 'hi' }], system: t }) > base + 190)
 })
 
@@ -60,16 +89,39 @@ test('the completion reserved is the largest completion field; stream is read as
 
 function reservation(reserved: number, day: boolean): LlmReservation {
   const config = normaliseLlm({ tokens_per_minute: 600, burst_tokens: 1000, ...(day ? { tokens_per_day: 5000 } : {}) })
-  return { policyId: 'p', ruleName: 'r', shadow: false, config, minute: { key: 'tpm', limit: config }, day: day ? { key: 'tpd', limit: config.day! } : undefined, prompt: 5, reserved, streaming: true }
+  return {
+    policyId: 'p',
+    ruleName: 'r',
+    shadow: false,
+    config,
+    minute: { key: 'tpm', limit: config },
+    day: day ? { key: 'tpd', limit: config.day! } : undefined,
+    prompt: 5,
+    reserved,
+    streaming: true,
+  }
 }
 
 test('an overrun is charged at most the burst and tokens_per_day, and reported; refunds are whole', () => {
   const seen: OverrunCapped[] = []
-  assert.deepEqual(settleAdjustments(reservation(100, true), 1e15 + 1, (c) => seen.push(c)).map((a) => [a.key, a.amount]), [['tpm', -1000], ['tpd', -5000]])
+  assert.deepEqual(
+    settleAdjustments(reservation(100, true), 1e15 + 1, (c) => seen.push(c)).map((a) => [a.key, a.amount]),
+    [
+      ['tpm', -1000],
+      ['tpd', -5000],
+    ],
+  )
   assert.equal(seen.length, 1)
   assert.equal(seen[0]!.reported, 1e15 + 1)
-  assert.deepEqual(settleAdjustments(reservation(100, true), 400, (c) => seen.push(c)).map((a) => a.amount), [-300, -300], 'an overrun within the caps is charged whole')
-  assert.deepEqual(settleAdjustments(reservation(100, false), 30).map((a) => a.amount), [70])
+  assert.deepEqual(
+    settleAdjustments(reservation(100, true), 400, (c) => seen.push(c)).map((a) => a.amount),
+    [-300, -300],
+    'an overrun within the caps is charged whole',
+  )
+  assert.deepEqual(
+    settleAdjustments(reservation(100, false), 30).map((a) => a.amount),
+    [70],
+  )
   assert.deepEqual(settleAdjustments(reservation(100, false), 100), [])
   assert.deepEqual(settleAdjustments(reservation(100, false), Number.NaN), [], 'a usage that is not a number keeps the reservation')
   assert.equal(seen.length, 1)
@@ -78,7 +130,13 @@ test('an overrun is charged at most the burst and tokens_per_day, and reported; 
 test('llm:api_key reads x-api-key, api-key, then the Bearer token', () => {
   const d = compileDescriptor('llm:api_key')
   assert.ok(d.ok)
-  const key = (headers: Record<string, string>): string | undefined => d.extract(new RequestView({ method: 'POST', path: '/', rawQuery: '', host: 'h', peer: '127.0.0.1', rawHeaders: Object.entries(headers).flat() }, undefined))
+  const key = (headers: Record<string, string>): string | undefined =>
+    d.extract(
+      new RequestView(
+        { method: 'POST', path: '/', rawQuery: '', host: 'h', peer: '127.0.0.1', rawHeaders: Object.entries(headers).flat() },
+        undefined,
+      ),
+    )
   assert.equal(key({ 'x-api-key': 'sk-ant-1' }), 'sk-ant-1')
   assert.equal(key({ 'api-key': 'az-1' }), 'az-1')
   assert.equal(key({ authorization: 'Bearer sk-1' }), 'sk-1')
@@ -90,7 +148,19 @@ test('llm:api_key reads x-api-key, api-key, then the Bearer token', () => {
 })
 
 test('credentials in a logged key are a short hash; other values stay', () => {
-  const b = compile(bundle([policy('p', [{ name: 'r', limit_keys: ['jwt:org', 'header:authorization'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1 } }, { name: 'plain', limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1 } }])]))
+  const b = compile(
+    bundle([
+      policy('p', [
+        {
+          name: 'r',
+          limit_keys: ['jwt:org', 'header:authorization'],
+          algorithm: 'token_bucket',
+          algorithm_config: { tokens_per_second: 1, burst: 1 },
+        },
+        { name: 'plain', limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1 } },
+      ]),
+    ]),
+  )
   const [secret, plain] = b.policies[0]!.rules
   const h = createHash('sha256').update('Bearer sk-1').digest('hex').slice(0, 12)
   assert.equal(logKey(secret!, 'tb:r:acme|Bearer sk-1', 'acme|Bearer sk-1'), `tb:r:acme|sha256:${h}`)

@@ -12,18 +12,24 @@ import { replaceAtomically, tempFile } from '../helpers/data-files.js'
 import { asnRecord, countryRecord, writeMmdb } from '../helpers/mmdb.js'
 import { RequestView } from '../../src/request/view.js'
 
-const COUNTRY = writeMmdb([
-  { network: '81.2.69.0/24', record: countryRecord('GB') },
-  { network: '81.2.69.128/25', record: countryRecord('DE') },
-  { network: '2001:db8::/32', record: countryRecord('JP') },
-  // Only a registered country, as GeoLite2 has for some anycast ranges.
-  { network: '198.51.100.0/24', record: { registered_country: { iso_code: 'US' } } },
-], 'GeoLite2-Country')
-const ASN = writeMmdb([
-  { network: '1.1.1.0/24', record: asnRecord(13335, 'Cloudflare') },
-  { network: '2606:4700::/32', record: asnRecord(13335, 'Cloudflare') },
-  { network: '24.0.0.0/12', record: asnRecord(7922, 'Comcast') },
-], 'GeoLite2-ASN')
+const COUNTRY = writeMmdb(
+  [
+    { network: '81.2.69.0/24', record: countryRecord('GB') },
+    { network: '81.2.69.128/25', record: countryRecord('DE') },
+    { network: '2001:db8::/32', record: countryRecord('JP') },
+    // Only a registered country, as GeoLite2 has for some anycast ranges.
+    { network: '198.51.100.0/24', record: { registered_country: { iso_code: 'US' } } },
+  ],
+  'GeoLite2-Country',
+)
+const ASN = writeMmdb(
+  [
+    { network: '1.1.1.0/24', record: asnRecord(13335, 'Cloudflare') },
+    { network: '2606:4700::/32', record: asnRecord(13335, 'Cloudflare') },
+    { network: '24.0.0.0/12', record: asnRecord(7922, 'Comcast') },
+  ],
+  'GeoLite2-ASN',
+)
 
 const NONE: NetworkFiles = { asnMapFile: undefined, geoipCountryFile: undefined, geoipAsnFile: undefined, torExitListFile: undefined }
 const net = (files: Partial<NetworkFiles>): NetworkData => new NetworkData({ ...NONE, ...files })
@@ -31,13 +37,24 @@ const net = (files: Partial<NetworkFiles>): NetworkData => new NetworkData({ ...
 function get(key: string, data: NetworkData, peer: string, headers: Record<string, string> = {}): string | undefined {
   const d = compileDescriptor(key)
   assert.ok(d.ok, key)
-  return d.extract(new RequestView({ method: 'GET', path: '/', rawQuery: '', host: 'h', rawHeaders: Object.entries(headers).flat(), peer }, undefined, data))
+  return d.extract(
+    new RequestView(
+      { method: 'GET', path: '/', rawQuery: '', host: 'h', rawHeaders: Object.entries(headers).flat(), peer },
+      undefined,
+      data,
+    ),
+  )
 }
 
 test('GeoDatabase: country (IPv4 and IPv6, most specific network), registered country as a stand-in, nothing outside', () => {
   const db = new GeoDatabase(COUNTRY)
   assert.equal(db.type, 'GeoLite2-Country')
-  assert.deepEqual(['81.2.69.1', '81.2.69.200', '2001:db8::7', '198.51.100.9', '81.2.70.1', '2001:db9::1', 'not-an-ip', 'fe80::1%eth0'].map((ip) => db.country(ip)), ['GB', 'DE', 'JP', 'US', undefined, undefined, undefined, undefined])
+  assert.deepEqual(
+    ['81.2.69.1', '81.2.69.200', '2001:db8::7', '198.51.100.9', '81.2.70.1', '2001:db9::1', 'not-an-ip', 'fe80::1%eth0'].map((ip) =>
+      db.country(ip),
+    ),
+    ['GB', 'DE', 'JP', 'US', undefined, undefined, undefined, undefined],
+  )
   assert.equal(new GeoDatabase(ASN).asn('2606:4700::1111'), '13335')
 })
 
@@ -96,7 +113,11 @@ test('a missing or malformed file at start is a SettingError naming the variable
     [{ asnMapFile: '/nonexistent/asn.map' }, 'FAIRVISOR_ASN_MAP_FILE', /cannot read/],
   ]
   for (const [files, variable, msg] of cases) {
-    assert.throws(() => net(files), (e: unknown) => e instanceof SettingError && e.variable === variable && msg.test(e.message), variable)
+    assert.throws(
+      () => net(files),
+      (e: unknown) => e instanceof SettingError && e.variable === variable && msg.test(e.message),
+      variable,
+    )
   }
 })
 

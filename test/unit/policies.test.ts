@@ -12,7 +12,9 @@ import type { CompiledBundle } from '../../src/bundle/compile.js'
 import { Harness, T0, type Req } from './engine-harness.js'
 
 const DIR = fileURLToPath(new URL('../../policies/', import.meta.url))
-const FILES = readdirSync(DIR).filter((n) => n.endsWith('.json')).sort()
+const FILES = readdirSync(DIR)
+  .filter((n) => n.endsWith('.json'))
+  .sort()
 
 function load(name: string): CompiledBundle {
   const r = loadBundleFile(join(DIR, name), T0)
@@ -30,7 +32,21 @@ function allowedInARow(h: Harness, req: Req, max = 1000): number {
 }
 
 test('policies/ holds the examples', () => {
-  for (const f of ['quickstart.json', 'per-user-jwt.json', 'per-api-key.json', 'per-ip.json', 'query-cost.json', 'header-cost.json', 'plan-fallback.json', 'host-scoped.json', 'login-exact.json', 'shadow-mode.json', 'kill-switch.json', 'global-shadow.json', 'composite-key.json']) {
+  for (const f of [
+    'quickstart.json',
+    'per-user-jwt.json',
+    'per-api-key.json',
+    'per-ip.json',
+    'query-cost.json',
+    'header-cost.json',
+    'plan-fallback.json',
+    'host-scoped.json',
+    'login-exact.json',
+    'shadow-mode.json',
+    'kill-switch.json',
+    'global-shadow.json',
+    'composite-key.json',
+  ]) {
     assert.ok(FILES.includes(f), f)
   }
 })
@@ -41,28 +57,46 @@ for (const name of FILES) {
   })
 }
 
-const chatBody = (chars: number, extra: object = {}): string => JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello world '.repeat(chars / 12) }], ...extra })
+const chatBody = (chars: number, extra: object = {}): string =>
+  JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello world '.repeat(chars / 12) }], ...extra })
 
 const BEHAVIOUR: Record<string, (h: Harness) => void> = {
   'llm-openai.json': (h) => {
-    const req = (body: string, key = 'Bearer sk-1'): Req => ({ method: 'POST', path: '/v1/chat/completions', headers: { authorization: key }, body })
+    const req = (body: string, key = 'Bearer sk-1'): Req => ({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { authorization: key },
+      body,
+    })
     const d = h.run(req(chatBody(1200, { max_tokens: 50000 })))
     // 100 × "hello world " is 201 o200k tokens + 6 of chat framing; the completion is capped at 4096.
-    assert.deepEqual(d.llm?.map((r) => [r.prompt, r.reserved]), [[207, 207 + 4096]])
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved]),
+      [[207, 207 + 4096]],
+    )
     assert.equal(d.limit?.remaining, 30000 - 4303)
     assert.equal(h.run(req(chatBody(120_000))).reason, 'prompt_tokens_exceeded')
     assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')), 7) // 30000 / 4207
     assert.equal(h.run(req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')).reason, 'tpm_exceeded')
     // Azure's api-key header carrying the same key is the same bucket.
-    assert.equal(h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason, 'tpm_exceeded')
+    assert.equal(
+      h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason,
+      'tpm_exceeded',
+    )
   },
   'llm-anthropic.json': (h) => {
     const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })
     const d = h.run(req(chatBody(1200, { max_tokens: 100_000, stream: true })))
-    assert.deepEqual(d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]), [[300, 300 + 8192, true]])
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]),
+      [[300, 300 + 8192, true]],
+    )
     assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 8192 }))), 6) // 60000 burst, 8492 already used
     // The SDK with an auth token sends the key as a Bearer token: the same key, the same bucket.
-    assert.equal(h.run({ method: 'POST', path: '/v1/messages', headers: { authorization: 'Bearer k' }, body: chatBody(40) }).reason, 'tpm_exceeded')
+    assert.equal(
+      h.run({ method: 'POST', path: '/v1/messages', headers: { authorization: 'Bearer k' }, body: chatBody(40) }).reason,
+      'tpm_exceeded',
+    )
   },
   'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
   'per-user-jwt.json': (h) => {
@@ -140,7 +174,10 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
   },
   'circuit-breaker.json': (h) => {
     const req = (tenant: string): Req => ({ path: '/v1/generate/x', headers: { 'x-tenant-id': tenant, 'x-request-cost': '100' } })
-    assert.deepEqual(['a', 'b', 'c', 'd'].map((t) => h.run(req(t)).allowed), [true, true, true, true])
+    assert.deepEqual(
+      ['a', 'b', 'c', 'd'].map((t) => h.run(req(t)).allowed),
+      [true, true, true, true],
+    )
     assert.equal(h.run(req('e')).reason, 'circuit_breaker_open', 'the 5th 100 brings the spend to 500 per minute')
     assert.equal(h.run(req('f'), 299).reason, 'circuit_breaker_open')
     assert.equal(h.run(req('f'), 301).allowed, true)
@@ -153,5 +190,8 @@ for (const name of FILES) {
 }
 
 test('every example bundle has a behaviour check', () => {
-  assert.deepEqual(FILES.filter((n) => !(n in BEHAVIOUR)), [])
+  assert.deepEqual(
+    FILES.filter((n) => !(n in BEHAVIOUR)),
+    [],
+  )
 })

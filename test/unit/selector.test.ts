@@ -82,12 +82,20 @@ for (const [sel, reqHost, want] of HOSTS) {
 }
 
 test('a host-scoped policy does not hide a host-less one in the same bundle', () => {
-  const b = compile(bundle([
-    policy('any', [rule('r1', [], tb(1, 1))]),
-    policy('scoped', [rule('r2', [], tb(1, 1))], {}, { pathPrefix: '/', hosts: ['a.example'] }),
-  ]))
-  assert.deepEqual(b.index.match('GET', '/x', 'a.example').map((p) => p.id), ['any', 'scoped'])
-  assert.deepEqual(b.index.match('GET', '/x', 'b.example').map((p) => p.id), ['any'])
+  const b = compile(
+    bundle([
+      policy('any', [rule('r1', [], tb(1, 1))]),
+      policy('scoped', [rule('r2', [], tb(1, 1))], {}, { pathPrefix: '/', hosts: ['a.example'] }),
+    ]),
+  )
+  assert.deepEqual(
+    b.index.match('GET', '/x', 'a.example').map((p) => p.id),
+    ['any', 'scoped'],
+  )
+  assert.deepEqual(
+    b.index.match('GET', '/x', 'b.example').map((p) => p.id),
+    ['any'],
+  )
 })
 
 test('host normalisation, both sides', () => {

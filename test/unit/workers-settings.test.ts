@@ -26,9 +26,15 @@ it('FAIRVISOR_WORKERS: an integer from 1; the table size defaults to FAIRVISOR_S
   assert.equal(loadSettings({ ...base, FAIRVISOR_WORKERS: '1' }).workers, 1)
   assert.equal(loadSettings({ ...base, FAIRVISOR_WORKERS: '4' }).workers, 4)
   assert.ok(loadSettings(base).workers >= 1 && loadSettings(base).workers <= availableParallelism())
-  assert.throws(() => loadSettings({ ...base, FAIRVISOR_WORKERS: '0' }), (e: Error) => e instanceof SettingError && /FAIRVISOR_WORKERS/.test(e.message))
+  assert.throws(
+    () => loadSettings({ ...base, FAIRVISOR_WORKERS: '0' }),
+    (e: Error) => e instanceof SettingError && /FAIRVISOR_WORKERS/.test(e.message),
+  )
   assert.throws(() => loadSettings({ ...base, FAIRVISOR_WORKERS: 'two' }), SettingError)
   assert.equal(loadSettings({ ...base, FAIRVISOR_SHARED_DICT_SIZE: '64m' }).sharedTableBytes, 64 * 1024 * 1024)
   assert.equal(loadSettings({ ...base, FAIRVISOR_SHARED_TABLE_SIZE: '32m' }).sharedTableBytes, 32 * 1024 * 1024)
-  assert.throws(() => loadSettings({ ...base, FAIRVISOR_SHARED_TABLE_SIZE: 'big' }), (e: Error) => /FAIRVISOR_SHARED_TABLE_SIZE/.test(e.message))
+  assert.throws(
+    () => loadSettings({ ...base, FAIRVISOR_SHARED_TABLE_SIZE: 'big' }),
+    (e: Error) => /FAIRVISOR_SHARED_TABLE_SIZE/.test(e.message),
+  )
 })

@@ -10,7 +10,13 @@ import type { StreamFacts } from './stream-facts.js'
 
 export function chatClose(f: StreamFacts, usage: CutUsage | undefined): string {
   const c = f.chat
-  const head = { id: c.id ?? 'chatcmpl-fairvisor', object: 'chat.completion.chunk', created: c.created ?? Math.floor(Date.now() / 1000), model: c.model ?? '', ...(c.fingerprint !== undefined ? { system_fingerprint: c.fingerprint } : {}) }
+  const head = {
+    id: c.id ?? 'chatcmpl-fairvisor',
+    object: 'chat.completion.chunk',
+    created: c.created ?? Math.floor(Date.now() / 1000),
+    model: c.model ?? '',
+    ...(c.fingerprint !== undefined ? { system_fingerprint: c.fingerprint } : {}),
+  }
   const indexes = c.indexes.size === 0 ? [0] : [...c.indexes].sort((a, b) => a - b)
   const choices = indexes.map((index) => ({ index, delta: {}, logprobs: null, finish_reason: 'length' }))
   let out = `data: ${JSON.stringify({ ...head, choices, ...(usage ? { usage: null } : {}) })}\n\n`
@@ -22,6 +28,8 @@ export function chatClose(f: StreamFacts, usage: CutUsage | undefined): string {
 }
 
 export function chatError(message: string, usage: CutUsage | undefined): string {
-  const u = usage ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } } : {}
+  const u = usage
+    ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } }
+    : {}
   return `data: ${JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'completion_tokens_exceeded' }, ...u })}\n\n`
 }

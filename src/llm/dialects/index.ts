@@ -21,7 +21,12 @@ export interface CutUsage {
 const CUT_MESSAGE = 'max completion tokens exceeded'
 
 /** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off. */
-export function closingEvents(f: StreamFacts, action: 'graceful_close' | 'error_chunk', counted: number, usage: CutUsage | undefined): string {
+export function closingEvents(
+  f: StreamFacts,
+  action: 'graceful_close' | 'error_chunk',
+  counted: number,
+  usage: CutUsage | undefined,
+): string {
   switch (f.api) {
     case 'responses':
       return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE) : responsesClose(f, usage)
@@ -34,6 +39,7 @@ export function closingEvents(f: StreamFacts, action: 'graceful_close' | 'error_
 
 /** A 429 body for an LLM reject: Anthropic's error shape on Messages paths, OpenAI's elsewhere (their SDKs read these). */
 export function rejectBody(path: string | undefined, message: string): string {
-  if (path !== undefined && apiOfPath(path) === 'messages') return JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message } })
+  if (path !== undefined && apiOfPath(path) === 'messages')
+    return JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message } })
   return JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } })
 }

@@ -13,7 +13,10 @@ const event = (name: string, data: object): string => `event: ${name}\ndata: ${J
 export function messagesClose(f: StreamFacts, counted: number, usage: CutUsage | undefined): string {
   let out = f.openBlock === undefined ? '' : event('content_block_stop', { index: f.openBlock })
   f.openBlock = undefined
-  out += event('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: usage ? { input_tokens: usage.prompt, output_tokens: usage.completion } : { output_tokens: counted } })
+  out += event('message_delta', {
+    delta: { stop_reason: 'max_tokens', stop_sequence: null },
+    usage: usage ? { input_tokens: usage.prompt, output_tokens: usage.completion } : { output_tokens: counted },
+  })
   return out + event('message_stop', {})
 }
 

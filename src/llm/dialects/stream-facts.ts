@@ -33,13 +33,23 @@ export class StreamFacts {
   /** Anthropic Messages: the content block started and not stopped. */
   openBlock: number | undefined
 
-  constructor(path: string, private readonly keepOutput: boolean) {
+  constructor(
+    path: string,
+    private readonly keepOutput: boolean,
+  ) {
     this.api = apiOfPath(path)
   }
 
   observe(name: string | undefined, o: Obj): void {
     const type = typeof o.type === 'string' ? o.type : name
-    if (this.api === undefined) this.api = Array.isArray(o.choices) ? 'chat' : type?.startsWith('response.') ? 'responses' : type?.startsWith('message_') || type?.startsWith('content_block_') ? 'messages' : undefined
+    if (this.api === undefined)
+      this.api = Array.isArray(o.choices)
+        ? 'chat'
+        : type?.startsWith('response.')
+          ? 'responses'
+          : type?.startsWith('message_') || type?.startsWith('content_block_')
+            ? 'messages'
+            : undefined
     if (Array.isArray(o.choices)) return this.chunk(o)
     if (typeof o.sequence_number === 'number') this.sequence = o.sequence_number
     if (type === 'content_block_start' && typeof o.index === 'number') this.openBlock = o.index
@@ -72,10 +82,17 @@ export class StreamFacts {
     if (!isObj(item)) return
     const parts = item.content
     const ci = typeof o.content_index === 'number' ? o.content_index : -1
-    if ((type === 'response.content_part.added' || type === 'response.content_part.done') && Array.isArray(parts) && isObj(o.part) && ci >= 0) parts[ci] = o.part
+    if (
+      (type === 'response.content_part.added' || type === 'response.content_part.done') &&
+      Array.isArray(parts) &&
+      isObj(o.part) &&
+      ci >= 0
+    )
+      parts[ci] = o.part
     else if (type === 'response.output_text.delta' && Array.isArray(parts) && isObj(parts[ci]) && typeof o.delta === 'string') {
       const part = parts[ci] as Obj
       part.text = String(part.text ?? '') + o.delta
-    } else if (type === 'response.function_call_arguments.delta' && typeof o.delta === 'string') item.arguments = String(item.arguments ?? '') + o.delta
+    } else if (type === 'response.function_call_arguments.delta' && typeof o.delta === 'string')
+      item.arguments = String(item.arguments ?? '') + o.delta
   }
 }

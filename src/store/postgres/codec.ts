@@ -14,7 +14,10 @@ import type { Adjustment, Check, Outcomes } from '../store.js'
 const textArray = (xs: readonly string[]): string => `{${xs.map((x) => `"${x.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`
 
 /** Distinct keys as stored (stored-key.ts; 1-based index per key) and the numbers per item, via `row(item, keyIndex, nums)`. */
-function layout<T extends { key: string }>(items: Iterable<T>, row: (item: T, k: number, nums: number[]) => void): { keys: string; nums: number[] } {
+function layout<T extends { key: string }>(
+  items: Iterable<T>,
+  row: (item: T, k: number, nums: number[]) => void,
+): { keys: string; nums: number[] } {
   const keys: string[] = []
   const index = new Map<string, number>()
   const nums: number[] = []

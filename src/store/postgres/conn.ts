@@ -87,7 +87,12 @@ export class PgConnections {
   private open(slot: Slot): void {
     if (this.closed) return
     // keepAlive: a peer that vanished without a reset is noticed; connect timeout: a hung server does not hold a slot forever.
-    const client = new pg.Client({ connectionString: this.target.connectionString, connectionTimeoutMillis: 2000, keepAlive: true, application_name: 'fairvisor' })
+    const client = new pg.Client({
+      connectionString: this.target.connectionString,
+      connectionTimeoutMillis: 2000,
+      keepAlive: true,
+      application_name: 'fairvisor',
+    })
     slot.client = client
     client.on('error', (err: Error) => this.drop(slot, client, err))
     client.on('end', () => this.drop(slot, client))
@@ -139,7 +144,8 @@ export class PgConnections {
     client.end().catch(() => undefined)
     if (this.closed) return
     if (!this.anyReady) this.schema = undefined // a server that comes back may be a new one: check the schema again
-    if (wasReady && !this.anyReady) this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
+    if (wasReady && !this.anyReady)
+      this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
     const code = (err as { code?: unknown } | undefined)?.code
     if (err && !this.anyReady && typeof code === 'string' && REFUSED.has(code)) {
       this.refused = new Error(`${code} ${err.message}`)

@@ -127,23 +127,29 @@ export class PostgresStore implements Store {
   /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
   private send(b: Batch<Pending>, slot: Slot, calls: readonly Pending[] = b.unsettled()): void {
     this.statements++
-    this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls.map((p) => p.checks)), rowMode: 'array' }, (err, res) => {
-      const again = err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
-      if (again) return this.send(b, again, calls)
-      if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
-      this.lastCallFailed = err !== null
-      const reply = res?.rows[0]?.[0] as number[] | undefined
-      let off = 0
-      for (const p of calls) {
-        const n = p.checks.length
-        off += n * TAKE_REPLY
-        if (p.settled) continue
-        b.settle(p)
-        if (err) p.done(storeError('postgres', err))
-        else if (!Array.isArray(reply) || reply.length < off) p.done(storeError('postgres', new Error('postgres take reply has the wrong length')))
-        else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
-      }
-    })
+    this.run(
+      slot,
+      { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls.map((p) => p.checks)), rowMode: 'array' },
+      (err, res) => {
+        const again =
+          err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
+        if (again) return this.send(b, again, calls)
+        if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
+        this.lastCallFailed = err !== null
+        const reply = res?.rows[0]?.[0] as number[] | undefined
+        let off = 0
+        for (const p of calls) {
+          const n = p.checks.length
+          off += n * TAKE_REPLY
+          if (p.settled) continue
+          b.settle(p)
+          if (err) p.done(storeError('postgres', err))
+          else if (!Array.isArray(reply) || reply.length < off)
+            p.done(storeError('postgres', new Error('postgres take reply has the wrong length')))
+          else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
+        }
+      },
+    )
   }
 
   /**
@@ -195,7 +201,11 @@ export class PostgresStore implements Store {
   async cleanup(batch = this.opts.cleanupBatch ?? 1000): Promise<number> {
     let total = 0
     for (let round = 0; round < 10; round++) {
-      const n = await new Promise<number>((resolve, reject) => this.oneOff({ text: cleanupSql(this.opts.prefix), values: [batch] }, 5000, (err, res) => (err ? reject(err) : resolve(res?.rowCount ?? 0))))
+      const n = await new Promise<number>((resolve, reject) =>
+        this.oneOff({ text: cleanupSql(this.opts.prefix), values: [batch] }, 5000, (err, res) =>
+          err ? reject(err) : resolve(res?.rowCount ?? 0),
+        ),
+      )
       total += n
       if (n < batch) break
     }

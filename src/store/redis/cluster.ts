@@ -101,7 +101,12 @@ export class RedisClusterStore implements Store {
       clearTimeout(timer)
       this.lastCallFailed = true
       // Whatever a slot committed for this failed request is given back when (if) its reply comes.
-      calls.forEach((c, g) => c.then((reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]), () => undefined))
+      calls.forEach((c, g) =>
+        c.then(
+          (reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]),
+          () => undefined,
+        ),
+      )
       done(storeError('redis', err))
     }
     const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
@@ -121,8 +126,20 @@ export class RedisClusterStore implements Store {
   }
 
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
-    const calls = bySlot(adjustments).map((idx) => this.client.fvAdjust(...listArgs((visit) => visitAdjustArgs(idx.map((i) => adjustments[i]!), visit))))
-    Promise.all(calls).then(() => done(null), (err) => done(storeError('redis', err)))
+    const calls = bySlot(adjustments).map((idx) =>
+      this.client.fvAdjust(
+        ...listArgs((visit) =>
+          visitAdjustArgs(
+            idx.map((i) => adjustments[i]!),
+            visit,
+          ),
+        ),
+      ),
+    )
+    Promise.all(calls).then(
+      () => done(null),
+      (err) => done(storeError('redis', err)),
+    )
   }
 
   private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[]): Outcomes {
@@ -160,7 +177,12 @@ export class RedisClusterStore implements Store {
     if (refunds.length === 0) return
     this.refunds++
     this.adjust(refunds, 0, (err) => {
-      if (err) this.opts.log?.('warn', { store: 'redis-cluster', err: err.message, keys: refunds.length }, 'refund of a rejected request failed; those tokens stay spent until the bucket refills')
+      if (err)
+        this.opts.log?.(
+          'warn',
+          { store: 'redis-cluster', err: err.message, keys: refunds.length },
+          'refund of a rejected request failed; those tokens stay spent until the bucket refills',
+        )
     })
   }
 

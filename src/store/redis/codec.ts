@@ -69,11 +69,16 @@ export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k
 /** Take reply → outcomes, written into `out` at the checks' own positions. */
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
-  if (!takeReplyFits(reply, n)) throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
+  if (!takeReplyFits(reply, n))
+    throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
   for (let k = 0; k < n; k++) {
     const o = k * TAKE_REPLY_BYTES
     const status = reply.readInt8(o)
     if (status < 0) continue
-    out[idx === undefined ? k : idx[k]!] = { allowed: status === 1, value: reply.readDoubleLE(o + 1), retryAfter: reply.readDoubleLE(o + 9) }
+    out[idx === undefined ? k : idx[k]!] = {
+      allowed: status === 1,
+      value: reply.readDoubleLE(o + 1),
+      retryAfter: reply.readDoubleLE(o + 9),
+    }
   }
 }

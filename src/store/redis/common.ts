@@ -27,7 +27,11 @@ export function redisState(status: string, lastCallFailed: boolean): StoreState 
 }
 
 /** Log connection transitions once each, not once per failing request. */
-export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => void): unknown }, name: string, log: StoreLog | undefined): void {
+export function watchConnection(
+  client: { on(ev: string, fn: (...a: any[]) => void): unknown },
+  name: string,
+  log: StoreLog | undefined,
+): void {
   let up = false
   let lastError = ''
   client.on('ready', () => {
@@ -47,14 +51,21 @@ export function watchConnection(client: { on(ev: string, fn: (...a: any[]) => vo
 }
 
 /** QUIT politely (bounded to 500 ms), then drop the connection. */
-export async function closeClient(client: { removeAllListeners(ev: string): unknown; quit(): Promise<unknown>; disconnect(): void }): Promise<void> {
+export async function closeClient(client: {
+  removeAllListeners(ev: string): unknown
+  quit(): Promise<unknown>
+  disconnect(): void
+}): Promise<void> {
   client.removeAllListeners('close') // a deliberate close is not an outage
   await Promise.race([client.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 500))])
   client.disconnect()
 }
 
 /** Resolves true once `client` is ready, false after `ms`; rejects when the server refuses the URL (REFUSED_RE: waiting would not help). */
-export function waitForReady(client: { status: string; on(ev: string, fn: (...a: any[]) => void): unknown; off(ev: string, fn: (...a: any[]) => void): unknown }, ms: number): Promise<boolean> {
+export function waitForReady(
+  client: { status: string; on(ev: string, fn: (...a: any[]) => void): unknown; off(ev: string, fn: (...a: any[]) => void): unknown },
+  ms: number,
+): Promise<boolean> {
   if (client.status === 'ready') return Promise.resolve(true)
   return new Promise((resolve, reject) => {
     const done = (v: boolean, err?: Error): void => {

@@ -31,7 +31,8 @@ export type Reply = Buffer | number | null | Reply[]
 export type ReplyCallback = (err: Error | null, reply?: Reply) => void
 
 /** Handshake replies that mean the URL is wrong (password, ACL user, database number), not that the server is away. */
-export const REFUSED_RE = /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (invalid password|AUTH .*without any password|.*DB index is out of range|invalid DB index)/
+export const REFUSED_RE =
+  /^(WRONGPASS|NOAUTH|NOPERM)\b|^ERR (invalid password|AUTH .*without any password|.*DB index is out of range|invalid DB index)/
 
 export type ConnectionStatus = 'connecting' | 'ready' | 'closed'
 
@@ -134,7 +135,10 @@ export class RespConnection extends EventEmitter {
     this.socket = socket
     socket.setNoDelay(true)
     socket.setKeepAlive(true, 30_000)
-    const timer = setTimeout(() => socket.destroy(new Error(`connect timeout after ${this.opts.connectTimeoutMs} ms`)), this.opts.connectTimeoutMs)
+    const timer = setTimeout(
+      () => socket.destroy(new Error(`connect timeout after ${this.opts.connectTimeoutMs} ms`)),
+      this.opts.connectTimeoutMs,
+    )
     socket.once(t.tls && t.path === undefined ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer)
       this.handshake(socket)
@@ -159,7 +163,8 @@ export class RespConnection extends EventEmitter {
     steps.push(['PING'])
     let left = steps.length
     const cb: ReplyCallback = (err) => {
-      if (err) return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
+      if (err)
+        return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
       if (--left === 0) this.ready()
     }
     for (let i = 0; i < steps.length; i++) this.queue.push(cb)

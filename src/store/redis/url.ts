@@ -81,7 +81,11 @@ export function parseRedisUrl(raw: string): RedisTarget {
       username = decodeURIComponent(colon === -1 ? auth : auth.slice(0, colon)) || undefined
       password = colon === -1 ? undefined : decodeURIComponent(auth.slice(colon + 1))
     }
-    const nodes = rest.split(',').map((s) => s.trim()).filter(Boolean).map((p) => hostPort(raw, p))
+    const nodes = rest
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((p) => hostPort(raw, p))
     if (nodes.length === 0) throw bad(raw, 'names no node; use redis+cluster://host1:port,host2:port')
     return { ...base, kind: 'cluster', nodes, username, password }
   }
