@@ -86,7 +86,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
-  // With worker threads the first worker serves gRPC (grpc-js binds its own port; one listener per process).
+  // With worker threads the first worker serves gRPC (it binds its own port; one listener per process).
   const grpc =
     settings.grpcPort === undefined || (thread && thread.workerId !== 1)
       ? undefined
@@ -102,9 +102,9 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             clock,
             metrics: createGrpcMetrics(metrics.registry),
             log,
+            tls: settings.grpcTls,
           },
-          settings.grpcPort,
-          settings.host,
+          { port: settings.grpcPort, host: settings.host },
         )
   const listener = createListener({ settings, log, ...main })
   const address = thread ? await listenOnFd(listener.server, thread.listenFd) : await listener.listen(settings.port, settings.host)

@@ -5,6 +5,7 @@
  */
 import { BlockList, isIP } from 'node:net'
 import { SettingError } from './errors.js'
+import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
 import type { FailPolicy } from './store/store.js'
@@ -14,7 +15,7 @@ export type { FailPolicy }
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings {
+export interface Settings extends GrpcSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -75,12 +76,6 @@ export interface Settings {
   torExitListFile: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
-  /** gRPC listener (Envoy ext_authz v3, Rate Limit Service v3, health); off when unset. */
-  grpcPort: number | undefined
-  /** envoyproxy/ratelimit YAML configuration: a file or a directory of .yaml files. */
-  rlsConfig: string | undefined
-  /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
-  rlsResponseHeaders: boolean
 }
 
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
@@ -242,9 +237,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
     bundleSigningKey: signingKey(env),
-    grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
-    rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
-    rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+    ...grpcSettings(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError(

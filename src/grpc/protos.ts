@@ -1,12 +1,11 @@
 /**
  * The gRPC services the gateway serves, loaded from the .proto files in
- * proto/ (@grpc/proto-loader; see the README for why it over @bufbuild/protobuf).
- * Messages are plain objects: field names as in the .proto (keepCase), enums
- * and 64-bit integers as numbers.
+ * proto/ by @grpc/proto-loader (protobufjs underneath; docs/dependencies.md
+ * says why over @bufbuild/protobuf). Messages are plain objects: field names as
+ * in the .proto (keepCase), enums and 64-bit integers as numbers.
  */
 import { fileURLToPath } from 'node:url'
-import type { ServiceDefinition } from '@grpc/grpc-js'
-import { loadSync, type PackageDefinition } from '@grpc/proto-loader'
+import { loadSync, type MethodDefinition, type PackageDefinition } from '@grpc/proto-loader'
 import { GrpcServiceMissing } from '../errors.js'
 
 /** proto/ at the package root: two levels above dist/grpc/ (and src/grpc/ under tsx). */
@@ -20,33 +19,32 @@ export const PROTO_FILES = [
 
 export const LOADER_OPTIONS = { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] }
 
-/** A request that did not decode: the handler answers INVALID_ARGUMENT (grpc-js alone would answer INTERNAL). */
-export class Undecodable {
-  constructor(readonly message: string) {}
-}
-
 let loaded: PackageDefinition | undefined
 export function packageDefinition(): PackageDefinition {
   return (loaded ??= loadSync(PROTO_FILES, LOADER_OPTIONS))
 }
 
-/** One service, with its request decoder turned into one that never throws. */
-export function service(name: string): ServiceDefinition {
-  const def = packageDefinition()[name] as ServiceDefinition | undefined
-  if (def === undefined) throw new GrpcServiceMissing(name)
-  const out: Record<string, ServiceDefinition[string]> = {}
-  for (const [method, m] of Object.entries(def)) {
-    const decode = m.requestDeserialize
-    out[method] = {
-      ...m,
-      requestDeserialize: (bytes: Buffer) => {
-        try {
-          return decode(bytes)
-        } catch (err) {
-          return new Undecodable((err as Error).message)
-        }
-      },
-    }
+/** One method of a service: its full path (`/package.Service/Method`) and its codec. */
+export interface MethodCodec {
+  path: string
+  /** Request bytes → message (throws on bytes that do not decode). */
+  decode(b: Buffer): unknown
+  /** Response message → bytes. */
+  encode(m: unknown): Buffer
+  /** Request message → bytes and response bytes → message (what a client does: tests and benchmarks). */
+  encodeRequest(m: object): Buffer
+  decodeResponse(b: Buffer): unknown
+}
+
+export function method(serviceName: string, name: string): MethodCodec {
+  const service = packageDefinition()[serviceName] as Record<string, MethodDefinition<object, object>> | undefined
+  const m = service?.[name]
+  if (m === undefined) throw new GrpcServiceMissing(`${serviceName}/${name}`)
+  return {
+    path: m.path,
+    decode: (b) => m.requestDeserialize(b),
+    encode: (v) => m.responseSerialize(v as object),
+    encodeRequest: (v) => m.requestSerialize(v),
+    decodeResponse: (b) => m.responseDeserialize(b),
   }
-  return out as ServiceDefinition
 }

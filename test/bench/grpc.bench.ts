@@ -1,79 +1,59 @@
 /**
- * gRPC throughput against the HTTP decision API, in one run on one gateway
- * process (memory store): ext_authz Check (allow), ShouldRateLimit (OK) and
- * POST /v1/decision (allow), each driven for the same time by the same
- * in-process Node load generator with the same number of calls in flight
- * (so the generator's own cost is alike for all three). Then the codec
- * itself: decode + encode of a typical CheckRequest.
+ * gRPC decisions against the HTTP decision API, in one run on one gateway
+ * process (memory store, one thread, pinned to CPU 0): ext_authz Check
+ * (allow) and ShouldRateLimit (OK) driven by h2load, POST /v1/decision
+ * (allow) driven by wrk, both load generators one C thread on CPU 1. gRPC
+ * runs as Envoy calls it (4 connections × 8 streams) and one call per
+ * connection (32 × 1, as wrk's 32 keep-alive connections). Rounds are
+ * interleaved with a rotating order; medians, and the gateway's own CPU per
+ * decision read from /proc. Every gRPC call is checked to have answered OK
+ * (the gateway's fairvisor_grpc_calls_total), every HTTP one 200.
+ * Two floors run beside them on the same CPU, to show what the transports
+ * themselves cost: a node:http server and a node:http2 server that answer a
+ * constant without deciding anything (HTTP/1.1 body; one gRPC message with
+ * trailers). Then the codec alone: decode + encode of a typical CheckRequest.
  *
- *   flock /tmp/fv-heavy.lock node --import tsx test/bench/grpc.bench.ts [seconds=5] [inflight=32]
+ *   npm run build && flock /tmp/fv-heavy.lock node --import tsx test/bench/grpc.bench.ts [seconds=5] [rounds=3]
+ *
+ * Needs wrk and h2load (Debian: wrk, nghttp2-client).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { loadSync } from '@grpc/proto-loader'
-import { Pool } from 'undici'
-import { LOADER_OPTIONS, PROTO_FILES } from '../../src/grpc/protos.js'
-import { checkRequest, grpcClients } from '../helpers/grpc-client.js'
-import { startGateway } from '../helpers/processes.js'
+import { method } from '../../src/grpc/protos.js'
+import { checkRequest } from '../helpers/grpc-client.js'
+import { runH2load } from './h2load.js'
+import {
+  cpuMicros,
+  freePort,
+  haveCommand,
+  interleave,
+  median,
+  pinCpus,
+  runLoad,
+  spawnServer,
+  startGatewayProcess,
+  stopAll,
+  table,
+  tempDir,
+  type LoadResult,
+} from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 5)
-const INFLIGHT = Number(process.argv[3] ?? 32)
+const ROUNDS = Number(process.argv[3] ?? 3)
+const dir = tempDir('fv-bench-grpc-')
 
-/** Calls/s of `call` with INFLIGHT in flight for `seconds`; throws when a call does not give the expected answer. */
-async function drive(seconds: number, call: () => Promise<boolean>): Promise<number> {
-  let done = 0
-  const end = performance.now() + seconds * 1000
-  const t0 = performance.now()
-  await Promise.all(
-    Array.from({ length: INFLIGHT }, async () => {
-      while (performance.now() < end) {
-        if (!(await call())) throw new Error('unexpected answer')
-        done++
-      }
-    }),
-  )
-  return done / ((performance.now() - t0) / 1000)
-}
+const CHECK = method('envoy.service.auth.v3.Authorization', 'Check')
+const RLS = method('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit')
+const checkMessage = CHECK.encodeRequest(
+  checkRequest({ path: '/allow/items?page=1', host: 'api.example.com', headers: { 'x-user': 'bench-user' } }),
+)
+const rlsMessage = RLS.encodeRequest({ domain: 'bench', descriptors: [{ entries: [{ key: 'user', value: 'bench-user' }] }] })
 
-/** CPU seconds (user + system) the process has used so far, from /proc (clock ticks of 10 ms). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
-}
-
-function codec(): number {
-  const def = loadSync(PROTO_FILES, LOADER_OPTIONS)
-  const m = def['envoy.service.auth.v3.Authorization'] as unknown as Record<
-    string,
-    { requestSerialize(v: object): Buffer; requestDeserialize(b: Buffer): object }
-  >
-  const check = m.Check!
-  const bytes = check.requestSerialize(
-    checkRequest({
-      path: '/api/v1/items?page=2',
-      headers: {
-        'user-agent': 'curl/8.5.0',
-        accept: '*/*',
-        authorization: 'Bearer abc.def.ghi',
-        'x-user': 'alice',
-        'x-forwarded-for': '203.0.113.9',
-        'x-request-id': '6f1c2a40-2f7e-4b8e-9d43-1a2b3c4d5e6f',
-      },
-    }),
-  )
-  const n = 200_000
-  for (let i = 0; i < 20_000; i++) check.requestSerialize(check.requestDeserialize(bytes))
-  const t0 = performance.now()
-  for (let i = 0; i < n; i++) check.requestSerialize(check.requestDeserialize(bytes))
-  return n / ((performance.now() - t0) / 1000)
-}
-
-async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'fv-bench-grpc-'))
+function files(): { bundle: string; rls: string } {
+  const bundle = join(dir, 'bundle.json')
   writeFileSync(
-    join(dir, 'bundle.json'),
+    bundle,
     JSON.stringify({
       bundle_version: 1,
       // Never runs out: every call is a full evaluation that charges one token and allows.
@@ -95,63 +75,150 @@ async function main(): Promise<void> {
       ],
     }),
   )
-  writeFileSync(
-    join(dir, 'rls.yaml'),
-    'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n',
+  const rls = join(dir, 'rls.yaml')
+  writeFileSync(rls, 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n')
+  return { bundle, rls }
+}
+
+/** fairvisor_grpc_calls_total by code (summed over methods), from the gateway's /metrics. */
+async function grpcCalls(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  const out = new Map<string, number>()
+  for (const m of text.matchAll(/^fairvisor_grpc_calls_total\{[^}]*code="(\w+)"[^}]*\} (\d+)/gm))
+    out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]))
+  return out
+}
+
+function codec(): number {
+  const n = 200_000
+  const run = (): void => void CHECK.encodeRequest(CHECK.decode(checkMessage) as object)
+  for (let i = 0; i < 20_000; i++) run()
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) run()
+  return n / ((performance.now() - t0) / 1000)
+}
+
+interface Target {
+  name: string
+  run(gatewayUrl: string, grpcUrl: string): Promise<LoadResult>
+}
+
+async function main(): Promise<void> {
+  for (const tool of ['wrk', 'h2load']) if (!haveCommand(tool)) throw new Error(`${tool} is not on PATH (Debian: wrk, nghttp2-client)`)
+  const pin = pinCpus()
+  const f = files()
+  const grpcPort = await freePort()
+  const gw = await startGatewayProcess(
+    {
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: f.bundle,
+      FAIRVISOR_RLS_CONFIG: f.rls,
+      FAIRVISOR_GRPC_PORT: String(grpcPort),
+    },
+    [],
+    pin?.gateway,
   )
-  const gw = await startGateway({
-    FAIRVISOR_MODE: 'decision_service',
-    FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json'),
-    FAIRVISOR_RLS_CONFIG: join(dir, 'rls.yaml'),
-    FAIRVISOR_GRPC_PORT: '0',
-  })
-  const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
-  const c = grpcClients(line.grpcPort as number)
-  const pool = new Pool(gw.url, { connections: INFLIGHT, pipelining: 1 })
-  const rows: Array<[string, number, number]> = []
-  const pid = gw.proc.pid!
-  const measure = async (name: string, f: () => Promise<boolean>): Promise<void> => {
-    const cpu0 = cpuSeconds(pid)
-    const t0 = performance.now()
-    const rps = await drive(SECONDS, f)
-    const calls = rps * ((performance.now() - t0) / 1000)
-    // The gateway's CPU per decision: what the listener costs, whatever the load generator or the machine's other load does.
-    rows.push([name, rps, calls / Math.max(0.01, cpuSeconds(pid) - cpu0)])
-  }
+  const grpcUrl = `http://127.0.0.1:${grpcPort}`
+  const h2 = (path: string, message: Buffer, clients: number, streams: number) => (): Promise<LoadResult> =>
+    runH2load({ url: grpcUrl + path, message, clients, streams, seconds: SECONDS, dir })
+  // The transports alone, in their own processes on the gateway's CPU.
+  const floorArgs = (code: string): string[] => [
+    '-e',
+    `${code}.listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`,
+  ]
+  const pinned = (args: string[]): [string, string[]] =>
+    pin ? ['taskset', ['-c', pin.gateway, process.execPath, ...args]] : [process.execPath, args]
+  const http1Floor = await spawnServer(
+    'node:http constant',
+    ...pinned(
+      floorArgs(
+        `const b = Buffer.from('{}'); require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => { s.writeHead(200, { 'content-type': 'application/json', 'content-length': 2 }); s.end(b) }) })`,
+      ),
+    ),
+  )
+  const http2Floor = await spawnServer(
+    'node:http2 constant gRPC',
+    ...pinned(
+      floorArgs(
+        `const f = Buffer.from([0, 0, 0, 0, 2, 8, 1]); const s = require('node:http2').createServer(); s.on('stream', (st) => { st.resume(); st.on('end', () => { st.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true }); st.once('wantTrailers', () => st.sendTrailers({ 'grpc-status': '0' })); st.end(f) }) }); s`,
+      ),
+    ),
+  )
+  const targets: Target[] = [
+    {
+      name: 'HTTP POST /v1/decision (allow), wrk 32 connections',
+      run: (url) =>
+        runLoad({
+          url: `${url}/v1/decision`,
+          connections: 32,
+          seconds: SECONDS,
+          method: 'POST',
+          headers: {
+            'X-Original-Method': 'GET',
+            'X-Original-URI': '/allow/items?page=1',
+            'X-Original-Host': 'api.example.com',
+            'X-User': 'bench-user',
+          },
+        }),
+    },
+    { name: 'gRPC Check (allow), 4 connections × 8 streams', run: h2(CHECK.path, checkMessage, 4, 8) },
+    { name: 'gRPC Check (allow), 32 connections × 1 stream', run: h2(CHECK.path, checkMessage, 32, 1) },
+    { name: 'gRPC ShouldRateLimit (OK), 4 connections × 8 streams', run: h2(RLS.path, rlsMessage, 4, 8) },
+    {
+      name: 'floor: node:http constant 200, wrk 32 connections',
+      run: () => runLoad({ url: http1Floor.url, connections: 32, seconds: SECONDS, method: 'POST' }),
+    },
+    {
+      name: 'floor: node:http2 constant gRPC answer, 4 × 8 streams',
+      run: () => runH2load({ url: `${http2Floor.url}/x.Y/Z`, message: Buffer.alloc(0), clients: 4, streams: 8, seconds: SECONDS, dir }),
+    },
+  ]
+  const floors = new Map([
+    [targets[4]!.name, http1Floor],
+    [targets[5]!.name, http2Floor],
+  ])
+  const cpu = new Map<string, number[]>(targets.map((t) => [t.name, []]))
   try {
-    const req = checkRequest({ path: '/allow/items?page=1', host: 'api.example.com', headers: { 'x-user': 'bench-user' } })
-    const check = async (): Promise<boolean> => (await c.check(req)).http_response === 'ok_response'
-    const rlsReq = { domain: 'bench', descriptors: [{ entries: [{ key: 'user', value: 'bench-user' }] }] }
-    const rls = async (): Promise<boolean> => (await c.shouldRateLimit(rlsReq)).overall_code === 1
-    const headers = {
-      'x-original-method': 'GET',
-      'x-original-uri': '/allow/items?page=1',
-      'x-original-host': 'api.example.com',
-      'x-user': 'bench-user',
+    const runs = await interleave(targets, ROUNDS, async (t) => {
+      const pid = (floors.get(t.name) ?? gw).proc.pid
+      const before = await grpcCalls(gw.url)
+      const c0 = cpuMicros(pid)!
+      const r = await t.run(gw.url, grpcUrl)
+      cpu.get(t.name)!.push((cpuMicros(pid)! - c0) / r.requests)
+      const after = await grpcCalls(gw.url)
+      for (const [code, n] of after)
+        if (code !== 'OK' && n !== (before.get(code) ?? 0))
+          throw new Error(`${t.name}: ${n - (before.get(code) ?? 0)} calls answered ${code}`)
+      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${t.name}: ${r.non2xx} non-2xx, ${r.errors} errors`)
+      if (r.tool === 'h2load' && !floors.has(t.name) && (after.get('OK') ?? 0) - (before.get('OK') ?? 0) < r.requests)
+        throw new Error(`${t.name}: fewer calls answered OK than h2load counted`)
+      return r
+    })
+    const base = median(runs.get(targets[0]!.name)!.map((r) => r.rps))
+    const baseCpu = median(cpu.get(targets[0]!.name)!)
+    console.log(
+      `\n${ROUNDS} interleaved rounds × ${SECONDS} s, gateway on CPU ${pin?.gateway ?? '(unpinned)'}, load generator on CPU ${pin?.rest ?? '(unpinned)'}, memory store, node ${process.version}\n`,
+    )
+    const rows = [['run', 'decisions/s (median)', 'vs HTTP', 'server CPU µs per call', 'rounds']]
+    for (const t of targets) {
+      const rps = median(runs.get(t.name)!.map((r) => r.rps))
+      const us = median(cpu.get(t.name)!)
+      rows.push([
+        t.name,
+        String(Math.round(rps)),
+        (rps / base).toFixed(2),
+        `${us.toFixed(1)} (HTTP's / this: ${(baseCpu / us).toFixed(2)})`,
+        runs
+          .get(t.name)!
+          .map((r) => Math.round(r.rps))
+          .join(', '),
+      ])
     }
-    const http = async (): Promise<boolean> => {
-      const r = await pool.request({ path: '/v1/decision', method: 'POST', headers })
-      await r.body.dump()
-      return r.statusCode === 200
-    }
-    for (const f of [http, check, rls]) await drive(1, f) // warm-up
-    await measure('HTTP POST /v1/decision (allow)', http)
-    await measure('gRPC ext_authz Check (allow)', check)
-    await measure('gRPC ShouldRateLimit (OK)', rls)
+    console.log(table(rows))
   } finally {
-    c.close()
-    await pool.close()
-    await gw.stop()
+    await stopAll()
   }
-  const [, base, baseCpu] = rows[0]!
-  console.log(
-    `\n${SECONDS} s per run, ${INFLIGHT} calls in flight, one in-process Node load generator, memory store, node ${process.version}\n`,
-  )
-  console.log('| run | decisions/s | vs HTTP | decisions per gateway CPU-second | vs HTTP |')
-  console.log('|---|---:|---:|---:|---:|')
-  for (const [name, rps, perCpu] of rows)
-    console.log(`| ${name} | ${Math.round(rps)} | ${(rps / base).toFixed(2)} | ${Math.round(perCpu)} | ${(perCpu / baseCpu).toFixed(2)} |`)
-  console.log(`\nCheckRequest decode + encode (@grpc/proto-loader): ${Math.round(codec())} ops/s`)
+  console.log(`\nCheckRequest decode + encode (@grpc/proto-loader, protobufjs): ${Math.round(codec())} ops/s`)
 }
 
 main().catch((err) => {

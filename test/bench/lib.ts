@@ -234,7 +234,7 @@ export interface LoadOptions {
 }
 
 export interface LoadResult {
-  tool: 'wrk' | 'autocannon'
+  tool: 'wrk' | 'autocannon' | 'h2load'
   /** Requests per second over the run. */
   rps: number
   p50Ms: number

@@ -1,0 +1,48 @@
+/** The gRPC listener's settings (FAIRVISOR_GRPC_*, FAIRVISOR_RLS_*), parsed as settings.ts parses the rest. */
+import { readFileSync } from 'node:fs'
+import { SettingError } from './errors.js'
+import { bool, integer, optional, type Env } from './settings-env.js'
+
+export interface GrpcSettings {
+  /** gRPC listener (Envoy ext_authz v3, Rate Limit Service v3, health); off when unset. */
+  grpcPort: number | undefined
+  /** PEM certificate chain and key (FAIRVISOR_GRPC_TLS_CERT_FILE / _KEY_FILE): the gRPC listener speaks TLS. With a
+   *  client CA (FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE) every client must present a certificate that chains to it (mTLS). */
+  grpcTls: { cert: Buffer; key: Buffer; ca?: Buffer } | undefined
+  /** envoyproxy/ratelimit YAML configuration: a file or a directory of .yaml files. */
+  rlsConfig: string | undefined
+  /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
+  rlsResponseHeaders: boolean
+}
+
+function pem(env: Env, name: string): Buffer | undefined {
+  const file = optional(env, name)
+  if (file === undefined) return undefined
+  try {
+    return readFileSync(file)
+  } catch (err) {
+    throw new SettingError(name, `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+  }
+}
+
+function tls(env: Env): GrpcSettings['grpcTls'] {
+  const cert = pem(env, 'FAIRVISOR_GRPC_TLS_CERT_FILE')
+  const key = pem(env, 'FAIRVISOR_GRPC_TLS_KEY_FILE')
+  const ca = pem(env, 'FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE')
+  if (cert === undefined && key === undefined) {
+    if (ca !== undefined) throw new SettingError('FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE', 'needs FAIRVISOR_GRPC_TLS_CERT_FILE and _KEY_FILE')
+    return undefined
+  }
+  if (cert === undefined) throw new SettingError('FAIRVISOR_GRPC_TLS_CERT_FILE', 'is needed with FAIRVISOR_GRPC_TLS_KEY_FILE')
+  if (key === undefined) throw new SettingError('FAIRVISOR_GRPC_TLS_KEY_FILE', 'is needed with FAIRVISOR_GRPC_TLS_CERT_FILE')
+  return ca === undefined ? { cert, key } : { cert, key, ca }
+}
+
+export function grpcSettings(env: Env): GrpcSettings {
+  return {
+    grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
+    grpcTls: tls(env),
+    rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
+    rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+  }
+}
