@@ -7,7 +7,24 @@
 import type { Decision, EngineObserver } from '../engine/evaluate.js'
 import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
-import { retryAfterBucket, type Metrics } from './metrics.js'
+import type { Metrics } from './metrics.js'
+
+/** fairvisor_retry_after_bucket_total labels: fixed ranges, so the label set stays bounded whatever Retry-After is. */
+const RETRY_AFTER_BUCKETS = [
+  [1, 'le_1'],
+  [5, 'le_5'],
+  [10, 'le_10'],
+  [30, 'le_30'],
+  [60, 'le_60'],
+  [300, 'le_300'],
+  [900, 'le_900'],
+  [3600, 'le_3600'],
+] as const
+
+function retryAfterBucket(seconds: number): string {
+  for (const [le, name] of RETRY_AFTER_BUCKETS) if (seconds <= le) return name
+  return 'gt_3600'
+}
 
 export function engineObserver(log: Logger, metrics: Metrics, storeKind: string, failPolicy: string, clock: () => number): EngineObserver {
   const storeErrors = new LogThrottle(clock)
