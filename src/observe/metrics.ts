@@ -212,7 +212,9 @@ export function createMetrics() {
       registers: r,
       collect() {
         const f = live?.storeFill?.()
-        if (f) this.reset(), this.inc(f.evictions)
+        if (!f) return
+        this.reset()
+        this.inc(f.evictions)
       },
     }),
     storeFill: new Gauge({

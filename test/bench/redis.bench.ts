@@ -80,7 +80,7 @@ async function main(): Promise<void> {
       const c1 = pids.map(cpuMicros)
       const e = cpu.get(x.name) ?? { gw: [], redis: [], backend: [] }
       const lists = [e.gw, e.redis, e.backend]
-      c1.forEach((v, i) => v !== undefined && c0[i] !== undefined && lists[i]!.push((v - c0[i]!) / r.requests))
+      for (const [i, v] of c1.entries()) if (v !== undefined && c0[i] !== undefined) lists[i]!.push((v - c0[i]!) / r.requests)
       cpu.set(x.name, e)
       if (before) {
         const after = commandStats(redis)

@@ -111,7 +111,11 @@ describe('redis over TLS (rediss://)', () => {
 
   after(async () => {
     const p = redisProc
-    if (p && p.exitCode === null && p.signalCode === null) await new Promise<void>((r) => (p.once('exit', () => r()), p.kill('SIGKILL')))
+    if (p && p.exitCode === null && p.signalCode === null)
+      await new Promise<void>((r) => {
+        p.once('exit', () => r())
+        p.kill('SIGKILL')
+      })
     await backend?.close()
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
