@@ -4,7 +4,8 @@
  * texts, plus IMAGE_TOKENS per image; a body that is not such JSON: ceil(bytes / 4)),
  * `header_hint` (`X-Token-Estimate`, simple_word when absent), and
  * `tokenizer`: the real BPE count of the prompt text (gpt-tokenizer, pure JS;
- * measured 15× faster than js-tiktoken on a 4 KB prompt, README), plus the
+ * measured 15× faster than js-tiktoken on a 4 KB prompt, docs/benchmarks.md
+ * "Tokenizer choice"), plus the
  * chat framing tokens. Bodies larger than what was held are scaled up by
  * Content-Length / bytes held.
  */

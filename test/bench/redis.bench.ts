@@ -27,8 +27,8 @@
  * Connections: 64 by default, so that both gateways are measured saturated.
  * The in-process gateway already keeps CPU 0 busy with 32; the Redis gateway,
  * whose every request also waits for a Redis that shares one CPU with wrk and
- * the backend here, left CPU 0 idle ≈ 14 % of the time with 32 (README,
- * "Measured figures", has both). Pass 32 to see that case.
+ * the backend here, left CPU 0 idle ≈ 14 % of the time with 32
+ * (docs/benchmarks.md, "Redis store", has both). Pass 32 to see that case.
  */
 import {
   abPairs,

@@ -10,8 +10,8 @@
  * time is exact), written with PSETEX = the time until the bucket is full
  * again (at least 1 s, at most 1e13 ms so PSETEX gets an integer), after which forgetting it is lossless: an absent
  * bucket reads as full. Doubles are exact (text would need %.17g), and
- * packing costs Redis a fifth of formatting and parsing text; README shows
- * how to read a bucket by hand.
+ * packing costs Redis a fifth of formatting and parsing text; docs/stores.md
+ * ("Redis") shows how to read a bucket by hand.
  *
  * Reply: the same packing, 17 bytes per check (see TAKE_LUA), so neither
  * side formats or parses numbers as text. Redis turns a Lua number reply into
