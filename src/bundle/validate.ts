@@ -33,7 +33,7 @@ export function parseTimestamp(s: string): number | undefined {
 }
 
 /** What a pointer names, for the subject of a sentence: `burst`, `hosts[0]`, `the policy`, `the bundle`. */
-export function subjectOf(pointer: string): string {
+function subjectOf(pointer: string): string {
   if (pointer === '') return 'the bundle'
   const parts = pointer
     .split('/')

@@ -41,7 +41,7 @@ export function tokenCounter(encoding: string): Count {
 const PER_MESSAGE = 3
 const PER_REPLY = 3
 
-export function simpleWordEstimate(b: LlmBody): number {
+function simpleWordEstimate(b: LlmBody): number {
   if (b.json !== undefined) {
     const p = promptParts(b.json)
     if (p.found) {
@@ -53,7 +53,7 @@ export function simpleWordEstimate(b: LlmBody): number {
   return Math.ceil(b.totalBytes / 4)
 }
 
-export function tokenizerEstimate(b: LlmBody, encoding: string): number {
+function tokenizerEstimate(b: LlmBody, encoding: string): number {
   const count = tokenCounter(encoding)
   if (b.json !== undefined) {
     const p = promptParts(b.json)
@@ -70,7 +70,7 @@ export function tokenizerEstimate(b: LlmBody, encoding: string): number {
 }
 
 /** X-Token-Estimate as a positive integer, else undefined. */
-export function headerHint(raw: string | undefined): number | undefined {
+function headerHint(raw: string | undefined): number | undefined {
   if (raw === undefined || !/^\s*\d+\s*$/.test(raw)) return undefined
   const n = Number(raw)
   return n > 0 && Number.isSafeInteger(n) ? n : undefined

@@ -106,7 +106,7 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
 }
 
 /** Counters and the duration histogram of one decision; `startNs` from process.hrtime.bigint(). */
-export function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
+function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
   const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
   const policy = d.policyId ?? ''
   metrics.hot.decisions.inc(`${action}|${d.reason}|${policy}`, () => ({ action, reason: d.reason, policy }))

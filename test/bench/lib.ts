@@ -256,7 +256,7 @@ export interface LoadResult {
 }
 
 /** Milliseconds from a wrk duration such as `812.00us`, `1.25ms`, `2.01s`. */
-export function parseWrkDuration(text: string): number {
+function parseWrkDuration(text: string): number {
   const m = /^([\d.]+)(us|ms|s|m)$/.exec(text.trim())
   if (!m) return NaN
   const n = Number(m[1])

@@ -26,7 +26,7 @@ import { EPSILON } from '../../algorithms/algorithm.js'
 export const TAKE_REPLY_BYTES = 17
 
 /** ARGV entries per check in TAKE_LUA: kind id, PARAMS parameters, cost, group. */
-export const TAKE_ARGS_PER_CHECK = 6
+const TAKE_ARGS_PER_CHECK = 6
 
 /**
  * Per kind id: step(v, p1, p2, p3, cost) → allowed, value, retryAfter, new
@@ -193,7 +193,7 @@ return reply
 `
 
 /** ARGV entries per key in ADJUST_LUA: kind id, PARAMS parameters, amount. */
-export const ADJUST_ARGS_PER_KEY = 5
+const ADJUST_ARGS_PER_KEY = 5
 
 /**
  * Adjust counters already charged (LLM settlement; on a cluster, refunds of
