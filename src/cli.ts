@@ -7,13 +7,13 @@
  */
 import { SettingError } from './errors.js'
 import { loadSettings } from './settings.js'
-import { startGateway } from './main.js'
+import { startGateway, type Gateway } from './main.js'
 import { VERSION } from './version.js'
 
 type Command = (args: string[]) => Promise<number>
 
 async function serve(): Promise<number> {
-  let gw
+  let gw: Gateway
   try {
     const settings = loadSettings()
     // Several worker threads: the supervisor runs them (workers/supervisor.ts) and handles the signals.

@@ -14,7 +14,7 @@ declare module './algorithm.js' {
   }
 }
 
-export const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
+const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
 
 /** A throttle delay is capped here whatever the bundle says. */
 export const MAX_DELAY_MS = 30_000
@@ -33,7 +33,7 @@ export interface BudgetConfig extends CounterLimit {
 }
 
 /** The stage that applies at `usage` (this request included), if any. */
-export function stageAt(c: BudgetConfig, usage: number): Stage | undefined {
+function stageAt(c: BudgetConfig, usage: number): Stage | undefined {
   const percent = (usage / c.budget) * 100
   for (const s of c.stages) if (percent + EPSILON >= s.thresholdPercent) return s
   return undefined

@@ -54,7 +54,7 @@ export interface LlmConfig extends BucketLimit {
   streaming: StreamingConfig
 }
 
-export const DAY_S = 86_400
+const DAY_S = 86_400
 
 export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
   const tokensPerMinute = Number(c.tokens_per_minute)

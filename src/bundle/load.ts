@@ -6,7 +6,7 @@
  */
 import { BundleError } from '../errors.js'
 import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { readdirSync, readFileSync, statSync, type Stats } from 'node:fs'
 import { join } from 'node:path'
 import { compileBundle, type CompiledBundle } from './compile.js'
 import type { RawBundle, RawPolicy } from './types.js'
@@ -31,7 +31,7 @@ export type LoadResult =
 
 /** A directory is accepted when it holds one bundle: bundle.json, or its only *.json file. */
 export function resolveBundleFile(path: string): string {
-  let st
+  let st: Stats
   try {
     st = statSync(path)
   } catch {

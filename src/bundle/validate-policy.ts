@@ -59,7 +59,7 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
   if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
   // A token that is missing, garbage or fails verification yields no claims: every such rule is skipped.
   if (rules.length > 0 && clean(`${base}/rules`) && rules.every(needsJwt)) {
-    // The fallback_limit applies when no rule could be applied (README), so it covers such requests.
+    // The fallback_limit applies when no rule could be applied (docs/behaviour.md §4), so it covers such requests.
     if (p.spec.fallback_limit === undefined) {
       out.push({
         pointer: `${base}/rules`,

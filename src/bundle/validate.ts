@@ -1,17 +1,13 @@
 /**
- * Bundle validation, two stages: the JSON Schema (ajv, compiled once) and
+ * Bundle validation, two stages: the JSON Schema (schema.ts) and
  * then the checks a schema cannot express. Each issue carries the JSON
  * pointer and, where it applies, the policy and rule, so one sentence tells
  * an operator exactly what to fix. Issues under /policies/<i> drop that
  * policy alone; any other issue rejects the bundle.
  */
-import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import type { ErrorObject, ValidateFunction } from 'ajv'
-import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
-import { ALGORITHMS, algorithmsRevision } from '../algorithms/index.js'
-import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
+import type { ErrorObject } from 'ajv'
 import { compileDescriptor } from '../request/descriptors.js'
+import { schemaValidator } from './schema.js'
 import type { BundleIssue, RawBundle, RawKillSwitch, RawPolicy } from './types.js'
 import { checkPolicy } from './validate-policy.js'
 
@@ -20,45 +16,6 @@ export type { BundleIssue }
 export function formatIssue(file: string, i: BundleIssue): string {
   const where = i.policyId !== undefined ? `policy "${i.policyId}"${i.ruleName !== undefined ? `, rule "${i.ruleName}"` : ''}: ` : ''
   return `${file}: ${i.pointer || '/'}: ${where}${i.message}${i.message.endsWith('.') ? '' : '.'}`
-}
-
-const require = createRequire(import.meta.url)
-let validator: ValidateFunction | undefined
-let validatorRevision = -1
-
-interface SchemaDoc {
-  $defs: Record<string, Record<string, unknown>>
-}
-
-/**
- * The bundle schema as the gateway enforces it: schemas/bundle.schema.json
- * (everything but the algorithms) completed from the ALGORITHMS table: the
- * rule's algorithm enum, one if/then branch per algorithm pointing at its
- * configSchema (under $defs, by algorithm name), and the guards' configs.
- */
-export function bundleSchema(): object {
-  const schema = JSON.parse(readFileSync(new URL('../../schemas/bundle.schema.json', import.meta.url), 'utf8')) as SchemaDoc
-  const defs = schema.$defs
-  const rule = defs.ruleBody!
-  ;(rule.properties as Record<string, unknown>).algorithm = { enum: [...ALGORITHMS.keys()] }
-  rule.allOf = [...ALGORITHMS.values()].map((a) => ({
-    if: { required: ['algorithm'], properties: { algorithm: { const: a.name } } },
-    then: { properties: { algorithm_config: { $ref: `#/$defs/${a.name}` } } },
-  }))
-  for (const a of ALGORITHMS.values()) defs[a.name] = a.configSchema as Record<string, unknown>
-  defs.loopDetection = LOOP_DETECTION.configSchema as Record<string, unknown>
-  defs.circuitBreaker = CIRCUIT_BREAKER.configSchema as Record<string, unknown>
-  return schema
-}
-
-/** The ajv validator, compiled on first use and kept until the algorithm table changes. */
-function schemaValidator(): ValidateFunction {
-  if (validator && validatorRevision === algorithmsRevision()) return validator
-  const Ajv2020 = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js').default
-  const ajv = new Ajv2020({ allErrors: true, strict: false, verbose: true })
-  validatorRevision = algorithmsRevision()
-  validator = ajv.compile(bundleSchema())
-  return validator
 }
 
 const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$/
@@ -76,7 +33,7 @@ export function parseTimestamp(s: string): number | undefined {
 }
 
 /** What a pointer names, for the subject of a sentence: `burst`, `hosts[0]`, `the policy`, `the bundle`. */
-export function subjectOf(pointer: string): string {
+function subjectOf(pointer: string): string {
   if (pointer === '') return 'the bundle'
   const parts = pointer
     .split('/')

@@ -40,7 +40,7 @@ commands:
 An unknown command or flag is an error (exit 2).
 `
 
-/** [variable, default, meaning]; the README's Settings table says more about each. */
+/** [variable, default, meaning]; docs/configuration.md says more about each. */
 const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_MODE', 'reverse_proxy', 'reverse_proxy or decision_service'],
   ['FAIRVISOR_BACKEND_URL', '(required in reverse_proxy)', 'backend origin, http(s)://host:port'],

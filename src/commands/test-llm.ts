@@ -44,13 +44,13 @@ export function llmReport(d: Decision, response: SampleRequest['response'], stor
   exchange.headers(200, response.contentType, undefined)
   if (exchange.data(response.body) >= 0) exchange.closing()
   else exchange.end(true)
-  settled.forEach((s, i) =>
+  for (const [i, s] of settled.entries()) {
     Object.assign(rows[i]!, {
       settled: s.used,
       settled_by: s.by,
       ...(s.actualPrompt === undefined ? {} : { reported_prompt: s.actualPrompt }),
-    }),
-  )
+    })
+  }
   return rows
 }
 

@@ -4,7 +4,8 @@
  * texts, plus IMAGE_TOKENS per image; a body that is not such JSON: ceil(bytes / 4)),
  * `header_hint` (`X-Token-Estimate`, simple_word when absent), and
  * `tokenizer`: the real BPE count of the prompt text (gpt-tokenizer, pure JS;
- * measured 15× faster than js-tiktoken on a 4 KB prompt, README), plus the
+ * measured 15× faster than js-tiktoken on a 4 KB prompt, docs/benchmarks.md
+ * "Tokenizer choice"), plus the
  * chat framing tokens. Bodies larger than what was held are scaled up by
  * Content-Length / bytes held.
  */
@@ -40,7 +41,7 @@ export function tokenCounter(encoding: string): Count {
 const PER_MESSAGE = 3
 const PER_REPLY = 3
 
-export function simpleWordEstimate(b: LlmBody): number {
+function simpleWordEstimate(b: LlmBody): number {
   if (b.json !== undefined) {
     const p = promptParts(b.json)
     if (p.found) {
@@ -52,7 +53,7 @@ export function simpleWordEstimate(b: LlmBody): number {
   return Math.ceil(b.totalBytes / 4)
 }
 
-export function tokenizerEstimate(b: LlmBody, encoding: string): number {
+function tokenizerEstimate(b: LlmBody, encoding: string): number {
   const count = tokenCounter(encoding)
   if (b.json !== undefined) {
     const p = promptParts(b.json)
@@ -69,7 +70,7 @@ export function tokenizerEstimate(b: LlmBody, encoding: string): number {
 }
 
 /** X-Token-Estimate as a positive integer, else undefined. */
-export function headerHint(raw: string | undefined): number | undefined {
+function headerHint(raw: string | undefined): number | undefined {
   if (raw === undefined || !/^\s*\d+\s*$/.test(raw)) return undefined
   const n = Number(raw)
   return n > 0 && Number.isSafeInteger(n) ? n : undefined

@@ -7,7 +7,24 @@
 import type { Decision, EngineObserver } from '../engine/evaluate.js'
 import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
-import { retryAfterBucket, type Metrics } from './metrics.js'
+import type { Metrics } from './metrics.js'
+
+/** fairvisor_retry_after_bucket_total labels: fixed ranges, so the label set stays bounded whatever Retry-After is. */
+const RETRY_AFTER_BUCKETS = [
+  [1, 'le_1'],
+  [5, 'le_5'],
+  [10, 'le_10'],
+  [30, 'le_30'],
+  [60, 'le_60'],
+  [300, 'le_300'],
+  [900, 'le_900'],
+  [3600, 'le_3600'],
+] as const
+
+function retryAfterBucket(seconds: number): string {
+  for (const [le, name] of RETRY_AFTER_BUCKETS) if (seconds <= le) return name
+  return 'gt_3600'
+}
 
 export function engineObserver(log: Logger, metrics: Metrics, storeKind: string, failPolicy: string, clock: () => number): EngineObserver {
   const storeErrors = new LogThrottle(clock)
@@ -89,7 +106,7 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
 }
 
 /** Counters and the duration histogram of one decision; `startNs` from process.hrtime.bigint(). */
-export function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
+function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
   const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
   const policy = d.policyId ?? ''
   metrics.hot.decisions.inc(`${action}|${d.reason}|${policy}`, () => ({ action, reason: d.reason, policy }))

@@ -4,32 +4,12 @@
  * ids and descriptor key names come from the bundle or from fixed lists,
  * never from traffic (no paths, no limit-key values).
  * With several worker threads /metrics sums the workers' registries
- * (workers/supervisor.ts); the `aggregator` of a gauge that states one
- * process-wide fact (the bundle, the shared table) says how to combine it.
+ * (workers/supervisor.ts), except the metrics worker-metrics.ts names.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredGauge, FastHistogram } from './hot-metrics.js'
+import { applyWorkerAggregators } from './worker-metrics.js'
 
-export const RETRY_AFTER_BUCKETS = [
-  [1, 'le_1'],
-  [5, 'le_5'],
-  [10, 'le_10'],
-  [30, 'le_30'],
-  [60, 'le_60'],
-  [300, 'le_300'],
-  [900, 'le_900'],
-  [3600, 'le_3600'],
-] as const
-
-export function retryAfterBucket(seconds: number): string {
-  for (const [le, name] of RETRY_AFTER_BUCKETS) if (seconds <= le) return name
-  return 'gt_3600'
-}
-
-/**
- * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
- * structural so observe/ needs nothing from bundle/.
- */
 /** What the scrape-time store gauges read (the in-process store; others have no bound). */
 export interface StoreFill {
   evictions: number
@@ -37,6 +17,10 @@ export interface StoreFill {
   maxBytes: number
 }
 
+/**
+ * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
+ * structural so observe/ needs nothing from bundle/.
+ */
 export interface LiveState {
   bundle(): {
     policies: readonly { shadow: boolean }[]
@@ -77,7 +61,6 @@ export function createMetrics() {
       name: 'fairvisor_ratelimit_remaining',
       help: 'RateLimit-Remaining of the last decision per policy.',
       labelNames: ['policy'],
-      aggregator: 'min',
       registers: r,
     }),
     tokensConsumed: new Counter({
@@ -90,7 +73,6 @@ export function createMetrics() {
       name: 'fairvisor_tokens_remaining',
       help: 'Tokens left in the bucket of the last enforce limit charged, per policy.',
       labelNames: ['policy'],
-      aggregator: 'min',
       registers: r,
     }),
     tokenEstimationAccuracy: new Histogram({
@@ -122,7 +104,6 @@ export function createMetrics() {
       name: 'fairvisor_circuit_state',
       help: 'Circuit breaker state per target (0 closed, 1 open).',
       labelNames: ['target'],
-      aggregator: 'max',
       registers: r,
     }),
     // The next four are computed when scraped, from the current bundle and the
@@ -130,7 +111,6 @@ export function createMetrics() {
     killSwitchActive: new Gauge({
       name: 'fairvisor_kill_switch_active',
       help: 'Kill switches in the loaded bundle that have not expired.',
-      aggregator: 'max',
       registers: r,
       collect() {
         const b = live?.bundle()
@@ -144,7 +124,6 @@ export function createMetrics() {
     shadowModeActive: new Gauge({
       name: 'fairvisor_shadow_mode_active',
       help: 'Policies running in shadow mode now (all of them while global_shadow is active).',
-      aggregator: 'max',
       registers: r,
       collect() {
         const b = live?.bundle()
@@ -155,7 +134,6 @@ export function createMetrics() {
     globalShadowActive: new Gauge({
       name: 'fairvisor_global_shadow_active',
       help: '1 while global_shadow is active.',
-      aggregator: 'max',
       registers: r,
       collect() {
         this.set(activeUntil(live?.bundle()?.globalShadowUntil))
@@ -164,7 +142,6 @@ export function createMetrics() {
     killSwitchOverrideActive: new Gauge({
       name: 'fairvisor_kill_switch_override_active',
       help: '1 while kill_switch_override is active.',
-      aggregator: 'max',
       registers: r,
       collect() {
         this.set(activeUntil(live?.bundle()?.killSwitchOverrideUntil))
@@ -173,7 +150,6 @@ export function createMetrics() {
     saasReachable: new Gauge({
       name: 'fairvisor_saas_reachable',
       help: 'Always 0: this gateway runs without a SaaS control plane.',
-      aggregator: 'max',
       registers: r,
     }),
     saasCalls: new Counter({
@@ -190,14 +166,12 @@ export function createMetrics() {
       name: 'fairvisor_config_info',
       help: 'Loaded bundle version and hash (value 1).',
       labelNames: ['version', 'hash'],
-      aggregator: 'max',
       registers: r,
     }),
     buildInfo: new Gauge({
       name: 'fairvisor_build_info',
       help: 'Gateway version (value 1).',
       labelNames: ['version'],
-      aggregator: 'max',
       registers: r,
     }),
     descriptorMissing: new Counter({
@@ -235,17 +209,17 @@ export function createMetrics() {
     storeEvictions: new Counter({
       name: 'fairvisor_store_evictions_total',
       help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).',
-      aggregator: 'max',
       registers: r,
       collect() {
         const f = live?.storeFill?.()
-        if (f) this.reset(), this.inc(f.evictions)
+        if (!f) return
+        this.reset()
+        this.inc(f.evictions)
       },
     }),
     storeFill: new Gauge({
       name: 'fairvisor_store_fill_ratio',
       help: 'Bytes charged against FAIRVISOR_SHARED_DICT_SIZE by the in-process store, as a fraction of it.',
-      aggregator: 'max',
       registers: r,
       collect() {
         const f = live?.storeFill?.()
@@ -253,6 +227,7 @@ export function createMetrics() {
       },
     }),
   }
+  applyWorkerAggregators(registry)
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
   for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)

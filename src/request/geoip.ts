@@ -27,7 +27,7 @@ export class GeoDatabase {
   /** Throws (with the reason) when `bytes` is not a MaxMind DB. */
   constructor(readonly bytes: Buffer) {
     // The reader decodes records by offset; caching the decoded ones saves rebuilding the same objects per request.
-    this.reader = new Reader<Response>(bytes, { cache: boundedCache<number, {}>(RECORD_CACHE_ENTRIES) })
+    this.reader = new Reader<Response>(bytes, { cache: boundedCache<number, NonNullable<unknown>>(RECORD_CACHE_ENTRIES) })
     const m = this.reader.metadata
     // A file that merely ends in something metadata-like (or a truncated copy) must not pass as a database.
     if (

@@ -17,8 +17,14 @@ const pool = new Pool(process.env.BACKEND_URL!, {
 const server = createServer({ noDelay: true }, (req, res) => {
   const body = req.method === 'GET' || req.method === 'HEAD' ? null : req
   pool.request({ path: req.url!, method: req.method as Dispatcher.HttpMethod, headers: req.headers, body }).then(
-    (r) => (res.writeHead(r.statusCode, r.headers as Record<string, string | string[]>), r.body.pipe(res)),
-    () => ((res.statusCode = 502), res.end()),
+    (r) => {
+      res.writeHead(r.statusCode, r.headers as Record<string, string | string[]>)
+      r.body.pipe(res)
+    },
+    () => {
+      res.statusCode = 502
+      res.end()
+    },
   )
 })
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => console.log(`PORT ${(server.address() as { port: number }).port}`))

@@ -18,26 +18,11 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import {
-  abPairs,
-  median,
-  pairedRatio,
-  pinCpus,
-  runLoad,
-  startBackendProcess,
-  startGatewayProcess,
-  stopAll,
-  summarise,
-  table,
-  tempDir,
-  type LoadResult,
-  type Running,
-} from './lib.js'
-import { startRedis } from '../store/redis-servers.js'
+import { abPairs, median, pairedRatio, runLoad, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests } from './store-bench.js'
 
-const argv = process.argv.slice(2)
-const noPin = argv[0] === '--no-pin'
-const [seconds = 2, pairs = 6, instances = 2, connections = 64] = (noPin ? argv.slice(1) : argv).map(Number)
+const { noPin, nums } = benchArgs()
+const [seconds = 2, pairs = 6, instances = 2, connections = 64] = nums
 
 function bundle(dir: string): string {
   const file = join(dir, 'bundle.json')
@@ -79,16 +64,11 @@ interface Target {
 }
 
 async function main(): Promise<void> {
-  const pin = noPin ? undefined : pinCpus()
-  const dir = tempDir('fv-bench-budget-')
-  const file = bundle(dir)
-  const redis = await startRedis()
+  const bench = await startStoreBench({ bundleFile: bundle(tempDir('fv-bench-budget-')), pin: !noPin })
   try {
-    const backend = await startBackendProcess()
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_LOG_LEVEL: 'info' }
     const stores = [
       ['memory', 'memory'],
-      ['redis', redis.url],
+      ['redis', bench.redis.url],
     ] as const
     const runs = new Map<string, LoadResult[]>()
     const load = async (t: Target): Promise<LoadResult> => {
@@ -98,7 +78,7 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < instances; i++) {
       for (const [store, url] of stores) {
-        const gw = await startGatewayProcess({ ...env, FAIRVISOR_STORE: url }, [], pin?.gateway)
+        const gw = await bench.gateway(url)
         const budget: Target = { name: `${store} budget`, path: '/budget/x', gw }
         const bucket: Target = { name: `${store} token bucket`, path: '/bucket/x', gw }
         // Warm up (JIT, connection pools, script cache); the first side alternates per instance.
@@ -112,28 +92,17 @@ async function main(): Promise<void> {
         await gw.stop()
       }
     }
-    const rows = [['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors']]
+    const rows = [RESULT_HEADER]
     for (const [store] of stores) {
-      for (const name of [`${store} budget`, `${store} token bucket`]) {
-        const s = summarise(runs.get(name)!)
-        rows.push([
-          name,
-          String(Math.round(s.rps)),
-          s.p50Ms.toFixed(2),
-          s.p99Ms.toFixed(2),
-          String(s.requests),
-          String(s.non2xx),
-          String(s.errors),
-        ])
-      }
+      for (const name of [`${store} budget`, `${store} token bucket`]) rows.push(resultRow(name, summarise(runs.get(name)!)))
     }
-    const placement = pin ? `gateway on CPU ${pin.gateway}, load generator + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'
+    const placement = bench.placement('load generator + backend + Redis')
     console.log(
       `\n${runs.get('memory budget')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per store; ${placement}; node ${process.version}\n`,
     )
     console.log(table(rows))
     console.log('')
-    const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
+    const total = (n: string): number => totalRequests(runs, n)
     let ok = true
     for (const [store] of stores) {
       const a = `${store} budget`
@@ -147,8 +116,7 @@ async function main(): Promise<void> {
     }
     if (!ok) process.exitCode = 1
   } finally {
-    await stopAll()
-    await redis.stop()
+    await bench.stop()
   }
 }
 

@@ -100,8 +100,14 @@ export function spawnServer(
   const proc = spawn(cmd, args, { cwd: ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   started.add(proc)
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => (proc.kill('SIGKILL'), reject(new Error(`${name} did not report a port within ${timeoutMs} ms`))), timeoutMs)
-    const onExit = (code: number | null): void => (clearTimeout(t), reject(new Error(`${name} exited with ${code} before listening`)))
+    const t = setTimeout(() => {
+      proc.kill('SIGKILL')
+      reject(new Error(`${name} did not report a port within ${timeoutMs} ms`))
+    }, timeoutMs)
+    const onExit = (code: number | null): void => {
+      clearTimeout(t)
+      reject(new Error(`${name} exited with ${code} before listening`))
+    }
     proc.once('exit', onExit)
     let found = false
     createInterface({ input: proc.stdout! }).on('line', (line) => {
@@ -203,7 +209,10 @@ export function startNginxProxy(backendUrl: string): Promise<Running> {
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = new Socket()
-    s.once('connect', () => (s.destroy(), resolve(true)))
+    s.once('connect', () => {
+      s.destroy()
+      resolve(true)
+    })
     s.once('error', () => resolve(false))
     s.connect(port, '127.0.0.1')
   })
@@ -247,7 +256,7 @@ export interface LoadResult {
 }
 
 /** Milliseconds from a wrk duration such as `812.00us`, `1.25ms`, `2.01s`. */
-export function parseWrkDuration(text: string): number {
+function parseWrkDuration(text: string): number {
   const m = /^([\d.]+)(us|ms|s|m)$/.exec(text.trim())
   if (!m) return NaN
   const n = Number(m[1])

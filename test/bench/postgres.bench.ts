@@ -6,34 +6,22 @@
  * event-loop turn share one statement; cross-checked with the commits counted
  * in pg_stat_database).
  *
- *   flock /tmp/fv-heavy.lock node --import tsx test/bench/postgres.bench.ts [seconds=1] [rounds=5] [instances=2] [connections=64]
+ *   flock /tmp/fv-heavy.lock node --import tsx test/bench/postgres.bench.ts [--no-pin] [seconds=1] [rounds=5] [instances=2] [connections=64]
  *
  * Redis and PostgreSQL are servers this benchmark starts (a private cluster
  * with pg_stat_statements preloaded, so nobody else's statements count).
  * Each instance starts a fresh gateway per store, warms each up, and runs
  * `rounds` rounds over the three per path, order rotated every round
- * (interleave). Gateways on CPU 0; wrk, backend and both servers on the other.
+ * (interleave). Gateways on CPU 0; wrk, backend and both servers on the other
+ * (`--no-pin`: the scheduler places everything).
  */
 import pg from 'pg'
-import {
-  allowRejectBundle,
-  interleave,
-  median,
-  pinCpus,
-  runLoad,
-  startBackendProcess,
-  startGatewayProcess,
-  stopAll,
-  summarise,
-  table,
-  tempDir,
-  type LoadResult,
-  type Running,
-} from './lib.js'
-import { startRedis } from '../store/redis-servers.js'
 import { startPostgres } from '../store/postgres-servers.js'
+import { allowRejectBundle, interleave, median, runLoad, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
+import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests } from './store-bench.js'
 
-const [seconds = 1, rounds = 5, instances = 2, connections = 64] = process.argv.slice(2).map(Number)
+const { noPin, nums } = benchArgs()
+const [seconds = 1, rounds = 5, instances = 2, connections = 64] = nums
 
 type StoreName = 'memory' | 'redis' | 'postgres'
 interface Target {
@@ -44,10 +32,11 @@ interface Target {
 }
 
 async function main(): Promise<void> {
-  const pin = pinCpus()
-  const dir = tempDir('fv-bench-pg-')
-  const file = allowRejectBundle(dir)
-  const redis = await startRedis()
+  const bench = await startStoreBench({
+    bundleFile: allowRejectBundle(tempDir('fv-bench-pg-')),
+    pin: !noPin,
+    env: { FAIRVISOR_STORE_TIMEOUT_MS: '1000' },
+  })
   const pgServer = await startPostgres(['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'max_connections=50'])
   const admin = new pg.Client({ connectionString: pgServer.url })
   await admin.connect()
@@ -59,14 +48,7 @@ async function main(): Promise<void> {
     return { take: Number(r.rows[0].take), commits: Number(r.rows[0].commits) }
   }
   try {
-    const backend = await startBackendProcess()
-    const env = {
-      FAIRVISOR_BACKEND_URL: backend.url,
-      FAIRVISOR_CONFIG_FILE: file,
-      FAIRVISOR_LOG_LEVEL: 'info',
-      FAIRVISOR_STORE_TIMEOUT_MS: '1000',
-    }
-    const urls: Record<StoreName, string> = { memory: 'memory', redis: redis.url, postgres: pgServer.url }
+    const urls: Record<StoreName, string> = { memory: 'memory', redis: bench.redis.url, postgres: pgServer.url }
     const names = (['allow', 'reject'] as const).flatMap((p) => (['memory', 'redis', 'postgres'] as const).map((s) => `${s} ${p}`))
     const runs = new Map<string, LoadResult[]>(names.map((n) => [n, []]))
     const perRequest = { take: [] as number[], commits: [] as number[] }
@@ -82,8 +64,7 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < instances; i++) {
       const gws = {} as Record<StoreName, Running>
-      for (const s of ['memory', 'redis', 'postgres'] as const)
-        gws[s] = await startGatewayProcess({ ...env, FAIRVISOR_STORE: urls[s] }, [], pin?.gateway)
+      for (const s of ['memory', 'redis', 'postgres'] as const) gws[s] = await bench.gateway(urls[s])
       const targets = (path: string): Target[] =>
         (['memory', 'redis', 'postgres'] as const).map((s) => ({ name: `${s} ${path.split('/')[1]}`, store: s, path, gw: gws[s] }))
       for (const x of [...targets('/allow/x'), ...targets('/reject/x')])
@@ -97,25 +78,13 @@ async function main(): Promise<void> {
       )
       await Promise.all(Object.values(gws).map((g) => g.stop()))
     }
-    const rows = [['target', 'req/s (median)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors']]
-    for (const name of names) {
-      const r = summarise(runs.get(name)!)
-      rows.push([
-        name,
-        Math.round(r.rps).toString(),
-        r.p50Ms.toFixed(2),
-        r.p99Ms.toFixed(2),
-        String(r.requests),
-        String(r.non2xx),
-        String(r.errors),
-      ])
-    }
-    const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis + PostgreSQL on CPU ${pin.rest}` : 'no CPU pinning'
+    const rows = [RESULT_HEADER, ...names.map((name) => resultRow(name, summarise(runs.get(name)!)))]
+    const placement = bench.placement('wrk + backend + Redis + PostgreSQL')
     console.log(
       `\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${rounds} rounds per path; ${placement}\n`,
     )
     console.log(table(rows))
-    const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
+    const total = (n: string): number => totalRequests(runs, n)
     for (const p of ['allow', 'reject'])
       console.log(
         `postgres / in-process, ${p}: ${(total(`postgres ${p}`) / total(`memory ${p}`)).toFixed(3)}; postgres / redis: ${(total(`postgres ${p}`) / total(`redis ${p}`)).toFixed(3)} (ratios of total requests)`,
@@ -128,8 +97,7 @@ async function main(): Promise<void> {
     if (perRequest.take.some((x) => x > 1.0001)) process.exitCode = 1 // never more than one statement per request
   } finally {
     await admin.end()
-    await stopAll()
-    await redis.stop()
+    await bench.stop()
     await pgServer.stop()
   }
 }

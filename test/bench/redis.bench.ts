@@ -27,8 +27,8 @@
  * Connections: 64 by default, so that both gateways are measured saturated.
  * The in-process gateway already keeps CPU 0 busy with 32; the Redis gateway,
  * whose every request also waits for a Redis that shares one CPU with wrk and
- * the backend here, left CPU 0 idle ≈ 14 % of the time with 32 (README,
- * "Measured figures", has both). Pass 32 to see that case.
+ * the backend here, left CPU 0 idle ≈ 14 % of the time with 32
+ * (docs/benchmarks.md, "Redis store", has both). Pass 32 to see that case.
  */
 import {
   abPairs,
@@ -37,23 +37,18 @@ import {
   cpuMicros,
   median,
   pairedRatio,
-  pinCpus,
   quantile,
   runLoad,
-  startBackendProcess,
-  startGatewayProcess,
-  stopAll,
   summarise,
   table,
   tempDir,
   type LoadResult,
   type Running,
 } from './lib.js'
-import { startRedis } from '../store/redis-servers.js'
+import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests } from './store-bench.js'
 
-const argv = process.argv.slice(2)
-const noPin = argv[0] === '--no-pin'
-const [seconds = 1, pairs = 10, instances = 6, connections = 64] = (noPin ? argv.slice(1) : argv).map(Number)
+const { noPin, nums } = benchArgs()
+const [seconds = 1, pairs = 10, instances = 6, connections = 64] = nums
 
 interface Target {
   name: string
@@ -66,13 +61,9 @@ interface Target {
 const INSIDE_SCRIPT = new Set(['time', 'get', 'set', 'psetex'])
 
 async function main(): Promise<void> {
-  const pin = noPin ? undefined : pinCpus()
-  const dir = tempDir('fv-bench-redis-')
-  const file = allowRejectBundle(dir)
-  const redis = await startRedis()
+  const bench = await startStoreBench({ bundleFile: allowRejectBundle(tempDir('fv-bench-redis-')), pin: !noPin })
+  const { redis, backend } = bench
   try {
-    const backend = await startBackendProcess()
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_LOG_LEVEL: 'info' }
     const names = ['memory allow', 'redis allow', 'memory reject', 'redis reject']
     const runs = new Map<string, LoadResult[]>(names.map((n) => [n, []]))
     const perRequest = new Map<string, number[]>()
@@ -89,7 +80,7 @@ async function main(): Promise<void> {
       const c1 = pids.map(cpuMicros)
       const e = cpu.get(x.name) ?? { gw: [], redis: [], backend: [] }
       const lists = [e.gw, e.redis, e.backend]
-      c1.forEach((v, i) => v !== undefined && c0[i] !== undefined && lists[i]!.push((v - c0[i]!) / r.requests))
+      for (const [i, v] of c1.entries()) if (v !== undefined && c0[i] !== undefined) lists[i]!.push((v - c0[i]!) / r.requests)
       cpu.set(x.name, e)
       if (before) {
         const after = commandStats(redis)
@@ -103,7 +94,7 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < instances; i++) {
       // Which gateway starts first alternates: start order (ports, memory layout, JIT timing) must not favour one side.
-      const start = (store: string): Promise<Running> => startGatewayProcess({ ...env, FAIRVISOR_STORE: store }, [], pin?.gateway)
+      const start = (store: string): Promise<Running> => bench.gateway(store)
       let memGw: Running
       let redisGw: Running
       if (i % 2 === 0) {
@@ -140,47 +131,20 @@ async function main(): Promise<void> {
     }
 
     const s = new Map([...runs].map(([k, v]) => [k, summarise(v)]))
-    const rows = [
-      [
-        'target',
-        'req/s (median)',
-        'p50 ms',
-        'p99 ms',
-        'requests',
-        'non-2xx',
-        'errors',
-        'CPU µs/request: gateway',
-        'redis',
-        'backend',
-        'redis cmds/request',
-      ],
-    ]
+    const rows = [[...RESULT_HEADER, 'CPU µs/request: gateway', 'redis', 'backend', 'redis cmds/request']]
     for (const name of names) {
-      const r = s.get(name)!
       const c = cpu.get(name)
       const cpr = perRequest.get(name)
       const m = (xs: number[] | undefined): string => (xs?.length ? median(xs).toFixed(1) : '-')
-      rows.push([
-        name,
-        Math.round(r.rps).toString(),
-        r.p50Ms.toFixed(2),
-        r.p99Ms.toFixed(2),
-        String(r.requests),
-        String(r.non2xx),
-        String(r.errors),
-        m(c?.gw),
-        m(c?.redis),
-        m(c?.backend),
-        cpr ? median(cpr).toFixed(3) : '-',
-      ])
+      rows.push([...resultRow(name, s.get(name)!), m(c?.gw), m(c?.redis), m(c?.backend), cpr ? median(cpr).toFixed(3) : '-'])
     }
-    const placement = pin ? `gateways on CPU ${pin.gateway}, wrk + backend + Redis on CPU ${pin.rest}` : 'no CPU pinning'
+    const placement = bench.placement('wrk + backend + Redis')
     console.log(
       `\n${runs.get('memory allow')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instances × ${pairs} adjacent pairs per path; ${placement}\n`,
     )
     console.log(table(rows))
     // Verdict on the ratio of total requests; the per-pair ratios are summarised beside it.
-    const total = (n: string): number => runs.get(n)!.reduce((sum, r) => sum + r.requests, 0)
+    const total = (n: string): number => totalRequests(runs, n)
     const ratios = (a: string, b: string, perInstance: number[]): string => {
       const p = pairedRatio(runs, a, b)
       return `${(total(a) / total(b)).toFixed(3)} (ratio of total requests; median of ${p.rounds.length} pair ratios ${p.median.toFixed(3)}, quartiles ${quantile(p.rounds, 0.25).toFixed(2)}–${quantile(p.rounds, 0.75).toFixed(2)}; per-instance medians ${Math.min(...perInstance).toFixed(3)}–${Math.max(...perInstance).toFixed(3)})`
@@ -196,8 +160,7 @@ async function main(): Promise<void> {
     if (allow < 0.85) process.exitCode = 1
     if (excess.some((x) => x < 0 || x > connections)) process.exitCode = 1
   } finally {
-    await stopAll()
-    await redis.stop()
+    await bench.stop()
   }
 }
 

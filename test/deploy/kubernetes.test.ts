@@ -16,12 +16,51 @@ import { loadSettings } from '../../src/settings.js'
 import { CLI, ROOT } from '../helpers/processes.js'
 import { settingsRead } from '../helpers/settings-names.js'
 
+type Labels = Record<string, string>
+
+/** The container fields checked below, as the Kubernetes API names them. */
+interface Container {
+  image: string
+  args: string[]
+  env: { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[]
+  ports: { name: string; containerPort: number }[]
+  livenessProbe: { httpGet: unknown }
+  readinessProbe: { httpGet: unknown }
+  startupProbe: { httpGet: unknown }
+  volumeMounts: { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[]
+  securityContext: { readOnlyRootFilesystem?: boolean }
+  resources: { requests: { cpu?: string; memory?: string }; limits: { memory?: string } }
+}
+
+/**
+ * The spec fields checked below, of whichever kind has them (Deployment,
+ * Service, PodDisruptionBudget, HorizontalPodAutoscaler). Typed, not proven:
+ * the rendered YAML is whatever kustomize wrote, and the checks assert it.
+ */
+interface Spec {
+  replicas: number
+  template: {
+    metadata: { labels: Labels }
+    spec: {
+      containers: Container[]
+      volumes: { name: string; configMap?: { name: string } }[]
+      securityContext: { runAsNonRoot: boolean; runAsUser: number }
+      terminationGracePeriodSeconds: number
+    }
+  }
+  /** A Service selects by labels; a PodDisruptionBudget by matchLabels. */
+  selector: Labels & { matchLabels: Labels }
+  ports: { port: number; targetPort: string }[]
+  minAvailable: number
+  scaleTargetRef: unknown
+  minReplicas: number
+}
+
 interface K8sObject {
   apiVersion: string
   kind: string
-  metadata: { name: string; labels?: Record<string, string> }
-  /** Checked field by field below; the rendered YAML is whatever kustomize wrote. */
-  spec?: any
+  metadata: { name: string; labels?: Labels }
+  spec: Spec
   data?: Record<string, string>
 }
 
@@ -44,9 +83,9 @@ function find(objs: K8sObject[], kind: string, name: string): K8sObject {
 }
 
 /** The container's environment with Secret references resolved from the rendered Secrets. */
-function environment(objs: K8sObject[], container: any): Record<string, string> {
+function environment(objs: K8sObject[], container: Container): Record<string, string> {
   const env: Record<string, string> = {}
-  for (const e of container.env as { name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }[]) {
+  for (const e of container.env) {
     if (e.value !== undefined) env[e.name] = e.value
     else {
       const ref = e.valueFrom!.secretKeyRef
@@ -65,7 +104,7 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   const dep = find(objs, 'Deployment', 'fairvisor')
   const pod = dep.spec.template.spec
   assert.equal(pod.containers.length, 1)
-  const c = pod.containers[0]
+  const c = pod.containers[0]!
   const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version
   assert.equal(c.image, `fairvisor-node:${version}`, 'the image tag is the version package.json builds')
   assert.match(DOCKERFILE, /ENTRYPOINT \["node", "dist\/cli\.js"\]/, 'the container args assume the Dockerfile entry point')
@@ -77,7 +116,7 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   const settings = loadSettings(env) // throws naming the variable when a value is refused
   assert.equal(settings.mode, 'reverse_proxy')
 
-  const ports = Object.fromEntries((c.ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]))
+  const ports = Object.fromEntries(c.ports.map((p) => [p.name, p.containerPort]))
   assert.deepEqual(ports, { http: settings.port, admin: settings.adminPort })
   for (const [probe, path] of [
     ['livenessProbe', '/livez'],
@@ -89,13 +128,11 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   }
 
   // The bundle: a ConfigMap volume mounted whole (no subPath) where FAIRVISOR_CONFIG_FILE points.
-  const mount = (c.volumeMounts as { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[]).find(
-    (m) => m.mountPath === settings.configFile,
-  )
+  const mount = c.volumeMounts.find((m) => m.mountPath === settings.configFile)
   assert.ok(mount, `nothing is mounted at FAIRVISOR_CONFIG_FILE (${settings.configFile})`)
   assert.equal(mount.subPath, undefined, 'a subPath mount never sees ConfigMap updates')
   assert.equal(mount.readOnly, true)
-  const volume = (pod.volumes as { name: string; configMap?: { name: string } }[]).find((v) => v.name === mount.name)
+  const volume = pod.volumes.find((v) => v.name === mount.name)
   assert.ok(volume?.configMap, 'the bundle volume is a ConfigMap')
   const cm = find(objs, 'ConfigMap', volume.configMap.name)
   assert.equal(cm.metadata.name, 'fairvisor-bundle', 'a fixed name, so an edit updates the mounted files instead of rolling the pods')
@@ -112,12 +149,12 @@ function checkGateway(objs: K8sObject[]): Record<string, string> {
   assert.ok(pod.terminationGracePeriodSeconds * 1000 > settings.shutdownTimeoutMs + 5000)
 
   // Service and PodDisruptionBudget select these pods and use the container's port names.
-  const labels = dep.spec.template.metadata.labels as Record<string, string>
+  const labels = dep.spec.template.metadata.labels
   const svc = find(objs, 'Service', 'fairvisor')
   const pdb = find(objs, 'PodDisruptionBudget', 'fairvisor')
-  for (const [k, val] of Object.entries(svc.spec.selector as Record<string, string>)) assert.equal(labels[k], val)
-  for (const [k, val] of Object.entries(pdb.spec.selector.matchLabels as Record<string, string>)) assert.equal(labels[k], val)
-  for (const p of svc.spec.ports as { targetPort: string }[]) assert.ok(p.targetPort in ports, `Service targetPort ${p.targetPort}`)
+  for (const [k, val] of Object.entries(svc.spec.selector)) assert.equal(labels[k], val)
+  for (const [k, val] of Object.entries(pdb.spec.selector.matchLabels)) assert.equal(labels[k], val)
+  for (const p of svc.spec.ports) assert.ok(p.targetPort in ports, `Service targetPort ${p.targetPort}`)
   assert.ok(pdb.spec.minAvailable < dep.spec.replicas, 'a node drain can still evict a pod')
   return env
 }
@@ -154,11 +191,10 @@ describe('deploy/kubernetes renders with kubectl kustomize and agrees with the c
     const url = new URL(env.FAIRVISOR_STORE!)
     assert.equal(url.protocol, 'redis:')
     const svc = find(objs, 'Service', url.hostname)
-    assert.ok((svc.spec.ports as { port: number }[]).some((p) => p.port === Number(url.port)))
+    assert.ok(svc.spec.ports.some((p) => p.port === Number(url.port)))
     const redis = find(objs, 'Deployment', url.hostname)
-    for (const [k, val] of Object.entries(svc.spec.selector as Record<string, string>))
-      assert.equal(redis.spec.template.metadata.labels[k], val)
-    assert.equal(redis.spec.template.spec.containers[0].securityContext.readOnlyRootFilesystem, true)
+    for (const [k, val] of Object.entries(svc.spec.selector)) assert.equal(redis.spec.template.metadata.labels[k], val)
+    assert.equal(redis.spec.template.spec.containers[0]!.securityContext.readOnlyRootFilesystem, true)
   })
 
   test('overlays/redis-hpa: the redis overlay plus a HorizontalPodAutoscaler on the gateway', () => {

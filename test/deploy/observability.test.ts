@@ -101,7 +101,12 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
 
   test('every dashboard query names metrics and labels the gateway exports', () => {
     let n = 0
-    for (const p of dashboard.panels) for (const t of p.targets ?? []) checkExpr(`panel "${p.title}"`, t.expr, scrape, labels), n++
+    for (const p of dashboard.panels) {
+      for (const t of p.targets ?? []) {
+        checkExpr(`panel "${p.title}"`, t.expr, scrape, labels)
+        n++
+      }
+    }
     for (const v of dashboard.templating.list)
       if (typeof v.query === 'object') checkExpr(`variable ${v.name}`, v.query.query, scrape, labels)
     for (const a of dashboard.annotations.list) if (a.expr) checkExpr(`annotation ${a.name}`, a.expr, scrape, labels)

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
+import { nginxConf, docsNginxBlock } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX)
@@ -27,8 +27,8 @@ if (!HAVE_NGINX)
   )
 
 /** The ```nginx block between the markers of docs/integrations.md. */
-function readmeSnippet(): string {
-  const block = readmeNginxBlock('nginx-adapter')
+function docsSnippet(): string {
+  const block = docsNginxBlock('nginx-adapter')
   assert.ok(block, 'docs/integrations.md has the nginx adapter block between its markers')
   return block
 }
@@ -117,7 +117,7 @@ interface Nginx {
 async function startAdapter(upstreamPort: number): Promise<Nginx> {
   const dir = mkdtempSync(join(tmpdir(), 'fv-adapter-'))
   const port = await freePort()
-  const block = readmeSnippet()
+  const block = docsSnippet()
   assert.equal(block.split('127.0.0.1:8080').length - 1, 2, 'the block names the sidecar twice')
   assert.equal(block.split('listen 127.0.0.1:8081;').length - 1, 1, 'the block listens on 127.0.0.1:8081')
   const server = block

@@ -13,14 +13,14 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
-import { nginxConf, readmeNginxBlock } from '../helpers/nginx.js'
+import { nginxConf, docsNginxBlock } from '../helpers/nginx.js'
 
 const HAVE_NGINX = spawnSync('nginx', ['-v']).error === undefined
 if (!HAVE_NGINX) console.error('\n\n*** nginx NOT INSTALLED: the nginx auth_request test is SKIPPED (apt-get install nginx) ***\n\n')
 
 /** The ```nginx block between the markers of docs/integrations.md. */
-function readmeSnippet(): string {
-  const block = readmeNginxBlock('nginx-auth-request')
+function docsSnippet(): string {
+  const block = docsNginxBlock('nginx-auth-request')
   assert.ok(block, 'docs/integrations.md has the nginx auth_request snippet between its markers')
   return block
 }
@@ -77,7 +77,7 @@ describe('nginx auth_request in front of the decision service (docs/integrations
       FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
     })
     const port = await freePort()
-    const server = readmeSnippet()
+    const server = docsSnippet()
       .replace('server 127.0.0.1:8080;', `server 127.0.0.1:${gw.port};`)
       .replace('server 127.0.0.1:3000;', `server 127.0.0.1:${backend.port};`)
       .replace('listen 80;', `listen 127.0.0.1:${port};`)

@@ -119,7 +119,7 @@ describe('kill switches and overrides', () => {
       assert.equal(r.status, 429, sub)
       assert.equal(r.headers.get('x-fairvisor-reason'), 'kill_switch')
       const retry = Number(r.headers.get('retry-after'))
-      // Kill switch seed: empty policy id and rule name (README, "choices"); the client is the socket peer.
+      // Kill switch seed: empty policy id and rule name (docs/policies.md, "Choices of ours"); the client is the socket peer.
       // The path of the identity is X-Original-URI with its query, as Fairvisor Edge takes it.
       assert.equal(retry, expectedRetryAfter(3600, '', '', 'kill_switch', sub, '127.0.0.1', '/orders/7?x=1'), sub)
       assert.ok(retry >= 3600 && retry <= 5400)

@@ -53,7 +53,7 @@ async function start(env: Record<string, string>): Promise<{ gw: GatewayProcess;
 }
 
 describe('gRPC on Redis', () => {
-  const cleanup: Array<() => Promise<unknown> | void> = []
+  const cleanup: Array<() => unknown> = []
   after(async () => {
     for (const f of cleanup.reverse()) await f()
   })

@@ -56,7 +56,10 @@ function runCli(env: Record<string, string>): Promise<{ code: number | null; std
 function connectRefused(port: number): Promise<string> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1')
-    s.on('connect', () => (s.destroy(), resolve('connected')))
+    s.on('connect', () => {
+      s.destroy()
+      resolve('connected')
+    })
     s.on('error', (err: Error & { code?: string }) => resolve(err.code ?? err.message))
   })
 }

@@ -247,7 +247,10 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     let closed = false
     special.set('/slow', (_req, res) => {
       const t = setTimeout(() => res.end('too late'), 3000)
-      res.on('close', () => ((closed = true), clearTimeout(t)))
+      res.on('close', () => {
+        closed = true
+        clearTimeout(t)
+      })
     })
     const start = Date.now()
     const r = await send(gw.url, 'GET', '/slow')

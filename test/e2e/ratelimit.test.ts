@@ -230,7 +230,7 @@ describe('shadow mode', () => {
         assert.equal(r.status, 200)
         assert.equal(r.headers['retry-after'], undefined)
         assert.equal(r.headers['x-fairvisor-reason'], undefined)
-        assert.equal(r.headers['ratelimit-remaining'], undefined, 'shadow limits add no headers (README)')
+        assert.equal(r.headers['ratelimit-remaining'], undefined, 'shadow limits add no headers (docs/policies.md)')
       }
       assert.equal(backend.count - before, 6)
       const lines = await waitForCount(gw, 4)

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
-import { startBackend, startGateway, type Backend } from '../helpers/processes.js'
+import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { freePort, readBucket, sleep } from '../store/redis-servers.js'
 
@@ -33,44 +33,14 @@ function makeCerts(dir: string): { ca: string; cert: string; key: string; otherN
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
   ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=fairvisor-test-ca')
   ssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost')
-  writeFileSync(join(dir, 'san.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
-  ssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca.key',
-    '-set_serial',
-    '1',
-    '-days',
-    '2',
-    '-extfile',
-    'san.cnf',
-    '-out',
-    'server.pem',
-  )
-  writeFileSync(join(dir, 'other.cnf'), 'subjectAltName=DNS:elsewhere.invalid\n')
-  ssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca.key',
-    '-set_serial',
-    '2',
-    '-days',
-    '2',
-    '-extfile',
-    'other.cnf',
-    '-out',
-    'other.pem',
-  )
+  // The server key's CSR signed by the CA for `san`, written as `out`.pem.
+  const sign = (serial: string, san: string, out: string): void => {
+    writeFileSync(join(dir, `${out}.cnf`), `subjectAltName=${san}\n`)
+    const ca = ['-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', serial, '-days', '2']
+    ssl('x509', '-req', '-in', 'server.csr', ...ca, '-extfile', `${out}.cnf`, '-out', `${out}.pem`)
+  }
+  sign('1', 'IP:127.0.0.1,DNS:localhost', 'server')
+  sign('2', 'DNS:elsewhere.invalid', 'other')
   return { ca: join(dir, 'ca.pem'), cert: join(dir, 'server.pem'), key: join(dir, 'server.key'), otherName: join(dir, 'other.pem') }
 }
 
@@ -141,7 +111,11 @@ describe('redis over TLS (rediss://)', () => {
 
   after(async () => {
     const p = redisProc
-    if (p && p.exitCode === null && p.signalCode === null) await new Promise<void>((r) => (p.once('exit', () => r()), p.kill('SIGKILL')))
+    if (p && p.exitCode === null && p.signalCode === null)
+      await new Promise<void>((r) => {
+        p.once('exit', () => r())
+        p.kill('SIGKILL')
+      })
     await backend?.close()
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
@@ -156,11 +130,22 @@ describe('redis over TLS (rediss://)', () => {
     ...(trustCa ? { NODE_EXTRA_CA_CERTS: ca } : {}),
   })
 
-  it('CA trusted: burst 3 → 3 × 200 then 429; the bucket and its TTL live on the TLS server', async () => {
+  /** A fail-closed gateway that trusts the CA, once connected to the TLS server, with one keep-alive connection to it. */
+  async function connected(scenario: (gw: GatewayProcess, pool: Pool) => Promise<void>, cleanup?: () => void): Promise<void> {
     const gw = await startGateway(envFor('closed', true))
     const pool = new Pool(gw.url, { connections: 1 })
     try {
       await gw.waitForLog((l) => l.msg === 'redis store connected', 1000)
+      await scenario(gw, pool)
+    } finally {
+      cleanup?.()
+      await pool.close()
+      await gw.stop()
+    }
+  }
+
+  it('CA trusted: burst 3 → 3 × 200 then 429; the bucket and its TTL live on the TLS server', () =>
+    connected(async (gw, pool) => {
       const before = backend.count
       const codes: number[] = []
       for (let i = 0; i < 4; i++) codes.push((await get(pool, '/tls', 'tls-alice')).status)
@@ -182,40 +167,32 @@ describe('redis over TLS (rediss://)', () => {
       )
       // e.g. DEP0123 (TLS server name set to an IP address) or an unreadable NODE_EXTRA_CA_CERTS.
       assert.deepEqual(gw.stderr, [], 'nothing on stderr')
-    } finally {
-      await pool.close()
-      await gw.stop()
-    }
-  })
+    }))
 
-  it('certificate for another name (CA trusted): handshake refused, 503; right certificate back → limiting resumes', async () => {
-    const gw = await startGateway(envFor('closed', true))
-    const pool = new Pool(gw.url, { connections: 1 })
-    try {
-      await gw.waitForLog((l) => l.msg === 'redis store connected', 1000)
-      assert.equal((await get(pool, '/tls', 'name-check')).status, 200)
-      // Redis loads a new certificate for new connections; dropping ours makes the gateway handshake again.
-      assert.equal(cli('config', 'set', 'tls-cert-file', certs.otherName), 'OK')
-      assert.match(cli('client', 'kill', 'type', 'normal'), /^[1-9]/)
-      const e = await gw.waitForLog((l) => l.msg === 'redis store connection error', 2000)
-      console.log(`wrong name: ${String(e.err)}`)
-      assert.match(String(e.err), /altnames|127\.0\.0\.1/, `the server identity is checked against the IP: ${JSON.stringify(e)}`)
-      const r = await get(pool, '/tls', 'name-check')
-      assert.deepEqual([r.status, r.reason], [503, 'service_unavailable'])
-      assert.equal(cli('config', 'set', 'tls-cert-file', certs.cert), 'OK')
-      const connects = (): number => gw.logs.filter((l) => l.msg === 'redis store connected').length
-      const end = Date.now() + 3000
-      while (connects() < 2 && Date.now() < end) await sleep(20)
-      assert.equal(connects(), 2, 'reconnected with the right certificate')
-      const codes: number[] = []
-      for (let i = 0; i < 3; i++) codes.push((await get(pool, '/tls', 'name-check')).status)
-      assert.deepEqual(codes, [200, 200, 429], 'the bucket kept its first charge')
-    } finally {
-      assert.equal(cli('config', 'set', 'tls-cert-file', certs.cert), 'OK')
-      await pool.close()
-      await gw.stop()
-    }
-  })
+  it('certificate for another name (CA trusted): handshake refused, 503; right certificate back → limiting resumes', () =>
+    connected(
+      async (gw, pool) => {
+        assert.equal((await get(pool, '/tls', 'name-check')).status, 200)
+        // Redis loads a new certificate for new connections; dropping ours makes the gateway handshake again.
+        assert.equal(cli('config', 'set', 'tls-cert-file', certs.otherName), 'OK')
+        assert.match(cli('client', 'kill', 'type', 'normal'), /^[1-9]/)
+        const e = await gw.waitForLog((l) => l.msg === 'redis store connection error', 2000)
+        console.log(`wrong name: ${String(e.err)}`)
+        assert.match(String(e.err), /altnames|127\.0\.0\.1/, `the server identity is checked against the IP: ${JSON.stringify(e)}`)
+        const r = await get(pool, '/tls', 'name-check')
+        assert.deepEqual([r.status, r.reason], [503, 'service_unavailable'])
+        assert.equal(cli('config', 'set', 'tls-cert-file', certs.cert), 'OK')
+        const connects = (): number => gw.logs.filter((l) => l.msg === 'redis store connected').length
+        const end = Date.now() + 3000
+        while (connects() < 2 && Date.now() < end) await sleep(20)
+        assert.equal(connects(), 2, 'reconnected with the right certificate')
+        const codes: number[] = []
+        for (let i = 0; i < 3; i++) codes.push((await get(pool, '/tls', 'name-check')).status)
+        assert.deepEqual(codes, [200, 200, 429], 'the bucket kept its first charge')
+      },
+      // The next test needs the right certificate even when this one fails half-way.
+      () => assert.equal(cli('config', 'set', 'tls-cert-file', certs.cert), 'OK'),
+    ))
 
   it('CA not trusted: open allows and stays ready, closed → 503 service_unavailable; no spin, no log flood', async () => {
     // Both start in parallel: each waits up to 3 s for the store before listening.

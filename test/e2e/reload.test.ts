@@ -6,33 +6,13 @@
  * token-bucket state of an unchanged rule survives a reload.
  */
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { perIpBundle } from '../helpers/bundles.js'
+import { configMapVolume, type ConfigMapVolume } from '../helpers/configmap.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
-
-function bundle(version: number, burst = 1000): string {
-  return JSON.stringify({
-    bundle_version: version,
-    policies: [
-      {
-        id: 'api',
-        spec: {
-          selector: { pathPrefix: '/' },
-          rules: [
-            {
-              name: 'per_ip',
-              limit_keys: ['ip:address'],
-              algorithm: 'token_bucket',
-              algorithm_config: { tokens_per_second: 0.001, burst },
-            },
-          ],
-        },
-      },
-    ],
-  })
-}
 
 async function readyVersion(gw: GatewayProcess): Promise<number | undefined> {
   const r = await fetch(`${gw.url}/readyz`)
@@ -90,7 +70,7 @@ describe('file replacement styles, each applied after the write (polling /readyz
   let version = 1
   before(async () => {
     file = join(tmp(), 'bundle.json')
-    writeFileSync(file, bundle(version))
+    writeFileSync(file, perIpBundle(version))
     gw = await gatewayOn(file)
     assert.equal(await readyVersion(gw), 1)
   })
@@ -116,7 +96,7 @@ describe('file replacement styles, each applied after the write (polling /readyz
     test(name, async () => {
       version++
       const t0 = performance.now()
-      write(file, bundle(version))
+      write(file, perIpBundle(version))
       const ms = await waitForVersion(gw, version, t0)
       console.log(`${name}: applied after ${Math.round(ms)} ms`)
       assert.ok(ms < APPLIED_WITHIN_MS, `${ms} ms`)
@@ -130,7 +110,7 @@ describe('file replacement styles, each applied after the write (polling /readyz
     await new Promise((r) => setTimeout(r, 300))
     assert.equal(await readyVersion(gw), version - 1, 'the loaded bundle stays while the file is missing')
     const t0 = performance.now()
-    writeFileSync(file, bundle(version))
+    writeFileSync(file, perIpBundle(version))
     const ms = await waitForVersion(gw, version, t0)
     assert.ok(ms < APPLIED_WITHIN_MS, `${ms} ms`)
     assert.equal(await metric(gw, 'invalid'), invalidBefore)
@@ -138,7 +118,7 @@ describe('file replacement styles, each applied after the write (polling /readyz
 
   test('a half-written file is at worst an invalid reload, and the rest of the write is applied', async () => {
     version++
-    const text = bundle(version)
+    const text = perIpBundle(version)
     const t0 = performance.now()
     writeFileSync(file, text.slice(0, 40))
     await new Promise((r) => setTimeout(r, 250)) // longer than the debounce: the half is read
@@ -152,28 +132,17 @@ describe('file replacement styles, each applied after the write (polling /readyz
 
 describe('Kubernetes ConfigMap volume: bundle.json → ..data/bundle.json, ..data swapped atomically', () => {
   let gw: GatewayProcess
-  let mount: string
-  let n = 1
-  const publish = (version: number): void => {
-    const ts = `..2026_01_01_00_00_${String(n).padStart(2, '0')}.${version}`
-    mkdirSync(join(mount, ts))
-    writeFileSync(join(mount, ts, 'bundle.json'), bundle(version))
-    symlinkSync(ts, join(mount, '..data_tmp'))
-    renameSync(join(mount, '..data_tmp'), join(mount, '..data'))
-    n++
-  }
+  let volume: ConfigMapVolume
   before(async () => {
-    mount = tmp()
-    publish(1)
-    symlinkSync('..data/bundle.json', join(mount, 'bundle.json'))
-    gw = await gatewayOn(join(mount, 'bundle.json'))
+    volume = configMapVolume(tmp(), perIpBundle(1))
+    gw = await gatewayOn(volume.file)
     assert.equal(await readyVersion(gw), 1)
   })
 
   for (const version of [2, 3]) {
     test(`swap to version ${version}`, async () => {
       const t0 = performance.now()
-      publish(version)
+      volume.publish(perIpBundle(version))
       const ms = await waitForVersion(gw, version, t0)
       console.log(`ConfigMap swap: applied after ${Math.round(ms)} ms`)
       assert.ok(ms < APPLIED_WITHIN_MS, `${ms} ms`)
@@ -186,7 +155,7 @@ describe('bad reloads, SIGHUP and bucket state', () => {
   let file: string
   before(async () => {
     file = join(tmp(), 'bundle.json')
-    writeFileSync(file, bundle(10, 5))
+    writeFileSync(file, perIpBundle(10, 5))
     gw = await gatewayOn(file)
   })
 
@@ -200,7 +169,7 @@ describe('bad reloads, SIGHUP and bucket state', () => {
     assert.equal(await remaining(), '4')
     assert.equal(await remaining(), '3')
     const t0 = performance.now()
-    writeFileSync(file, bundle(11, 5))
+    writeFileSync(file, perIpBundle(11, 5))
     await waitForVersion(gw, 11, t0)
     assert.equal(await remaining(), '2', 'the bucket was not reset by the reload')
   })
@@ -220,7 +189,7 @@ describe('bad reloads, SIGHUP and bucket state', () => {
 
   test('a version that does not increase keeps the old one (not_monotonic)', async () => {
     const before = await metric(gw, 'not_monotonic')
-    writeFileSync(file, bundle(11, 999))
+    writeFileSync(file, perIpBundle(11, 999))
     const line = await gw.waitForLog((l) => l.result === 'not_monotonic', 2000)
     assert.equal(line.level, 'error')
     assert.match(
@@ -242,7 +211,7 @@ describe('bad reloads, SIGHUP and bucket state', () => {
     // SIGHUP right after a write applies it at once, before the watcher's debounce;
     // the watcher then sees the same bytes and reloads nothing.
     const t0 = performance.now()
-    writeFileSync(file, bundle(13, 7))
+    writeFileSync(file, perIpBundle(13, 7))
     gw.proc.kill('SIGHUP')
     const ms = await waitForVersion(gw, 13, t0)
     console.log(`SIGHUP after write: applied after ${Math.round(ms)} ms`)

@@ -25,3 +25,30 @@ export function writeHeaderBucketBundle(dir: string, rule: string, config: { bur
   )
   return file
 }
+
+/**
+ * The reload tests' bundle text: one policy `api` on every path with one
+ * per-IP token bucket that hardly refills (0.001 token/s), so a client's
+ * remaining count shows whether a reload kept its bucket.
+ */
+export function perIpBundle(version: number, burst = 1000): string {
+  return JSON.stringify({
+    bundle_version: version,
+    policies: [
+      {
+        id: 'api',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [
+            {
+              name: 'per_ip',
+              limit_keys: ['ip:address'],
+              algorithm: 'token_bucket',
+              algorithm_config: { tokens_per_second: 0.001, burst },
+            },
+          ],
+        },
+      },
+    ],
+  })
+}

@@ -17,7 +17,7 @@ export function tempFile(name: string, content: string | Buffer): string {
   return file
 }
 
-/** Replaces `file` the way the README tells operators to: write aside, then rename over it. */
+/** Replaces `file` the way docs/descriptors.md tells operators to: write aside, then rename over it. */
 export function replaceAtomically(file: string, content: string | Buffer): void {
   const next = `${file}.next`
   writeFileSync(next, content)

@@ -3,7 +3,7 @@ import { credentials, loadPackageDefinition, makeGenericClientConstructor, type 
 import { loadSync } from '@grpc/proto-loader'
 import { LOADER_OPTIONS, PROTO_FILES } from '../../src/grpc/protos.js'
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: proto-loader builds the clients at run time, untyped; the tests assert on the reply fields, and typing every message here would copy the .proto files.
 type Any = any
 const pkg = loadPackageDefinition(loadSync(PROTO_FILES, LOADER_OPTIONS)) as Any
 

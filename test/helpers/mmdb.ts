@@ -20,9 +20,16 @@ function control(type: number, size: number): Buffer {
   let sizeBits: number
   const extra: number[] = []
   if (size < 29) sizeBits = size
-  else if (size < 285) (sizeBits = 29), extra.push(size - 29)
-  else if (size < 65821) (sizeBits = 30), extra.push((size - 285) >> 8, (size - 285) & 255)
-  else (sizeBits = 31), extra.push(((size - 65821) >> 16) & 255, ((size - 65821) >> 8) & 255, (size - 65821) & 255)
+  else if (size < 285) {
+    sizeBits = 29
+    extra.push(size - 29)
+  } else if (size < 65821) {
+    sizeBits = 30
+    extra.push((size - 285) >> 8, (size - 285) & 255)
+  } else {
+    sizeBits = 31
+    extra.push(((size - 65821) >> 16) & 255, ((size - 65821) >> 8) & 255, (size - 65821) & 255)
+  }
   if (type <= 7) head.push((type << 5) | sizeBits)
   else head.push(sizeBits, type - 7)
   return Buffer.from([...head, ...extra])

@@ -4,9 +4,9 @@ import { join } from 'node:path'
 import { ROOT } from './processes.js'
 
 /** The ```nginx block of docs/integrations.md (the page operators copy it from) between `<!-- <marker>:begin -->` and `<!-- <marker>:end -->`, or undefined. */
-export function readmeNginxBlock(marker: string): string | undefined {
-  const readme = readFileSync(join(ROOT, 'docs', 'integrations.md'), 'utf8')
-  return new RegExp(`<!-- ${marker}:begin -->\\s*\`\`\`nginx\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${marker}:end -->`).exec(readme)?.[1]
+export function docsNginxBlock(marker: string): string | undefined {
+  const page = readFileSync(join(ROOT, 'docs', 'integrations.md'), 'utf8')
+  return new RegExp(`<!-- ${marker}:begin -->\\s*\`\`\`nginx\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${marker}:end -->`).exec(page)?.[1]
 }
 
 /** A whole nginx.conf around `httpBody` (the inside of `http {}`), with pid, logs and temp paths under `dir`. */

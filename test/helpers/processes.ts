@@ -84,7 +84,13 @@ export async function startGateway(
           ),
         timeoutMs,
       )
-      waiters.push({ pred, resolve: (l) => (clearTimeout(t), resolve(l)) })
+      waiters.push({
+        pred,
+        resolve: (l) => {
+          clearTimeout(t)
+          resolve(l)
+        },
+      })
     })
   }
   const listening = await Promise.race([

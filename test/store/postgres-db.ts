@@ -33,12 +33,6 @@ export async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(
   }
 }
 
-/** Whether `key` has a row that has not expired (a row past expire_at reads as absent). */
-export async function liveRow(prefix: string, key: string, url = PG_URL): Promise<boolean> {
-  const rows = await sql(`SELECT 1 FROM ${prefix}counters WHERE key = $1 AND expire_at > extract(epoch FROM clock_timestamp())`, [key], url)
-  return rows.length === 1
-}
-
 /** Whether `key` has a row at all (live or awaiting clean-up). */
 export async function anyRow(prefix: string, key: string, url = PG_URL): Promise<boolean> {
   return (await sql(`SELECT 1 FROM ${prefix}counters WHERE key = $1`, [key], url)).length === 1

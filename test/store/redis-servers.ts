@@ -177,8 +177,8 @@ export async function deleteKeys(url: string, pattern: string): Promise<void> {
   }
 }
 
-/** Reads a bucket (two packed doubles, src/store/redis/script.ts) as "<tokens> <last µs>", or '' when absent — the README's one-liner. */
-export const READ_BUCKET_LUA =
+/** Reads a bucket (two packed doubles, src/store/redis/script.ts) as "<tokens> <last µs>", or '' when absent — the one-liner of docs/stores.md. */
+const READ_BUCKET_LUA =
   "local v = redis.call('GET', KEYS[1]) if not v then return '' end local t, l = struct.unpack('<dd', v) return string.format('%.17g %.17g', t, l)"
 /** Writes a bucket: ARGV = tokens, last µs, ttl ms. */
 export const WRITE_BUCKET_LUA = "return redis.call('PSETEX', KEYS[1], ARGV[3], struct.pack('<dd', tonumber(ARGV[1]), tonumber(ARGV[2])))"

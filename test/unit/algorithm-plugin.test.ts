@@ -45,7 +45,10 @@ async function validate(path: string): Promise<{ code: number; out: string }> {
   const chunks: string[] = []
   const out = process.stdout.write.bind(process.stdout)
   const err = process.stderr.write.bind(process.stderr)
-  const capture = ((c: string | Uint8Array) => (chunks.push(String(c)), true)) as typeof process.stdout.write
+  const capture = ((c: string | Uint8Array) => {
+    chunks.push(String(c))
+    return true
+  }) as typeof process.stdout.write
   process.stdout.write = capture
   process.stderr.write = capture
   try {
@@ -107,7 +110,11 @@ const stores: [string, () => Promise<{ store: Store; close: () => Promise<void> 
     async () => {
       const prefix = uniquePrefix('fw')
       const s = await openStore(prefix)
-      return { store: s, close: async () => (await s.close(), await dropPrefix(prefix)) }
+      const close = async (): Promise<void> => {
+        await s.close()
+        await dropPrefix(prefix)
+      }
+      return { store: s, close }
     },
   ],
 ]

@@ -9,7 +9,8 @@
  * Node runs JS on one thread, so a whole apply() is atomic by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { InProcessStore } from '../in-process.js'
+import type { Adjustment, Check, Outcomes } from '../store.js'
 
 /** Bytes charged per bucket on top of its key's length: slot arrays, Map entry, key string header. */
 export const ENTRY_OVERHEAD_BYTES = 80
@@ -26,8 +27,7 @@ export interface MemoryStoreOptions {
   onEvict?: () => void
 }
 
-export class MemoryStore implements Store {
-  readonly kind = 'memory'
+export class MemoryStore extends InProcessStore {
   readonly maxBytes: number
   private readonly onEvict: (() => void) | undefined
   private readonly index = new Map<string, number>()
@@ -44,9 +44,9 @@ export class MemoryStore implements Store {
   private bytes = 0
   evictions = 0
   expired = 0
-  private readonly sweeper: NodeJS.Timeout | undefined
 
   constructor(opts: MemoryStoreOptions) {
+    super(opts.clock)
     this.maxBytes = opts.maxBytes
     this.onEvict = opts.onEvict
     const n = opts.initialSlots ?? 1024
@@ -54,11 +54,6 @@ export class MemoryStore implements Store {
     this.expireAt = new Float64Array(n)
     this.prev = new Int32Array(n)
     this.next = new Int32Array(n)
-    const clock = opts.clock
-    if (clock) {
-      this.sweeper = setInterval(() => this.sweep(clock() / 1000), 1000)
-      this.sweeper.unref()
-    }
   }
 
   get size(): number {
@@ -71,23 +66,6 @@ export class MemoryStore implements Store {
 
   fill(): { evictions: number; bytesUsed: number; maxBytes: number } {
     return { evictions: this.evictions, bytesUsed: this.bytes, maxBytes: this.maxBytes }
-  }
-
-  state(): StoreState {
-    return 'ok'
-  }
-
-  ready(): Promise<boolean> {
-    return Promise.resolve(true)
-  }
-
-  async close(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper)
-  }
-
-  /** Synchronous: `done` runs before apply() returns. */
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
-    done(null, this.applyNow(checks, now))
   }
 
   applyNow(checks: readonly Check[], now: number): Outcomes {
@@ -161,6 +139,10 @@ export class MemoryStore implements Store {
     }
     c.limit.kind.save(s.state, this.cells, slot * CELLS)
     this.expireAt[slot] = s.expireAt
+  }
+
+  protected sweepExpired(now: number): void {
+    this.sweep(now)
   }
 
   /** Drop up to `maxScan` buckets from the cold end that are full again by `now`. */

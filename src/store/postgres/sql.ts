@@ -39,11 +39,11 @@
 import { EPSILON } from '../../algorithms/algorithm.js'
 
 /** Numbers per check in `take`'s `nums`. */
-export const TAKE_NUMS = 7
+const TAKE_NUMS = 7
 /** Numbers per check in `take`'s reply. */
 export const TAKE_REPLY = 3
 /** Numbers per adjustment in `adjust`'s `nums`: key index, kind, p1, p2, p3, amount. */
-export const ADJUST_NUMS = 6
+const ADJUST_NUMS = 6
 
 /** A prefix is spliced into identifiers: only these characters (settings validate it). */
 export const PREFIX_RE = /^[a-z_][a-z0-9_]{0,40}$/

@@ -216,7 +216,10 @@ export class PostgresStore implements Store {
   oneOff(query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
     if (!this.conns.anyReady) return cb(new Error('no postgres connection is ready'))
     let answered = false
-    const timer = setTimeout(() => ((answered = true), cb(new CallTimeoutError('postgres', ms))), ms)
+    const timer = setTimeout(() => {
+      answered = true
+      cb(new CallTimeoutError('postgres', ms))
+    }, ms)
     this.jobs.push((slot) => {
       if (answered) return
       this.run(slot, query, (err, res) => {

@@ -101,12 +101,12 @@ export class RedisClusterStore implements Store {
       clearTimeout(timer)
       this.lastCallFailed = true
       // Whatever a slot committed for this failed request is given back when (if) its reply comes.
-      calls.forEach((c, g) =>
+      for (const [g, c] of calls.entries()) {
         c.then(
           (reply) => this.refundCommitted(checks, groups[g]!, reply, [true, true]),
           () => undefined,
-        ),
-      )
+        )
+      }
       done(storeError('redis', err))
     }
     const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)

@@ -9,6 +9,7 @@
  * and the connection retries every 100–500 ms in the background; limiting
  * resumes by itself on reconnect.
  */
+import type { EventEmitter } from 'node:events'
 import type { RedisTarget } from './url.js'
 import { REFUSED_RE } from './resp-connection.js'
 import type { StoreLog } from '../remote.js'
@@ -27,11 +28,7 @@ export function redisState(status: string, lastCallFailed: boolean): StoreState 
 }
 
 /** Log connection transitions once each, not once per failing request. */
-export function watchConnection(
-  client: { on(ev: string, fn: (...a: any[]) => void): unknown },
-  name: string,
-  log: StoreLog | undefined,
-): void {
+export function watchConnection(client: Pick<EventEmitter, 'on'>, name: string, log: StoreLog | undefined): void {
   let up = false
   let lastError = ''
   client.on('ready', () => {
@@ -62,10 +59,7 @@ export async function closeClient(client: {
 }
 
 /** Resolves true once `client` is ready, false after `ms`; rejects when the server refuses the URL (REFUSED_RE: waiting would not help). */
-export function waitForReady(
-  client: { status: string; on(ev: string, fn: (...a: any[]) => void): unknown; off(ev: string, fn: (...a: any[]) => void): unknown },
-  ms: number,
-): Promise<boolean> {
+export function waitForReady(client: { status: string } & Pick<EventEmitter, 'on' | 'off'>, ms: number): Promise<boolean> {
   if (client.status === 'ready') return Promise.resolve(true)
   return new Promise((resolve, reject) => {
     const done = (v: boolean, err?: Error): void => {

@@ -7,7 +7,7 @@
  * Why not ioredis here: every ioredis command is an object with its own
  * promise, flag lookups and queue entry, and on the gateway's hot path that
  * measured 3–10 µs of CPU per request in paired runs, up to ≈ 15 % of the
- * gateway's CPU with Redis (README, "Measured figures"). A reply here is one
+ * gateway's CPU with Redis (docs/benchmarks.md, "Redis store"). A reply here is one
  * callback call.
  * The cluster store keeps ioredis, whose topology handling is the real work.
  *

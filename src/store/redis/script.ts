@@ -10,8 +10,8 @@
  * time is exact), written with PSETEX = the time until the bucket is full
  * again (at least 1 s, at most 1e13 ms so PSETEX gets an integer), after which forgetting it is lossless: an absent
  * bucket reads as full. Doubles are exact (text would need %.17g), and
- * packing costs Redis a fifth of formatting and parsing text; README shows
- * how to read a bucket by hand.
+ * packing costs Redis a fifth of formatting and parsing text; docs/stores.md
+ * ("Redis") shows how to read a bucket by hand.
  *
  * Reply: the same packing, 17 bytes per check (see TAKE_LUA), so neither
  * side formats or parses numbers as text. Redis turns a Lua number reply into
@@ -26,7 +26,7 @@ import { EPSILON } from '../../algorithms/algorithm.js'
 export const TAKE_REPLY_BYTES = 17
 
 /** ARGV entries per check in TAKE_LUA: kind id, PARAMS parameters, cost, group. */
-export const TAKE_ARGS_PER_CHECK = 6
+const TAKE_ARGS_PER_CHECK = 6
 
 /**
  * Per kind id: step(v, p1, p2, p3, cost) → allowed, value, retryAfter, new
@@ -193,7 +193,7 @@ return reply
 `
 
 /** ARGV entries per key in ADJUST_LUA: kind id, PARAMS parameters, amount. */
-export const ADJUST_ARGS_PER_KEY = 5
+const ADJUST_ARGS_PER_KEY = 5
 
 /**
  * Adjust counters already charged (LLM settlement; on a cluster, refunds of

@@ -7,7 +7,8 @@
  * own `step` / `adjust` on their packed cells, as in memory.ts.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { InProcessStore } from '../in-process.js'
+import type { Adjustment, Check, Outcomes } from '../store.js'
 import { hashKey, SLOT_BYTES, type SharedTable } from './table.js'
 
 export interface SharedStoreOptions {
@@ -20,46 +21,28 @@ export interface SharedStoreOptions {
   onEvict?: () => void
 }
 
-export class SharedMemoryStore implements Store {
-  readonly kind = 'memory'
+export class SharedMemoryStore extends InProcessStore {
   readonly table: SharedTable
   private readonly onEvict: (() => void) | undefined
-  private readonly sweeper: NodeJS.Timeout | undefined
+  private readonly sweepBuckets: number
   /** Per check: bucket, fingerprint high, fingerprint low (scratch, grown on demand). */
   private loc = new Int32Array(3 * 8)
   /** The distinct buckets of one call, ascending (scratch). */
   private held = new Int32Array(8)
 
   constructor(opts: SharedStoreOptions) {
+    super(opts.clock)
     this.table = opts.table
     this.onEvict = opts.onEvict
-    const clock = opts.clock
-    if (clock) {
-      const per = opts.sweepBuckets ?? 4096
-      this.sweeper = setInterval(() => this.table.sweep(clock() / 1000, per), 1000)
-      this.sweeper.unref()
-    }
+    this.sweepBuckets = opts.sweepBuckets ?? 4096
   }
 
   fill(): { evictions: number; bytesUsed: number; maxBytes: number } {
     return { evictions: this.table.evictions, bytesUsed: this.table.used * SLOT_BYTES, maxBytes: this.table.bytes }
   }
 
-  state(): StoreState {
-    return 'ok'
-  }
-
-  ready(): Promise<boolean> {
-    return Promise.resolve(true)
-  }
-
-  async close(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper)
-  }
-
-  /** Synchronous: `done` runs before apply() returns. */
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
-    done(null, this.applyNow(checks, now))
+  protected sweepExpired(now: number): void {
+    this.table.sweep(now, this.sweepBuckets)
   }
 
   applyNow(checks: readonly Check[], now: number): Outcomes {
