@@ -74,7 +74,7 @@ function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric
 function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
   if (list === undefined || list === null) return
   if (!Array.isArray(list)) throw new RlsConfigError(`${where}.descriptors must be a list`)
-  list.forEach((raw, i) => {
+  for (const [i, raw] of list.entries()) {
     const at = `${where}.descriptors[${i}]`
     if (!isObject(raw) || typeof raw.key !== 'string' || raw.key === '') throw new RlsConfigError(`${at} needs a non-empty key`)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
@@ -82,11 +82,14 @@ function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
       raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
     )
     parseDescriptors(raw.descriptors, at, node)
-    if (value.endsWith('*')) return void into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })
+    if (value.endsWith('*')) {
+      into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })
+      continue
+    }
     const mapKey = value === '' ? raw.key : `${raw.key}_${value}`
     if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor ${mapKey}`)
     into.children.set(mapKey, node)
-  })
+  }
 }
 
 /** One YAML text (one or more documents) into `into`; `source` names it in errors. */

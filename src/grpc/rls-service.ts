@@ -126,9 +126,12 @@ export function createShouldRateLimit(o: RlsOptions) {
       const limits = parsed.descriptors.map((d) => matchLimit(domainNode, d.entries))
       // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
       const replaced = new Set(limits.flatMap((l) => l?.replaces ?? []))
-      limits.forEach((limit, index) => {
-        if (limit === undefined || (limit.name !== undefined && replaced.has(limit.name))) return
-        if (limit.unlimited) return void (statuses[index] = { code: OK, limit_remaining: 0xffffffff })
+      for (const [index, limit] of limits.entries()) {
+        if (limit === undefined || (limit.name !== undefined && replaced.has(limit.name))) continue
+        if (limit.unlimited) {
+          statuses[index] = { code: OK, limit_remaining: 0xffffffff }
+          continue
+        }
         const check = {
           key: counterKey(parsed.domain, parsed.descriptors[index]!.entries),
           limit: counterLimit(limit.requestsPerUnit, UNIT_SECONDS[limit.unit], 0),
@@ -136,18 +139,14 @@ export function createShouldRateLimit(o: RlsOptions) {
           shadow: limit.shadow,
         }
         planned.push({ index, limit, check })
-      })
+      }
     }
     const finish = (outcomes: Outcomes | undefined, storeFailed: boolean): void => {
-      planned.forEach(
-        (p, i) =>
-          (statuses[p.index] = storeFailed
-            ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 }
-            : status(p, outcomes![i])),
-      )
+      for (const [i, p] of planned.entries())
+        statuses[p.index] = storeFailed ? { code: o.failPolicy === 'open' ? OK : OVER_LIMIT, limit_remaining: 0 } : status(p, outcomes![i])
       if (o.decide && o.bundleLoaded?.()) {
         decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
-          ds.forEach((d, i) => (statuses[i] = mergeDecision(statuses[i]!, d)))
+          for (const [i, d] of ds.entries()) statuses[i] = mergeDecision(statuses[i]!, d)
           answer(storeFailed)
         })
       } else answer(storeFailed)
@@ -172,7 +171,7 @@ export function createShouldRateLimit(o: RlsOptions) {
           skipped.map((p) => ({ ...p.check, cost: 0 })),
           o.clock() / 1000,
           (err2, read) => {
-            if (!err2) skipped.forEach((p, j) => (outcomes![planned.indexOf(p)] = read![j]))
+            if (!err2) for (const [j, p] of skipped.entries()) outcomes![planned.indexOf(p)] = read![j]
             finish(outcomes, false)
           },
         )

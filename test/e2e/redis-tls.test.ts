@@ -9,8 +9,8 @@
  *   ioredis keeps retrying the handshake.
  */
 import assert from 'node:assert/strict'
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -18,30 +18,17 @@ import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { freePort, readBucket, sleep } from '../store/redis-servers.js'
+import { testCa } from '../helpers/certs.js'
 
 let redisProc: ChildProcess | undefined
 process.on('exit', () => redisProc?.kill('SIGKILL'))
 
-/**
- * CA key + self-signed cert, a server key + cert signed by it, and a second
- * cert of the same key and CA for another name only (EC keys: fast to make).
- */
+/** A private CA, a server cert for `IP:127.0.0.1, DNS:localhost`, and a second cert of the same key for another name only. */
 function makeCerts(dir: string): { ca: string; cert: string; key: string; otherName: string } {
-  const ssl = (...args: string[]): void => {
-    execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
-  }
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=fairvisor-test-ca')
-  ssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost')
-  // The server key's CSR signed by the CA for `san`, written as `out`.pem.
-  const sign = (serial: string, san: string, out: string): void => {
-    writeFileSync(join(dir, `${out}.cnf`), `subjectAltName=${san}\n`)
-    const ca = ['-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', serial, '-days', '2']
-    ssl('x509', '-req', '-in', 'server.csr', ...ca, '-extfile', `${out}.cnf`, '-out', `${out}.pem`)
-  }
-  sign('1', 'IP:127.0.0.1,DNS:localhost', 'server')
-  sign('2', 'DNS:elsewhere.invalid', 'other')
-  return { ca: join(dir, 'ca.pem'), cert: join(dir, 'server.pem'), key: join(dir, 'server.key'), otherName: join(dir, 'other.pem') }
+  const ca = testCa(dir)
+  const server = ca.issue('server', 'IP:127.0.0.1,DNS:localhost')
+  const other = ca.issue('other', 'DNS:elsewhere.invalid', 'server')
+  return { ca: ca.ca, cert: server.cert, key: server.key, otherName: other.cert }
 }
 
 /** CPU time (user + system) of a process in ms, from /proc (clock ticks of 10 ms). */
