@@ -17,6 +17,7 @@
  * out of a handler.
  */
 import {
+  constants,
   createSecureServer,
   createServer,
   type Http2SecureServer,
@@ -85,6 +86,9 @@ function fail(stream: ServerHttp2Stream, code: number, details: string): void {
     },
     { endStream: true },
   )
+  // Answered before the request ended (too large, not gRPC): RST_STREAM(NO_ERROR) tells the client to stop sending,
+  // as the protocol allows; otherwise its half of the stream stays open and holds the session (and a drain) up.
+  if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
 }
 
 function send(stream: ServerHttp2Stream, payload: Buffer): void {
@@ -144,7 +148,11 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
     const type = headers['content-type']
     if (headers[':method'] !== 'POST' || typeof type !== 'string' || !type.startsWith('application/grpc')) {
       o.counted('', 'UNIMPLEMENTED')
-      if (!gone(stream)) stream.respond({ ':status': 415 }, { endStream: true })
+      // The body is read and dropped: a stream whose request side is never consumed never closes (nor would shutdown).
+      stream.resume()
+      if (gone(stream)) return
+      stream.respond({ ':status': 415 }, { endStream: true })
+      if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
       return
     }
     if (method === undefined) {

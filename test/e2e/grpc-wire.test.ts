@@ -73,7 +73,13 @@ describe('gRPC listener at the wire', () => {
   before(async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'fv-grpc-wire-')), 'bundle.json')
     writeFileSync(file, JSON.stringify(BUNDLE))
-    gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: file, FAIRVISOR_GRPC_PORT: '0' })
+    // A long drain bound, so that a drain held up by a half-open stream shows in the last test.
+    gw = await startGateway({
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_CONFIG_FILE: file,
+      FAIRVISOR_GRPC_PORT: '0',
+      FAIRVISOR_SHUTDOWN_TIMEOUT_MS: '120000',
+    })
     const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
     port = line.grpcPort as number
     session = connect(`http://127.0.0.1:${port}`)
@@ -157,5 +163,13 @@ describe('gRPC listener at the wire', () => {
     } finally {
       fresh.close()
     }
+  })
+
+  test('after all that, SIGTERM drains at once: no stream of an answered call is left half-open', async () => {
+    const t0 = Date.now()
+    session.close()
+    assert.equal(await gw.stop(), 0, 'a clean exit')
+    // Before calls answered early were closed (RST_STREAM NO_ERROR), this waited for the drain bound (120 s).
+    assert.ok(Date.now() - t0 < 30_000, `stop took ${Date.now() - t0} ms`)
   })
 })
