@@ -7,31 +7,18 @@
  */
 import assert from 'node:assert/strict'
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { after, before, describe, test } from 'node:test'
 import { method } from '../../src/grpc/protos.js'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { checkRequest } from '../helpers/grpc-client.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
 
 const CHECK = method('envoy.service.auth.v3.Authorization', 'Check')
-const BUNDLE = {
-  bundle_version: 1,
-  policies: [
-    {
-      id: 'api',
-      spec: {
-        selector: { pathPrefix: '/api/' },
-        rules: [
-          { name: 'u', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1000 } },
-        ],
-      },
-    },
-  ],
-}
 const request = (user: string): Buffer => CHECK.encodeRequest(checkRequest({ path: '/api/x', headers: { 'x-user': user } }))
 
 function frame(bytes: Buffer, compressed = false): Buffer {
@@ -71,8 +58,7 @@ describe('gRPC listener at the wire', () => {
   let port: number
   let session: ClientHttp2Session
   before(async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'fv-grpc-wire-')), 'bundle.json')
-    writeFileSync(file, JSON.stringify(BUNDLE))
+    const file = writeHeaderBucketBundle(mkdtempSync(join(tmpdir(), 'fv-grpc-wire-')), 'u', { tokens_per_second: 1, burst: 1000 })
     // A long drain bound, so that a drain held up by a half-open stream shows in the last test.
     gw = await startGateway({
       FAIRVISOR_MODE: 'decision_service',
