@@ -22,6 +22,7 @@
  */
 import { createHash } from 'node:crypto'
 import { Batch, type Pending as BatchCall } from '../batcher.js'
+import { StoreProtocolError } from '../../errors.js'
 import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
 
 /** Called once per call: with the reply bytes, or with the error (a CallTimeoutError at the deadline). */
@@ -108,7 +109,7 @@ export class ScriptCaller {
       b.settle(p)
       if (err) p.done(err)
       else if (Buffer.isBuffer(reply)) p.done(null, reply)
-      else p.done(new Error('redis script reply is not a string'))
+      else p.done(new StoreProtocolError('redis script reply is not a string'))
     }
   }
 

@@ -5,6 +5,7 @@
  * those of script.ts.
  */
 import { PARAMS } from '../../algorithms/algorithm.js'
+import { StoreProtocolError } from '../../errors.js'
 import { TAKE_REPLY_BYTES } from './script.js'
 import { bulk, bulkNumber } from './resp-connection.js'
 import { storedKey } from '../stored-key.js'
@@ -70,7 +71,9 @@ export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[]): void {
   const n = idx === undefined ? out.length : idx.length
   if (!takeReplyFits(reply, n))
-    throw new Error(`redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`)
+    throw new StoreProtocolError(
+      `redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${n * TAKE_REPLY_BYTES}`,
+    )
   for (let k = 0; k < n; k++) {
     const o = k * TAKE_REPLY_BYTES
     const status = reply.readInt8(o)
