@@ -34,13 +34,14 @@ interface Slot {
 
 /** Runs until SIGTERM / SIGINT; resolves with the process exit code. */
 export async function runSupervisor(settings: Readonly<Settings>): Promise<number> {
-  const sup = await startSupervisor(settings)
-  if (typeof sup === 'number') return sup
-  const signal = await new Promise<string>((resolve) => {
+  // Listened for before start-up: a SIGTERM right after the "listening" line still drains (not the default kill).
+  const signal = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'))
     process.once('SIGINT', () => resolve('SIGINT'))
   })
-  await sup.stop(signal)
+  const sup = await startSupervisor(settings)
+  if (typeof sup === 'number') return sup
+  await sup.stop(await signal)
   return 0
 }
 

@@ -2,6 +2,7 @@
 // and the GeoIP database read once by the supervisor and handed to every worker, again when it changes.
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -11,7 +12,7 @@ import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
 import { replaceAtomically, tempFile } from '../helpers/data-files.js'
 import { countryRecord, writeMmdb } from '../helpers/mmdb.js'
-import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { CLI, ROOT, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 const BURST = 300
 const BUDGET = 200
@@ -292,5 +293,23 @@ describe('ip:country with 2 workers', () => {
       [0],
       'read and checked once, by the supervisor',
     )
+  })
+
+  it('a missing database stops start-up in the supervisor: exit 2 and one line naming the setting', () => {
+    const r = spawnSync(process.execPath, [CLI], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH,
+        FAIRVISOR_WORKERS: '2',
+        FAIRVISOR_PORT: '0',
+        FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1',
+        FAIRVISOR_GEOIP_COUNTRY_FILE: `${country}.absent`,
+        FAIRVISOR_LOG_LEVEL: 'silent',
+      },
+      encoding: 'utf8',
+      timeout: 20_000,
+    })
+    assert.equal(r.status, 2)
+    assert.equal(r.stderr.trim(), `fairvisor: invalid setting FAIRVISOR_GEOIP_COUNTRY_FILE: cannot read ${country}.absent (ENOENT)`)
   })
 })
