@@ -43,7 +43,7 @@ export interface Gateway {
 /** The store the settings name; worker threads share one table (store/shared/), one thread keeps the in-process store of its own. */
 function openStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | undefined): Store {
   const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
-  const shared = thread?.table ? { table: thread.table, threadId } : undefined
+  const shared = thread ? { table: thread.table, leases: thread.leases, threadId } : undefined
   return createStore(s.storeConfig, { clock, log: storeLog, onEvict: evictionLog(log, clock), shared })
 }
 
@@ -54,7 +54,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   metrics.buildInfo.set({ version: VERSION }, 1)
   // Before any connection opens: a bad JWT key source or data file stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
-  const net = new NetworkData(settings)
+  const net = new NetworkData(settings, thread?.net)
   const store = openStore(settings, log, thread)
   // Start with the store connected when it is reachable; when it is not, start anyway (fail policy applies).
   // A store that refuses the URL (password, role, database) is a wrong setting: waiting would not fix it (exit 2).

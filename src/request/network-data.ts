@@ -11,6 +11,15 @@
  * debounced, any way of replacing it) and re-read when it changes; the new
  * contents are parsed aside and swapped in whole, and a bad file is logged
  * at error while the last good contents stay in use.
+ *
+ * With worker threads the supervisor alone reads, checks and watches the
+ * files (one NetworkData of its own); each file's bytes sit in a
+ * SharedArrayBuffer, handed to every worker at start and again after each
+ * change (workers/network-share.ts). A GeoIP database is then in memory once
+ * per process: each worker's maxmind Reader reads the shared bytes through a
+ * Buffer view (only its small decoded-record cache is per worker). The ASN
+ * map and the Tor exit list are a JS Map and Set, which threads cannot share:
+ * each worker parses the shared text into its own.
  */
 import { readFileSync } from 'node:fs'
 import { watchPath, type FileWatcher } from '../file-watch.js'
@@ -27,19 +36,38 @@ export interface DataLog {
   error(fields: object, msg: string): void
 }
 
+/** Each configured file's current bytes by setting name, in shared memory (what a worker thread is handed). */
+export type SharedNetworkBytes = Record<string, SharedArrayBuffer>
+
+/** What a worker thread's NetworkData gets from its supervisor instead of the files. */
+export interface NetworkShare {
+  bytes: SharedNetworkBytes
+  /** Calls `fn` with a file's new bytes each time the supervisor has applied a change. */
+  subscribe(fn: (setting: string, bytes: SharedArrayBuffer) => void): void
+}
+
+/** `bytes` copied into shared memory, as a Buffer over it. */
+function shared(bytes: Buffer): Buffer {
+  const out = Buffer.from(new SharedArrayBuffer(bytes.length))
+  bytes.copy(out)
+  return out
+}
+
 /** One watched file and the last good value parsed from it. */
 class DataFile<T> {
   value: T
-  private bytes: Buffer
+  /** Over a SharedArrayBuffer. */
+  bytes: Buffer
 
   constructor(
     readonly setting: string,
     readonly file: string,
     private readonly parse: (bytes: Buffer, file: string) => T,
+    given?: SharedArrayBuffer,
   ) {
     let bytes: Buffer
     try {
-      bytes = readFileSync(file)
+      bytes = given ? Buffer.from(given) : shared(readFileSync(file))
     } catch (err) {
       throw new SettingError(setting, `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
     }
@@ -52,8 +80,8 @@ class DataFile<T> {
     this.bytes = bytes
   }
 
-  /** Re-read after a change; identical bytes (a touch, a second event) are not parsed again. */
-  reload(log: DataLog): void {
+  /** Re-read after a change; identical bytes (a touch, a second event) are not parsed again. True when new contents were applied. */
+  reload(log: DataLog): boolean {
     let bytes: Buffer
     try {
       bytes = readFileSync(this.file)
@@ -63,18 +91,25 @@ class DataFile<T> {
         { setting: this.setting, file: this.file, err: { message: (err as Error).message } },
         'data file unreadable; the last good one stays',
       )
-      return
+      return false
     }
-    if (bytes.equals(this.bytes)) return
+    if (bytes.equals(this.bytes)) return false
+    return this.apply(shared(bytes), log, 'data file reloaded')
+  }
+
+  /** Parse `bytes` (shared) and swap them in; a bad file is logged and the last good one stays. */
+  apply(bytes: Buffer, log: DataLog, msg: string): boolean {
     try {
       this.value = this.parse(bytes, this.file)
       this.bytes = bytes
-      log.info({ setting: this.setting, file: this.file, bytes: bytes.length }, 'data file reloaded')
+      log.info({ setting: this.setting, file: this.file, bytes: bytes.length }, msg)
+      return true
     } catch (err) {
       log.error(
         { setting: this.setting, file: this.file, err: { message: (err as Error).message } },
         'data file rejected; the last good one stays',
       )
+      return false
     }
   }
 }
@@ -89,11 +124,18 @@ export class NetworkData {
   private readonly asnDb: DataFile<GeoDatabase> | undefined
   private readonly torExits: DataFile<Set<string>> | undefined
   private watchers: FileWatcher[] = []
+  private readonly changed: ((setting: string, bytes: SharedArrayBuffer) => void)[] = []
 
-  /** Reads every configured file now; throws a SettingError naming the first bad one. */
-  constructor(files: NetworkFiles) {
+  /**
+   * Reads every configured file now; throws a SettingError naming the first bad one.
+   * `share`: a worker thread's, whose supervisor has read the files (their bytes) and watches them.
+   */
+  constructor(
+    files: NetworkFiles,
+    private readonly share?: NetworkShare,
+  ) {
     const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) =>
-      file === undefined ? undefined : new DataFile(setting, file, parse)
+      file === undefined ? undefined : new DataFile(setting, file, parse, share?.bytes[setting])
     this.asnTypes = open('FAIRVISOR_ASN_MAP_FILE', files.asnMapFile, asnMap)
     this.countryDb = open('FAIRVISOR_GEOIP_COUNTRY_FILE', files.geoipCountryFile, geo)
     this.asnDb = open('FAIRVISOR_GEOIP_ASN_FILE', files.geoipAsnFile, geo)
@@ -126,12 +168,35 @@ export class NetworkData {
     return this.torExits === undefined ? undefined : isTorExit(this.torExits.value, ip)
   }
 
-  /** Starts watching every configured file; resolves once changes are being seen. */
+  private get files(): DataFile<unknown>[] {
+    return [this.asnTypes, this.countryDb, this.asnDb, this.torExits].filter((f) => f !== undefined)
+  }
+
+  /** Each configured file's current bytes (shared memory), by setting name. */
+  bytes(): SharedNetworkBytes {
+    return Object.fromEntries(this.files.map((f) => [f.setting, f.bytes.buffer as SharedArrayBuffer]))
+  }
+
+  /** Calls `fn` with a file's new bytes after each change applied here (the supervisor hands them on). */
+  onChange(fn: (setting: string, bytes: SharedArrayBuffer) => void): void {
+    this.changed.push(fn)
+  }
+
+  /**
+   * Starts watching every configured file; resolves once changes are being seen.
+   * A worker thread's instead applies what its supervisor hands on.
+   */
   async watch(log: DataLog, debounceMs?: number): Promise<void> {
-    for (const f of [this.asnTypes, this.countryDb, this.asnDb, this.torExits]) {
-      if (f === undefined) continue
+    if (this.share) {
+      const byName = new Map(this.files.map((f) => [f.setting, f]))
+      return this.share.subscribe((setting, bytes) => void byName.get(setting)?.apply(Buffer.from(bytes), log, 'data file updated'))
+    }
+    for (const f of this.files) {
+      const changed = (): void => {
+        if (f.reload(log)) for (const fn of this.changed) fn(f.setting, f.bytes.buffer as SharedArrayBuffer)
+      }
       this.watchers.push(
-        watchPath(f.file, () => f.reload(log), {
+        watchPath(f.file, changed, {
           debounceMs,
           onError: (err) =>
             log.error(

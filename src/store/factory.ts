@@ -11,6 +11,7 @@ import { PostgresStore } from './postgres/store.js'
 import { RedisClusterStore } from './redis/cluster.js'
 import { RedisStore } from './redis/store.js'
 import type { StoreLog } from './remote.js'
+import { LeaseTable } from './shared/leases.js'
 import { SharedMemoryStore } from './shared/store.js'
 import { SharedTable } from './shared/table.js'
 import type { Store } from './store.js'
@@ -19,14 +20,14 @@ export interface StoreWiring {
   clock: () => number
   log: StoreLog
   onEvict: MemoryStoreOptions['onEvict']
-  /** The worker threads' shared table (its memory, and this thread's id), when the gateway runs several. */
-  shared?: { table: ConstructorParameters<typeof SharedTable>[0]; threadId: number }
+  /** The worker threads' shared counter table and lease table (their memory), and this thread's id, when the gateway runs several. */
+  shared?: { table: SharedArrayBuffer | undefined; leases: SharedArrayBuffer | undefined; threadId: number }
 }
 
 export function createStore(config: StoreConfig, w: StoreWiring): Store {
   switch (config.kind) {
     case 'memory':
-      return w.shared
+      return w.shared?.table
         ? new SharedMemoryStore({ table: new SharedTable(w.shared.table, w.shared.threadId), clock: w.clock, onEvict: w.onEvict })
         : new MemoryStore({ maxBytes: config.maxBytes, clock: w.clock, onEvict: w.onEvict })
     case 'redis': {
@@ -35,11 +36,15 @@ export function createStore(config: StoreConfig, w: StoreWiring): Store {
         target.kind === 'cluster'
           ? new RedisClusterStore({ target, timeoutMs, log: w.log })
           : new RedisStore({ target, timeoutMs, log: w.log })
-      return new LeasingStore(store, w.clock)
+      return new LeasingStore(store, w.clock, leaseTable(w))
     }
     case 'postgres': {
       const { target, timeoutMs, poolSize, prefix, unlogged } = config
-      return new LeasingStore(new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log }), w.clock)
+      return new LeasingStore(new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log }), w.clock, leaseTable(w))
     }
   }
 }
+
+/** With workers, the process's lease table (one slice per key per process); undefined: the store makes its own. */
+const leaseTable = (w: StoreWiring): LeaseTable | undefined =>
+  w.shared?.leases ? new LeaseTable(w.shared.leases, w.shared.threadId) : undefined

@@ -17,32 +17,31 @@
  *
  * While a slice is being fetched, other requests on that key wait for it
  * (one fetch per key at a time), then spend from it.
+ *
+ * The leases themselves live in a LeaseTable (shared/leases.ts): with
+ * worker threads the supervisor makes one for the whole process and every
+ * worker's LeasingStore spends from it, so a process holds one slice per
+ * key and fetches it once, whatever the number of workers; with one thread
+ * the store makes its own.
  */
-import { EPSILON } from '../algorithms/algorithm.js'
 import type { BucketLimit, LeaseConfig } from '../algorithms/token-bucket.js'
+import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './shared/leases.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
-interface Lease {
-  limit: Check['limit']
-  /** Unspent local tokens. */
-  tokens: number
-  /** Tokens the shared bucket had left when the slice was taken (for RateLimit-Remaining). */
-  bucketLeft: number
-  timer: NodeJS.Timeout
-}
-
-/** Shortest interval between two sweeps of the exact-mode keys (each sweep walks the whole map). */
+/** Shortest interval between two sweeps of the table (ended exact modes, expired leases whose opener is gone). */
 const MIN_SWEEP_MS = 100
+/** Bound on one wait for another thread's fetch; the wait is then retried (a fetch lasts a store round trip). */
+const WAIT_MS = 250
 
-const leaseOf = (c: Check): LeaseConfig | undefined => (c.limit as BucketLimit & { lease?: LeaseConfig }).lease
+type Leased = BucketLimit & { lease?: LeaseConfig }
+const leaseOf = (c: Check): LeaseConfig | undefined => (c.limit as Leased).lease
+const noop = (): void => undefined
 
 export class LeasingStore implements Store {
   readonly kind: string
-  private readonly leases = new Map<string, Lease>()
-  /** Keys whose slice is being fetched → requests waiting for it. */
-  private readonly fetching = new Map<string, (() => void)[]>()
-  /** Keys decided exactly until this time (ms): their last slice did not fit. Swept (sweep()). */
-  private readonly exactUntil = new Map<string, number>()
+  readonly leases: LeaseTable
+  /** Requests waiting for a fetch of a key of table group n (any thread's). */
+  private readonly waiting = new Map<number, (() => void)[]>()
   private sweepTimer: NodeJS.Timeout | undefined
   /** Calls made to the shared store by apply() (tests and benchmarks read it). */
   calls = 0
@@ -51,8 +50,11 @@ export class LeasingStore implements Store {
     private readonly inner: Store,
     /** Epoch ms. */
     private readonly clock: () => number,
+    /** The process's lease table (the supervisor's, with workers); else one of its own. */
+    leases?: LeaseTable,
   ) {
     this.kind = inner.kind
+    this.leases = leases ?? LeaseTable.create()
   }
 
   apply(checks: readonly Check[], now: number, done: ApplyDone): void {
@@ -62,14 +64,12 @@ export class LeasingStore implements Store {
       this.calls++
       return this.inner.apply(checks, now, done)
     }
-    for (const c of checks) {
-      const waiting = leaseOf(c) && this.fetching.get(c.key)
-      if (waiting) return void waiting.push(() => this.apply(checks, now, done))
-    }
     this.applyLeased(checks, now, done)
   }
 
   private applyLeased(checks: readonly Check[], now: number, done: ApplyDone): void {
+    const t = this.leases
+    const nowMs = this.clock()
     const out: Outcomes = new Array(checks.length)
     const local: number[] = []
     const remote: number[] = []
@@ -78,32 +78,33 @@ export class LeasingStore implements Store {
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!
       const cfg = leaseOf(c)
-      if (cfg === undefined) {
-        remote.push(i)
-        sent.push(c)
-        continue
-      }
-      const lease = this.current(c)
-      if (lease !== undefined && lease.tokens + EPSILON >= c.cost) {
-        lease.tokens -= c.cost
-        out[i] = { allowed: true, value: lease.bucketLeft + lease.tokens, retryAfter: 0 }
+      const taken = cfg === undefined ? DECIDE_EXACT : t.take(c.key, c.limit as Leased, cfg, c.cost, nowMs)
+      if (taken === SPENT) {
+        out[i] = { allowed: true, value: t.value, retryAfter: 0 }
         local.push(i)
         continue
       }
-      remote.push(i)
-      if (fetches.has(c.key) || this.exact(c.key) || c.cost >= cfg.tokens) sent.push(c)
-      else {
-        fetches.add(c.key)
-        this.fetching.set(c.key, [])
-        sent.push({ ...c, cost: cfg.tokens })
+      if (taken === WAIT && !fetches.has(c.key)) {
+        // Another request (of any worker) fetches this key: undo this one's takes, and run it again once that fetch ends.
+        this.giveBack(checks, local)
+        for (const key of fetches) t.release(key, 0)
+        this.flushReturns()
+        return this.wait(t.group, t.gen, () => this.applyLeased(checks, now, done))
       }
+      remote.push(i)
+      if (taken === FETCH) {
+        fetches.add(c.key)
+        sent.push({ ...c, cost: cfg!.tokens })
+      } else sent.push(c) // exact (or this request's second check on a key it is fetching)
     }
+    this.flushReturns()
     if (sent.length === 0) return done(null, out)
     this.calls++
     this.inner.apply(sent, now, (err, o) => {
       if (err) {
         this.giveBack(checks, local)
-        this.release(fetches)
+        for (const key of fetches) t.release(key, 0)
+        this.flushReturns()
         return done(err)
       }
       const rejected = [false, false]
@@ -114,11 +115,13 @@ export class LeasingStore implements Store {
         rejected[sent[k]!.shadow ? 1 : 0] = true
         if (sent[k]!.cost !== checks[remote[k]!]!.cost) sliceRefused = true
       }
+      const at = this.clock()
       if (sliceRefused) {
         // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
         this.giveBack(checks, local)
-        for (const key of fetches) this.markExact(key, leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
-        this.release(fetches)
+        for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
+        this.scheduleSweep()
+        this.flushReturns()
         return this.applyLeased(checks, now, done)
       }
       for (let k = 0; k < sent.length; k++) {
@@ -130,89 +133,85 @@ export class LeasingStore implements Store {
           continue
         }
         const left = sent[k]!.cost - c.cost
-        this.open(c, left, r.value)
+        this.open(c, left, r.value, at)
+        fetches.delete(c.key)
         out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
       }
+      // Fetches that opened no lease (their group was rejected: nothing was taken) end; waiters go on.
+      for (const key of fetches) t.release(key, 0)
       // A rejected group commits nothing: local takes of that group go back to their leases.
       this.giveBack(
         checks,
         local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
       )
       this.cutAfterRejects(checks, out)
-      this.release(fetches)
+      this.flushReturns()
       done(null, out)
     })
   }
 
-  /** Whether `key` is decided exactly now; an entry found expired is dropped. */
-  private exact(key: string): boolean {
-    const until = this.exactUntil.get(key)
-    if (until === undefined) return false
-    if (until > this.clock()) return true
-    this.exactUntil.delete(key)
-    return false
+  /** Run `retry` once group `group`'s generation moves on from `gen` (a fetch there ended), or after WAIT_MS. */
+  private wait(group: number, gen: number, retry: () => void): void {
+    const list = this.waiting.get(group)
+    if (list) return void list.push(retry)
+    this.waiting.set(group, [retry])
+    const wake = (): void => {
+      const l = this.waiting.get(group)
+      this.waiting.delete(group)
+      if (l) for (const w of l) w()
+    }
+    // waitAsync (ES2024) resolves on the notify of whichever thread ends the fetch, this one included.
+    const r = (Atomics as unknown as AtomicsAsync).waitAsync(this.leases.gens, group, gen, WAIT_MS)
+    if (r.async) void r.value.then(wake)
+    else queueMicrotask(wake)
   }
 
-  private markExact(key: string, ttlMs: number): void {
-    this.exactUntil.set(key, this.clock() + ttlMs)
-    this.sweepTimer ??= this.scheduleSweep(ttlMs)
-  }
-
-  /**
-   * Drops the expired exact-mode entries, so that a stream of distinct keys (an attacker
-   * rotating limit keys) cannot grow the map: an entry outlives its TTL by at most one
-   * sweep period. Runs only while the map is not empty; the timer never holds the process.
-   */
-  private scheduleSweep(periodMs: number): NodeJS.Timeout {
-    const t = setTimeout(
-      () => {
-        this.sweepTimer = undefined
-        const now = this.clock()
-        for (const [key, until] of this.exactUntil) if (until <= now) this.exactUntil.delete(key)
-        if (this.exactUntil.size > 0) this.sweepTimer = this.scheduleSweep(periodMs)
-      },
-      Math.max(MIN_SWEEP_MS, periodMs),
-    )
-    t.unref()
-    return t
-  }
-
-  /** Per-key bookkeeping held now (leases, keys being fetched, keys in exact mode): bounded by the live keys. */
-  get trackedKeys(): number {
-    return this.leases.size + this.fetching.size + this.exactUntil.size
-  }
-
-  /** The live lease of `c`'s key; a lease of another limit (the bundle changed) is returned first. */
-  private current(c: Check): Lease | undefined {
-    const lease = this.leases.get(c.key)
-    if (lease === undefined || lease.limit === c.limit) return lease
-    this.endLease(c.key, lease)
-    return undefined
-  }
-
-  private open(c: Check, tokens: number, bucketLeft: number): void {
-    const old = this.leases.get(c.key)
-    if (old) this.endLease(c.key, old)
-    const timer = setTimeout(() => this.endLease(c.key, lease), leaseOf(c)!.ttlMs)
+  private open(c: Check, tokens: number, bucketLeft: number, at: number): void {
+    const cfg = leaseOf(c)!
+    const lease = this.leases.open(c.key, c.limit as Leased, cfg, tokens, bucketLeft, at)
+    if (lease === undefined) return
+    const timer = setTimeout(() => {
+      this.leases.end(lease.cell, lease.serial)
+      this.flushReturns()
+    }, cfg.ttlMs)
     timer.unref()
-    const lease: Lease = { limit: c.limit, tokens, bucketLeft, timer }
-    this.leases.set(c.key, lease)
-  }
-
-  /** Ends a lease and gives its unspent tokens back to the shared bucket. */
-  private endLease(key: string, lease: Lease, done: (err: Error | null) => void = () => undefined): void {
-    clearTimeout(lease.timer)
-    if (this.leases.get(key) === lease) this.leases.delete(key)
-    if (lease.tokens <= EPSILON) return done(null)
-    this.inner.adjust([{ key, limit: lease.limit, amount: lease.tokens }], this.clock() / 1000, done)
-    lease.tokens = 0
+    this.scheduleSweep()
   }
 
   private giveBack(checks: readonly Check[], indexes: readonly number[]): void {
     for (const i of indexes) {
-      const lease = this.leases.get(checks[i]!.key)
-      if (lease) lease.tokens += checks[i]!.cost
+      const c = checks[i]!
+      this.leases.refund(c.key, c.limit as Leased, leaseOf(c)!, c.cost)
     }
+  }
+
+  /** Give the unspent tokens of the leases ended here back to the shared store. */
+  private flushReturns(done: (err: Error | null) => void = noop): void {
+    const returns: Adjustment[] = this.leases.returns
+    if (returns.length === 0) return done(null)
+    this.leases.returns = []
+    this.inner.adjust(returns, this.clock() / 1000, done)
+  }
+
+  /**
+   * While the table holds anything, sweep it every MIN_SWEEP_MS: exact modes
+   * end and expired leases give their tokens back even when the thread that
+   * opened them is gone, and a stream of ever-new keys cannot fill it.
+   */
+  private scheduleSweep(): void {
+    if (this.sweepTimer) return
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = undefined
+      this.leases.sweep(this.clock())
+      this.flushReturns()
+      if (this.leases.used > 0) this.scheduleSweep()
+    }, MIN_SWEEP_MS)
+    this.sweepTimer.unref()
+  }
+
+  /** Per-key bookkeeping held now in the process's table (leases, fetches, exact modes), plus this thread's waiting keys. */
+  get trackedKeys(): number {
+    return this.leases.used + this.waiting.size
   }
 
   /** Per group, the checks after its first reject get no outcome (the store contract). */
@@ -222,14 +221,6 @@ export class LeasingStore implements Store {
       const g = checks[i]!.shadow ? 1 : 0
       if (cut[g]) out[i] = undefined
       else if (out[i] !== undefined && !out[i]!.allowed) cut[g] = true
-    }
-  }
-
-  private release(keys: Iterable<string>): void {
-    for (const key of keys) {
-      const waiters = this.fetching.get(key)
-      this.fetching.delete(key)
-      if (waiters) for (const w of waiters) w()
     }
   }
 
@@ -245,11 +236,25 @@ export class LeasingStore implements Store {
     return this.inner.ready(timeoutMs)
   }
 
-  /** Gives every unspent lease back (bounded by the store's own deadline), then closes the store. */
+  /**
+   * Gives every unspent lease of the process back (bounded by the store's own
+   * deadline), then closes the store. With workers each closing worker does
+   * this; a lease is emptied under its lock, so each slice goes back once, and
+   * leases a worker still serving opens later go back at its own close.
+   */
   async close(): Promise<void> {
     if (this.sweepTimer) clearTimeout(this.sweepTimer)
-    const returns = [...this.leases].map(([key, lease]) => new Promise<void>((resolve) => this.endLease(key, lease, () => resolve())))
-    await Promise.all(returns)
+    this.leases.sweep(this.clock(), true)
+    await new Promise<void>((resolve) => this.flushReturns(() => resolve()))
     await this.inner.close()
   }
+}
+
+interface AtomicsAsync {
+  waitAsync(
+    a: Int32Array,
+    i: number,
+    v: number,
+    timeoutMs: number,
+  ): { async: false; value: string } | { async: true; value: Promise<string> }
 }

@@ -1,13 +1,18 @@
 /** What a worker thread's gateway gets from its supervisor (supervisor.ts, worker.ts) on top of the settings. */
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { NetworkShare } from '../request/network-data.js'
 
 export interface ThreadContext {
   /** 1-based, stable across restarts of the same worker; logged as `worker`. */
   workerId: number
   /** The shared counter table (memory store), made by the supervisor. */
   table: SharedArrayBuffer | undefined
+  /** The process's lease table (shared stores), made by the supervisor. */
+  leases: SharedArrayBuffer | undefined
   /** This worker's descriptor of the listening socket (and of the admin one). */
+  /** The network data files, read and watched by the supervisor. */
+  net: NetworkShare
   listenFd: number
   adminFd: number | undefined
   /** /metrics summed over all workers, from the supervisor. */

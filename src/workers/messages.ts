@@ -1,5 +1,6 @@
 /** The messages between the supervisor (main thread) and its worker threads. */
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
+import type { SharedNetworkBytes } from '../request/network-data.js'
 
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[]
 
@@ -8,6 +9,8 @@ export type ToWorker =
   | { type: 'collect'; id: number }
   | { type: 'metrics-text'; id: number; text?: string; error?: string }
   | { type: 'shutdown' }
+  /** A network data file changed (the supervisor checked it): its new bytes. */
+  | { type: 'network-data'; setting: string; bytes: SharedArrayBuffer }
 
 export type FromWorker =
   | { type: 'ready'; port: number; adminPort: number | undefined }
@@ -21,6 +24,8 @@ export type FromWorker =
 export interface WorkerData {
   workerId: number
   table: SharedArrayBuffer | undefined
+  leases: SharedArrayBuffer | undefined
+  net: SharedNetworkBytes
   listenFd: number
   adminFd: number | undefined
 }

@@ -1,14 +1,14 @@
 /**
  * FAIRVISOR_WORKERS > 1: the main thread binds the listening sockets,
- * creates the shared counter table, and runs one gateway per worker thread
- * on them. It restarts a worker that dies (its in-flight requests fail; the
- * table, the socket and the other workers go on), reloads the bundle in
- * every worker before reporting a reload, sums /metrics over the workers,
- * and drains them all on SIGTERM / SIGINT.
+ * creates what the workers share (the counter table with the memory store,
+ * the lease table with a shared store, the network data files), and runs
+ * one gateway per worker thread on them. It restarts a worker that dies (its
+ * in-flight requests fail; the tables, the socket and the other workers go
+ * on), reloads the bundle in every worker before reporting a reload, and
+ * drains them all on SIGTERM / SIGINT. /metrics: metrics-sum.ts.
  */
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import { AggregatorRegistry } from 'prom-client'
 import { BundleSource } from '../bundle/source.js'
 import { watchPath } from '../file-watch.js'
 import { clock } from '../main.js'
@@ -16,10 +16,13 @@ import { createLogger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
 import { logReload } from '../observe/reload-log.js'
 import type { Settings } from '../settings.js'
+import { LeaseTable } from '../store/shared/leases.js'
 import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
 import { bindSocket, type BoundSocket } from './listen-handle.js'
-import type { FromWorker, MetricsJson, ToWorker, WorkerData } from './messages.js'
+import type { FromWorker, ToWorker, WorkerData } from './messages.js'
+import { MetricsSum } from './metrics-sum.js'
+import { NetworkShare } from './network-share.js'
 
 const ENTRY = fileURLToPath(new URL('./worker.js', import.meta.url))
 
@@ -31,13 +34,14 @@ interface Slot {
 
 /** Runs until SIGTERM / SIGINT; resolves with the process exit code. */
 export async function runSupervisor(settings: Readonly<Settings>): Promise<number> {
-  const sup = await startSupervisor(settings)
-  if (typeof sup === 'number') return sup
-  const signal = await new Promise<string>((resolve) => {
+  // Listened for before start-up: a SIGTERM right after the "listening" line still drains (not the default kill).
+  const signal = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'))
     process.once('SIGINT', () => resolve('SIGINT'))
   })
-  await sup.stop(signal)
+  const sup = await startSupervisor(settings)
+  if (typeof sup === 'number') return sup
+  await sup.stop(await signal)
   return 0
 }
 
@@ -61,6 +65,12 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const metrics = createMetrics()
   metrics.buildInfo.set({ version: VERSION }, 1)
   const table = settings.storeConfig.kind === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
+  // A shared store: one lease table for the process, so its workers hold one slice per hot key between them.
+  const leases = settings.storeConfig.kind === 'memory' ? undefined : LeaseTable.create()
+  const slots: Slot[] = []
+  const live = (): Slot[] => slots.filter((s) => s.ready)
+  // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
+  const net = new NetworkShare(settings, () => live().map((s) => s.worker))
   const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
   let sock: BoundSocket
   let adminSock: BoundSocket | undefined
@@ -80,11 +90,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       maxBytes: table.bytes,
     }))
   metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: fill })
-  const slots: Slot[] = []
   let stopping = false
-  let seq = 0
-  /** Metrics asked of a worker and not answered yet; a worker that exits answers nothing (empty). */
-  const waiting = new Map<number, { worker: Worker; resolve(json: MetricsJson): void }>()
+  const sums = new MetricsSum(metrics.registry, () => live().map((s) => s.worker))
   const restarted = new Map<number, () => void>()
   const readyBefore = new Set<number>()
   const acks = new Map<Worker, (version: number | null) => void>()
@@ -92,26 +99,16 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const failure = new Promise<Extract<FromWorker, { type: 'fatal' }>>((resolve) => (failed = resolve))
 
   const post = (w: Worker, m: ToWorker): void => w.postMessage(m)
-  const live = (): Slot[] => slots.filter((s) => s.ready)
-
-  /** Every live worker's registry plus this thread's (reloads, bundle gauges), summed per metric's aggregator. */
-  async function metricsText(): Promise<string> {
-    const parts = await Promise.all(
-      live().map(
-        (s) =>
-          new Promise<MetricsJson>((resolve) => {
-            const id = ++seq
-            waiting.set(id, { worker: s.worker, resolve })
-            post(s.worker, { type: 'collect', id })
-          }),
-      ),
-    )
-    parts.push(await metrics.registry.getMetricsAsJSON())
-    return AggregatorRegistry.aggregate(parts).metrics()
-  }
 
   async function start(id: number): Promise<void> {
-    const data: WorkerData = { workerId: id, table: table?.buffer, listenFd: await sock.dup(), adminFd: await adminSock?.dup() }
+    const data: WorkerData = {
+      workerId: id,
+      table: table?.buffer,
+      leases: leases?.buffer,
+      net: net.bytes(),
+      listenFd: await sock.dup(),
+      adminFd: await adminSock?.dup(),
+    }
     sock.idle()
     adminSock?.idle()
     const worker = new Worker(ENTRY, { workerData: data, env })
@@ -123,21 +120,15 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       if (m.type === 'ready') (slot.ready = true), readyNow()
       else if (m.type === 'fatal') failed(m)
       else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
-      else if (m.type === 'collected') waiting.get(m.id)?.resolve(m.json), waiting.delete(m.id)
-      else if (m.type === 'metrics') {
-        metricsText().then(
-          (text) => post(worker, { type: 'metrics-text', id: m.id, text }),
-          (err: Error) => post(worker, { type: 'metrics-text', id: m.id, error: err.message }),
-        )
-      }
+      else sums.onMessage(worker, m)
     })
     worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
     worker.on('exit', (code) => {
       slot.ready = false
       acks.get(worker)?.(null)
-      for (const [n, w] of waiting) if (w.worker === worker) w.resolve([]), waiting.delete(n)
-      // A worker killed inside a critical section must not leave its buckets locked for the others.
-      const freed = table?.releaseLocksOf(worker.threadId) ?? 0
+      sums.exited(worker)
+      // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others.
+      const freed = (table?.releaseLocksOf(worker.threadId) ?? 0) + (leases?.releaseOf(worker.threadId) ?? 0)
       if (stopping) return
       if (!slot.ready && !readyBefore.has(id))
         return failed({ type: 'fatal', setting: false, message: `worker ${id} exited with code ${code} while starting` })
@@ -187,6 +178,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     await Promise.all(slots.map((s) => s?.worker.terminate()))
     sock.close()
     adminSock?.close()
+    await net.close()
     if (first.setting) process.stderr.write(`fairvisor: invalid setting ${first.message}\n`)
     else log.fatal({ err: { message: first.message } }, 'a worker could not start')
     return first.setting ? 2 : 1
@@ -201,6 +193,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
             log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
         })
   await watcher?.ready
+  await net.watch(log)
   log.info(
     {
       mode: settings.mode,
@@ -248,7 +241,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
         log.warn({ timeoutMs: settings.shutdownTimeoutMs }, 'a worker did not finish draining; ending it')
         for (const s of slots) void s.worker.terminate()
       }, settings.shutdownTimeoutMs + 5000)
-      await Promise.all([watcher?.close(), ...exited])
+      await Promise.all([watcher?.close(), net.close(), ...exited])
       clearTimeout(deadline)
       log.info('shutdown complete')
     },

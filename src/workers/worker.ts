@@ -15,6 +15,8 @@ const data = workerData as WorkerData
 const send = (m: FromWorker): void => port.postMessage(m)
 const asked = new Map<number, { resolve(text: string): void; reject(err: Error): void }>()
 let seq = 0
+/** The network data's subscription to the supervisor's file changes. */
+const netChanged: ((setting: string, bytes: SharedArrayBuffer) => void)[] = []
 
 /** /metrics of this worker's listener: the sum over every worker, which only the supervisor can make. */
 function metricsText(): Promise<string> {
@@ -27,7 +29,11 @@ function metricsText(): Promise<string> {
 
 let gw: Gateway
 try {
-  gw = await startGateway(loadSettings(), { ...data, metricsText })
+  gw = await startGateway(loadSettings(), {
+    ...data,
+    net: { bytes: data.net, subscribe: (fn) => void netChanged.push(fn) },
+    metricsText,
+  })
 } catch (err) {
   send({ type: 'fatal', setting: err instanceof SettingError, message: (err as Error).message })
   process.exit(1)
@@ -49,6 +55,9 @@ port.on('message', (m: ToWorker) => {
       else w?.reject(new Error(m.error ?? 'metrics unavailable'))
       break
     }
+    case 'network-data':
+      for (const fn of netChanged) fn(m.setting, m.bytes)
+      break
     case 'shutdown': {
       const done = gw.shutdown()
       // The supervisor reports the drain once no worker accepts connections any more.

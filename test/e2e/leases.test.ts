@@ -5,6 +5,8 @@
  * with slices taken before they are spent the measured over-grant is 0), and
  * far fewer Redis calls than requests. SIGTERM gives the unspent slice back;
  * SIGKILL loses at most one slice, which the bucket refills like any spend.
+ * With worker threads a process holds one slice per key, whichever worker
+ * serves: the workers spend from one lease table.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -71,10 +73,13 @@ describe('token leases', () => {
   async function hammer(
     config: { burst: number; tokens_per_second: number; lease?: object },
     minTotal = 0,
+    instances = 2,
+    extra: Record<string, string> = {},
   ): Promise<{ granted: number; ceiling: number; total: number; calls: number; elapsed: number }> {
     const file = bundle(config)
-    const gws: GatewayProcess[] = [await startGateway(env(file)), await startGateway(env(file))]
-    const pools = gws.map((g) => new Pool(g.url, { connections: 32 }))
+    const gws: GatewayProcess[] = []
+    for (let i = 0; i < instances; i++) gws.push(await startGateway({ ...env(file), ...extra }, { timeoutMs: 30_000 }))
+    const pools = gws.map((g) => new Pool(g.url, { connections: 64 / instances }))
     const before = evalshaCalls(redis)
     const seen = backend.count
     let total = 0
@@ -86,7 +91,7 @@ describe('token leases', () => {
       await Promise.all(
         Array.from({ length: 64 }, async (_, i) => {
           while ((performance.now() < deadline || total < minTotal) && performance.now() < cap) {
-            const r = await pools[i % 2]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
+            const r = await pools[i % instances]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
             await r.body.dump()
             total++
           }
@@ -161,5 +166,47 @@ describe('token leases', () => {
     } finally {
       await other.stop()
     }
+  })
+
+  it('2 workers in one process, 64 clients over the limit: never over the exact limit, at most one slice stranded per process', async () => {
+    const slice = 20
+    const r = await hammer({ burst: 100, tokens_per_second: 100, lease: { tokens: slice, ttl_ms: 200 } }, 1001, 1, {
+      FAIRVISOR_WORKERS: '2',
+    })
+    console.log(
+      `2 workers over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
+    )
+    assert.ok(r.total > 1000, 'the load was real')
+    assert.ok(r.granted <= r.ceiling + 1e-6, `no over-grant: ${r.granted} > ${r.ceiling}`)
+    assert.ok(r.granted >= r.ceiling - slice - 3, `one slice per process, not per worker: ${r.granted}`)
+  })
+
+  it('2 workers, 40 concurrent first requests on one key: the process takes ONE slice, and SIGTERM gives its rest back once', async () => {
+    const file = bundle({ burst: 1000, tokens_per_second: 0.001, lease: { tokens: 50, ttl_ms: 60_000 } })
+    const key = `tb:hot${n}:w1`
+    const tokens = (): number => readBucket((...a) => redis.cli(...a), key)?.tokens ?? NaN
+    const gw = await startGateway({ ...env(file), FAIRVISOR_WORKERS: '2', FAIRVISOR_ACCESS_LOG: 'true' }, { timeoutMs: 30_000 })
+    const pool = new Pool(gw.url, { connections: 40 })
+    const before = evalshaCalls(redis)
+    try {
+      const codes = await Promise.all(
+        Array.from({ length: 40 }, async () => {
+          const r = await pool.request({ path: '/x', method: 'GET', headers: { 'x-user': 'w1' } })
+          await r.body.dump()
+          return r.statusCode
+        }),
+      )
+      assert.deepEqual(new Set(codes), new Set([200]))
+      const served = new Set(gw.logs.filter((l) => l.msg === 'access').map((l) => l.worker))
+      assert.deepEqual([...served].sort(), [1, 2], 'both workers served the key')
+      // Per-worker leases would hold two slices here (900 left) and have made two calls.
+      assert.ok(Math.abs(tokens() - 950) < 0.5, `one slice of 50 for the whole process: ${tokens()}`)
+      assert.equal(evalshaCalls(redis) - before, 1, 'one fetch for the process')
+    } finally {
+      await pool.close()
+      await gw.stop('SIGTERM')
+    }
+    // Given back by exactly one worker: twice would show the bucket full (1000, capped at burst).
+    assert.ok(Math.abs(tokens() - 960) < 0.5, `the 10 unspent tokens came back once: ${tokens()}`)
   })
 })

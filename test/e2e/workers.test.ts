@@ -1,6 +1,8 @@
-// Several worker threads on one port over the shared counter table: exact limits under load, and a worker killed mid-load.
+// Several worker threads on one port over the shared counter table: exact limits under load, a worker killed mid-load,
+// and the GeoIP database read once by the supervisor and handed to every worker, again when it changes.
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -8,7 +10,9 @@ import { after, before, describe, it } from 'node:test'
 import { pathToFileURL } from 'node:url'
 import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
-import { startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { replaceAtomically, tempFile } from '../helpers/data-files.js'
+import { countryRecord, writeMmdb } from '../helpers/mmdb.js'
+import { CLI, ROOT, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 const BURST = 300
 const BUDGET = 200
@@ -201,5 +205,111 @@ describe('a worker killed mid-load', () => {
       [200, 200],
       [429, 120],
     ])
+  })
+})
+
+/** `n` requests at once, each on a new connection (so the kernel spreads them over the workers); counts statuses. */
+async function spread(port: number, path: string, headers: Record<string, string>, n: number): Promise<Map<number, number>> {
+  const codes = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<number>((done) => {
+          const req = request({ host: '127.0.0.1', port, path, agent: false, headers }, (res) => {
+            res.resume()
+            res.on('end', () => done(res.statusCode!))
+          })
+          req.on('error', () => done(0))
+          req.end()
+        }),
+    ),
+  )
+  const counts = new Map<number, number>()
+  for (const c of codes) counts.set(c, (counts.get(c) ?? 0) + 1)
+  return counts
+}
+
+describe('ip:country with 2 workers', () => {
+  let gw: GatewayProcess
+  let backend: Backend
+  const db = (iso: string): Buffer => writeMmdb([{ network: '203.0.113.0/24', record: countryRecord(iso) }])
+  const country = tempFile('workers-country.mmdb', db('DE'))
+  before(async () => {
+    backend = await startBackend()
+    const dir = mkdtempSync(join(tmpdir(), 'fv-workers-geo-'))
+    const bundle = join(dir, 'bundle.json')
+    const rule = { name: 'per_country', limit_keys: ['ip:country'], algorithm: 'token_bucket' }
+    const config = { burst: 100, tokens_per_second: 0.0001 }
+    const policy = { id: 'geo', spec: { selector: { pathPrefix: '/geo' }, rules: [{ ...rule, algorithm_config: config }] } }
+    writeFileSync(bundle, JSON.stringify({ bundle_version: 1, policies: [policy] }))
+    gw = await startGateway(
+      {
+        FAIRVISOR_BACKEND_URL: backend.url,
+        FAIRVISOR_CONFIG_FILE: bundle,
+        FAIRVISOR_TRUSTED_PROXIES: '127.0.0.1',
+        FAIRVISOR_GEOIP_COUNTRY_FILE: country,
+        FAIRVISOR_WORKERS: '2',
+        FAIRVISOR_ACCESS_LOG: 'true',
+      },
+      { timeoutMs: 30000 },
+    )
+  })
+  after(async () => {
+    assert.equal(await gw.stop(), 0)
+    await backend.close()
+  })
+
+  it('every worker looks the country up; a replaced database is read once and reaches every worker', async () => {
+    const xff = { 'x-forwarded-for': '203.0.113.5' }
+    const servedSince = (from: number): number[] =>
+      [
+        ...new Set(
+          gw.logs
+            .slice(from)
+            .filter((l) => l.msg === 'access')
+            .map((l) => l.worker as number),
+        ),
+      ].sort()
+    // DE's bucket of 100, shared by both workers: a worker without the country would not apply the rule (all 200).
+    let mark = gw.logs.length
+    assert.deepEqual([...(await spread(gw.port, '/geo/a', xff, 130)).entries()].sort(), [
+      [200, 100],
+      [429, 30],
+    ])
+    assert.deepEqual(servedSince(mark), [1, 2])
+    replaceAtomically(country, db('NL'))
+    for (const worker of [1, 2])
+      await gw.waitForLog(
+        (l) => l.msg === 'data file updated' && l.worker === worker && l.setting === 'FAIRVISOR_GEOIP_COUNTRY_FILE',
+        15000,
+      )
+    // NL's bucket is fresh: a worker still on the old database would answer 429 (DE is empty).
+    mark = gw.logs.length
+    assert.deepEqual([...(await spread(gw.port, '/geo/a', xff, 64)).entries()], [[200, 64]])
+    assert.deepEqual(servedSince(mark), [1, 2])
+    const reads = gw.logs.filter((l) => l.msg === 'data file reloaded')
+    assert.deepEqual(
+      reads.map((l) => l.worker),
+      [0],
+      'read and checked once, by the supervisor',
+    )
+  })
+
+  it('a missing database stops start-up in the supervisor: exit 2 and one line naming the setting', () => {
+    const r = spawnSync(process.execPath, [CLI], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH,
+        FAIRVISOR_WORKERS: '2',
+        FAIRVISOR_PORT: '0',
+        FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1',
+        FAIRVISOR_GEOIP_COUNTRY_FILE: `${country}.absent`,
+        FAIRVISOR_LOG_LEVEL: 'silent',
+      },
+      encoding: 'utf8',
+      timeout: 20_000,
+    })
+    assert.equal(r.status, 2)
+    assert.equal(r.stderr.trim(), `fairvisor: invalid setting FAIRVISOR_GEOIP_COUNTRY_FILE: cannot read ${country}.absent (ENOENT)`)
   })
 })

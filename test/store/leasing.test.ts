@@ -93,7 +93,7 @@ describe('token leases on Redis', () => {
     const s = await open()
     await applyAsync(s, [leased('tb:lease:e', 100, 20)], 0)
     assert.ok(Math.abs(tokens('tb:lease:e') - 80) < 0.1)
-    await applyAsync(s, [leased('tb:lease:e', 100, 20)], 0) // another limit object: old lease (19) returned, new slice taken
+    await applyAsync(s, [leased('tb:lease:e', 100, 20, 30_000)], 0) // another lease period: old lease (19) returned, new slice taken
     assert.ok(Math.abs(tokens('tb:lease:e') - (80 + 19 - 20)) < 0.1, `${tokens('tb:lease:e')}`)
     await applyAsync(s, [leased('tb:lease:f', 100, 20, 100)], 0)
     assert.ok(Math.abs(tokens('tb:lease:f') - 80) < 0.1, 'the slice is taken')

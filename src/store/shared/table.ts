@@ -4,7 +4,7 @@
  * lives in one of them), each slot holding a 64-bit key fingerprint, an
  * expiry and the CELLS doubles a limit kind packs its state into.
  *
- * Each bucket has a lock word taken with Atomics (spin, then Atomics.wait):
+ * Each bucket has a lock word taken with Atomics (lock.ts: spin, then Atomics.wait):
  * a caller locks every bucket it touches in ascending bucket order, so two
  * requests can never wait on each other in a cycle, and reads and writes of
  * the slots happen only under their bucket's lock (the lock's seq-cst
@@ -15,6 +15,7 @@
  * (3·10⁻⁸ for a million keys), in which case they share one counter.
  */
 import { CELLS } from '../../algorithms/algorithm.js'
+import { freeIfOwned, lockOwner, lockWord, unlockWord } from './lock.js'
 
 /** Slots per bucket: a full bucket evicts its slot closest to expiry. */
 const WAYS = 16
@@ -28,10 +29,6 @@ const H_SWEEP = 2
 // Header bigint64 words (byte offset 16).
 const B_EVICTIONS = 0
 const B_EXPIRED = 1
-/** The lock word holds (owner + 1) * 2, plus 1 while another thread waits for it. */
-const CONTENDED = 1
-/** Bound on one Atomics.wait, so a lock released without a notify is still seen. */
-const WAIT_MS = 20
 
 export class SharedTable {
   readonly buffer: SharedArrayBuffer
@@ -68,7 +65,7 @@ export class SharedTable {
     this.fp = new Int32Array(buffer, l.fp, this.slots * 2)
     this.expireAt = new Float64Array(buffer, l.expireAt, this.slots)
     this.cells = new Float64Array(buffer, l.cells, this.slots * CELLS)
-    this.me = (threadId + 1) * 2
+    this.me = lockOwner(threadId)
   }
 
   get bytes(): number {
@@ -88,25 +85,11 @@ export class SharedTable {
   }
 
   lock(bucket: number): void {
-    const locks = this.locks
-    if (Atomics.compareExchange(locks, bucket, 0, this.me) === 0) return
-    for (let spin = 0; spin < 64; spin++) {
-      if (Atomics.load(locks, bucket) === 0 && Atomics.compareExchange(locks, bucket, 0, this.me) === 0) return
-    }
-    // Slow path: mark the word contended (so the holder notifies) and sleep on it.
-    for (;;) {
-      const v = Atomics.load(locks, bucket)
-      if (v === 0) {
-        if (Atomics.compareExchange(locks, bucket, 0, this.me | CONTENDED) === 0) return
-        continue
-      }
-      if ((v & CONTENDED) === 0 && Atomics.compareExchange(locks, bucket, v, v | CONTENDED) !== v) continue
-      Atomics.wait(locks, bucket, v | CONTENDED, WAIT_MS)
-    }
+    lockWord(this.locks, bucket, this.me)
   }
 
   unlock(bucket: number): void {
-    if ((Atomics.exchange(this.locks, bucket, 0) & CONTENDED) !== 0) Atomics.notify(this.locks, bucket)
+    unlockWord(this.locks, bucket)
   }
 
   /**
@@ -115,15 +98,9 @@ export class SharedTable {
    * whatever it had written.
    */
   releaseLocksOf(threadId: number): number {
-    const owner = (threadId + 1) * 2
+    const owner = lockOwner(threadId)
     let n = 0
-    for (let b = 0; b < this.buckets; b++) {
-      const v = Atomics.load(this.locks, b)
-      if ((v & ~CONTENDED) === owner && Atomics.compareExchange(this.locks, b, v, 0) === v) {
-        Atomics.notify(this.locks, b)
-        n++
-      }
-    }
+    for (let b = 0; b < this.buckets; b++) if (freeIfOwned(this.locks, b, owner)) n++
     return n
   }
 
