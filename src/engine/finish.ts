@@ -15,7 +15,7 @@ import type { Plan, Planned } from './plan.js'
 
 /** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
 function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
-  if (plan.llm.length === 0) return undefined
+  if (plan.llm === undefined) return undefined
   let shadowOk = true
   for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) shadowOk = false
   const out = plan.llm.filter((r) => (r.shadow ? shadowOk : enforceOk))
@@ -59,7 +59,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     }
     const h = algorithm.headers(p.limit, o.value, o.retryAfter, false)
     if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
-      best = { policyId: p.policy.id, ...h }
+      // Fields spelled out, not spread: one object of a fixed shape per allowed request.
+      best = { policyId: p.policy.id, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
       bestPlan = p
       bestAt = i
     }
