@@ -86,6 +86,8 @@ function load(t: Target, seconds: number): Promise<LoadResult> {
 
 /** Every answer is what the scenario says, so a wrong setup cannot pass silently. */
 function check(t: Target, r: LoadResult): void {
+  const p = t.gateway.proc
+  if (p.exitCode !== null || p.signalCode !== null) throw new Error(`${t.name}: the gateway exited (${p.exitCode ?? p.signalCode})`)
   if (r.errors !== 0) throw new Error(`${t.name}: ${r.errors} socket errors`)
   if (t.scenario !== 'decision reject' && r.non2xx !== 0) throw new Error(`${t.name}: ${r.non2xx} non-2xx answers on an allow path`)
   // The reject bucket holds one token when the gateway starts: every later answer is 429.
