@@ -9,8 +9,8 @@
  * - boundedMemo: a plain Map emptied whole when it reaches `max`, for memos
  *   of pure functions on the decision path whose inputs are few (policy ids,
  *   jitter seeds). A hit is one Map lookup; an LRU's recency upkeep on every
- *   hit cost the decision path about 2 % of its CPU, and evicting all at once
- *   only means recomputing values that are cheap to recompute.
+ *   hit cost the decision gateway about 1 % of its CPU, and evicting all at
+ *   once only means recomputing values that are cheap to recompute.
  */
 import { LRUCache } from 'lru-cache'
 
