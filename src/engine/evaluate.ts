@@ -11,7 +11,6 @@ import type { RequestView } from '../request/view.js'
 import type { FailPolicy, Store } from '../store/store.js'
 import type { Decision, EngineObserver } from './decision.js'
 import { finish } from './finish.js'
-import { loopFingerprint } from './fingerprint.js'
 import { killSwitchRetryAfter } from './kill-switch.js'
 import { Plan } from './plan.js'
 
@@ -50,8 +49,7 @@ export class Engine {
     if (matched.length === 0) return then(NO_MATCH)
     const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
     const plan = new Plan(view, nowMs, this.opts.observer, collectDescriptors ? new Map<string, string>() : undefined)
-    const fingerprint = (p: Parameters<typeof loopFingerprint>[0]): string => loopFingerprint(p, view)
-    for (const policy of matched) plan.policy(policy, policy.shadow || globalShadow, fingerprint)
+    for (const policy of matched) plan.policy(policy, policy.shadow || globalShadow)
     plan.guards()
     const ids = matched.map((p) => p.id)
     const descriptors = plan.descriptors

@@ -4,7 +4,7 @@
  * the headers of the most restrictive enforce limit, warn/throttle advice,
  * and the LLM reservations whose group was committed.
  */
-import type { Advice } from '../algorithms/algorithm.js'
+import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
 import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
@@ -15,11 +15,16 @@ import type { Plan, Planned } from './plan.js'
 
 /** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
 function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
-  if (plan.llm.length === 0) return undefined
+  if (plan.llm === undefined) return undefined
   let shadowOk = true
   for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) shadowOk = false
   const out = plan.llm.filter((r) => (r.shadow ? shadowOk : enforceOk))
   return out.length ? out : undefined
+}
+
+/** The headers' values with their policy; fields spelled out, not spread (`{ id, ...h }` is a slow generic copy in V8). */
+function limitView(policyId: string, h: HeaderValues): LimitView {
+  return { policyId, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
 }
 
 export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision {
@@ -59,7 +64,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     }
     const h = algorithm.headers(p.limit, o.value, o.retryAfter, false)
     if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
-      best = { policyId: p.policy.id, ...h }
+      best = limitView(p.policy.id, h)
       bestPlan = p
       bestAt = i
     }
@@ -76,7 +81,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       mode: 'enforce',
       policyId: p.policy.id,
       ruleName: p.rule.name,
-      limit: h && { policyId: p.policy.id, ...h },
+      limit: h && limitView(p.policy.id, h),
       key: logKey(p.rule, checks[rejectedAt]!.key, p.composite),
       cost: checks[rejectedAt]!.cost,
       retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),

@@ -2,7 +2,7 @@
  * docs/behaviour.md §7 response headers as flat [name, value, …] lists, ready for
  * res.writeHead. Every value is a valid RFC 9651 structured field.
  */
-import { boundedCache } from '../bounded-cache.js'
+import { boundedMemo } from '../bounded-cache.js'
 import type { HeaderValues } from '../algorithms/algorithm.js'
 
 /** An RFC 9651 sf-string: printable ASCII only, `\` and `"` escaped. */
@@ -11,7 +11,7 @@ export function sfString(s: string): string {
 }
 
 /** Policy ids come from the bundle (few, fixed): escape each once, not once per response. */
-const idMemo = boundedCache<string, string>(10_000)
+const idMemo = boundedMemo<string, string>(10_000)
 function sfPolicyId(id: string): string {
   let out = idMemo.get(id)
   if (out === undefined) {

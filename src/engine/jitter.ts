@@ -8,15 +8,15 @@
  * fixed prefix per (policy, rule, reason) — the hash is sequential, so only
  * the 8 hex characters of the identity are hashed per reject.
  */
-import { boundedCache } from '../bounded-cache.js'
+import { boundedMemo } from '../bounded-cache.js'
 import { hash } from 'node:crypto'
 import { jitterEarlier } from '../algorithms/index.js'
 
 const MOD = 1000003
 /** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
 const MEMO_MAX = 10_000
-const identities = boundedCache<string, string>(MEMO_MAX)
-const prefixes = boundedCache<string, number>(MEMO_MAX)
+const identities = boundedMemo<string, string>(MEMO_MAX)
+const prefixes = boundedMemo<string, number>(MEMO_MAX)
 
 export function jitterIdentity(subject: string, ip: string, path: string): string {
   const raw = `${subject}|${ip}|${path}`

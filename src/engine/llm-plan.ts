@@ -20,7 +20,8 @@ export interface LlmPlanTarget {
   readonly view: RequestView
   readonly nowMs: number
   readonly observer: EngineObserver
-  readonly llm: LlmReservation[]
+  /** Adds a reservation; its index. */
+  reserve(r: LlmReservation): number
   early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason } | undefined
   push(
     policy: CompiledPolicy,
@@ -55,10 +56,9 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
     else plan.early ??= { policy, rule, reason: early }
     return
   }
-  const index = plan.llm.length
   const minuteKey = (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
   const dayKey = c.day === undefined ? undefined : `${shadow ? shadowDayPrefix : dayPrefix}${composite}:${utcDay(plan.nowMs)}`
-  plan.llm.push({
+  const index = plan.reserve({
     policyId: policy.id,
     ruleName: rule.name,
     shadow,

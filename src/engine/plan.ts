@@ -14,6 +14,7 @@ import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import type { Check } from '../store/store.js'
 import type { EngineObserver, LlmReservation } from './decision.js'
+import { loopFingerprint } from './fingerprint.js'
 import { planLlm } from './llm-plan.js'
 
 /** One check's origin: the rule, and the algorithm whose reason and headers its outcome takes. */
@@ -35,13 +36,19 @@ export interface EarlyReject {
   reason: RejectReason
 }
 
+/**
+ * One per request, so what most requests never use (LLM reservations,
+ * breakers) is allocated on first use: every array a request does not need
+ * is garbage the collector would have to sweep at tens of thousands a second.
+ */
 export class Plan {
   readonly checks: Check[] = []
   readonly planned: Planned[] = []
-  readonly llm: LlmReservation[] = []
+  /** LLM reservations (reserve()); undefined when no LLM rule applies. */
+  llm: LlmReservation[] | undefined = undefined
   early: EarlyReject | undefined = undefined
   /** Breakers of the planned policies, checked after every rule (guards()). */
-  private readonly breakers: { policy: CompiledPolicy; shadow: boolean }[] = []
+  private breakers: { policy: CompiledPolicy; shadow: boolean }[] | undefined = undefined
 
   constructor(
     readonly view: RequestView,
@@ -50,11 +57,11 @@ export class Plan {
     readonly descriptors: Map<string, string> | undefined,
   ) {}
 
-  policy(policy: CompiledPolicy, shadow: boolean, fingerprint: (p: CompiledPolicy) => string): void {
+  policy(policy: CompiledPolicy, shadow: boolean): void {
     const view = this.view
     // docs/behaviour.md §4 step 4: loop detection, then the rules; breakers after every policy's rules (guards()).
-    if (policy.loop) this.push(policy, policy.loop, shadow, fingerprint(policy), 1)
-    if (policy.breaker) this.breakers.push({ policy, shadow })
+    if (policy.loop) this.push(policy, policy.loop, shadow, loopFingerprint(policy, view), 1)
+    if (policy.breaker) (this.breakers ??= []).push({ policy, shadow })
     // The fallback applies when no rule could be applied: none selected, or every selected one
     // skipped for a missing key (a garbage token must not pass unlimited; README).
     let applied = 0
@@ -71,10 +78,17 @@ export class Plan {
    * count for more than a full bucket.
    */
   guards(): void {
+    if (this.breakers === undefined) return
     for (const { policy, shadow } of this.breakers) {
       const first = policy.rules[0]
       this.push(policy, policy.breaker!, shadow, 'spend', first ? Math.min(first.cost(this.view), first.costCap) : 1)
     }
+  }
+
+  /** Adds an LLM rule's reservation; its index in `llm`. */
+  reserve(r: LlmReservation): number {
+    this.llm ??= []
+    return this.llm.push(r) - 1
   }
 
   /** Plans the rule's checks; false when it cannot apply (not supported, or a limit key is missing). */

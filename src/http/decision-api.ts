@@ -60,6 +60,14 @@ export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
   }
 }
 
+/** What every 200 of the decision API carries after the decision's own headers. */
+const ALLOW_FRAMING: readonly string[] = Object.freeze(['content-length', '0', 'cache-control', 'no-store'])
+
+function answerAllowed(res: ServerResponse, headers: readonly string[]): void {
+  res.writeHead(200, headers as string[])
+  res.end()
+}
+
 export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOptions): Handler {
   const answer = (res: ServerResponse, input: RequestInput, d: Decision, debugging: boolean, startNs: bigint): void => {
     const debugLatencyUs = debugging ? Number((process.hrtime.bigint() - startNs) / 1000n) : undefined
@@ -67,12 +75,10 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
     if (!d.allowed) return writeDecision(res, r)
     // The answer to the calling proxy is its own HTTP message: framed, and never cached.
-    const headers = [...r.headers, 'content-length', '0', 'cache-control', 'no-store']
+    const headers = r.headers.length === 0 ? ALLOW_FRAMING : r.headers.concat(ALLOW_FRAMING)
+    if (d.delayMs === undefined) return answerAllowed(res, headers)
     // A throttled request is held by holding the answer: the calling proxy waits for it.
-    afterDelay(d, res, () => {
-      res.writeHead(200, headers)
-      res.end()
-    })
+    afterDelay(d, res, () => answerAllowed(res, headers))
   }
   return (req, res) => {
     if (req.method !== 'POST') return sendJson(res, 405, { error: 'method_not_allowed' }, ['allow', 'POST'])

@@ -2,19 +2,18 @@
  * Reverse proxy on an undici keep-alive Pool. Bodies stream both ways with
  * backpressure (never buffered whole); hop-by-hop headers are dropped; the
  * X-Forwarded-* headers are set; status and headers (every Set-Cookie) come
- * back unchanged. The raw dispatch handler is used instead of pool.request()
- * so response headers are copied as raw buffers without a parse/re-serialise
- * round trip and no Readable is allocated per response.
+ * back unchanged. A raw dispatch handler (forwarding.ts) is used instead of
+ * pool.request() so response headers are copied as raw buffers without a
+ * parse/re-serialise round trip and no Readable is allocated per response.
  */
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Readable, type Duplex } from 'node:stream'
 import { Pool, type Dispatcher } from 'undici'
-import { ClientClosedError } from '../errors.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
-import { downstreamHeaders, upstreamHeaders } from './forward-headers.js'
-import { LlmRelay, type RelayHost } from './llm-relay.js'
+import { upstreamHeaders } from './forward-headers.js'
+import { Forwarding } from './forwarding.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
@@ -46,113 +45,6 @@ export interface Proxy {
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
-
-const kForwarding = Symbol('forwarding')
-type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
-
-/** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
-function isBufferList(v: unknown): v is Buffer[] {
-  return Array.isArray(v) && (v.length === 0 || Buffer.isBuffer(v[0]))
-}
-
-/** The head as raw [name, value, …] buffers: the controller's own list, else (never on a Pool) rebuilt from the parsed object. */
-function rawHeadersOf(c: Dispatcher.DispatchController, parsed: IncomingHttpHeaders): Buffer[] {
-  if (isBufferList(c.rawHeaders)) return c.rawHeaders
-  const out: Buffer[] = []
-  for (const name in parsed) {
-    const v = parsed[name]
-    for (const one of Array.isArray(v) ? v : [v ?? '']) out.push(Buffer.from(name, 'latin1'), Buffer.from(one, 'latin1'))
-  }
-  return out
-}
-
-/**
- * One proxied request as an undici dispatch handler (the core callback API:
- * raw header buffers, no per-response Readable). A class with prototype
- * methods instead of a closure-built object keeps the per-request allocation
- * to one small object. Backpressure: pause the controller until the client drains.
- */
-class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
-  controller: Dispatcher.DispatchController | undefined = undefined
-  done = false
-  /** Set when an LLM stream was ended here (max_completion_tokens): the upstream abort that follows is expected. */
-  cut = false
-  tap: LlmExchange | undefined = undefined
-  /** An LLM call's response side (counts, may cut, decodes). */
-  relay: LlmRelay | undefined = undefined
-  /** The client socket, kept because undici may detach req.socket when it destroys the body. */
-  readonly client: Duplex
-
-  constructor(
-    readonly req: IncomingMessage,
-    readonly res: ServerResponse,
-    readonly extraHeaders: readonly string[] | undefined,
-    readonly failure: (f: Forwarding, err: Error & { code?: string }) => void,
-  ) {
-    this.client = req.socket
-  }
-
-  resume(): void {
-    this.controller?.resume()
-  }
-
-  abort(err: Error): void {
-    this.controller?.abort(err)
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller
-    if (this.res.destroyed) controller.abort(new ClientClosedError())
-  }
-
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
-    if (statusCode < 200) return // interim responses are not relayed
-    let raw = rawHeadersOf(controller, headers)
-    if (this.tap !== undefined) {
-      this.relay = new LlmRelay(this, this.tap)
-      raw = this.relay.head(statusCode, raw, this.req.url ?? '')
-    }
-    this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.relay !== undefined) {
-      if (!this.relay.data(chunk)) controller.pause()
-      return
-    }
-    if (this.res.write(chunk)) return
-    // Backpressure: undici stops reading the backend until the client drains.
-    controller.pause()
-    this.res.once('drain', onResponseDrain)
-  }
-
-  onResponseEnd(): void {
-    if (this.relay !== undefined) return this.relay.complete()
-    this.done = true
-    this.tap?.end(true)
-    this.res.end()
-  }
-
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    if (this.cut) return
-    this.done = true
-    this.tap?.end(false)
-    this.failure(this, err)
-  }
-}
-
-/** 'drain' listener shared by every response (no closure per request): the client caught up, read the backend again. */
-function onResponseDrain(this: ForwardedResponse): void {
-  this[kForwarding]?.resume()
-}
-
-/** 'close' listener shared by every response (no closure per request): a client that left cancels its upstream request. */
-function onResponseClose(this: ForwardedResponse): void {
-  const f = this[kForwarding]
-  if (f === undefined || f.done) return
-  f.tap?.end(false) // an LLM call the client left settles on what was streamed
-  f.abort(new ClientClosedError())
-}
 
 /** An LLM call asks the upstream for an uncompressed answer, which the gateway can count and cut (a compressed one is decoded). */
 function askIdentity(headers: string[]): void {
@@ -216,10 +108,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     held?: HeldBody,
     tap?: LlmExchange,
   ): void {
-    const f = new Forwarding(req, res, extraHeaders, failure)
-    f.tap = tap
-    ;(res as ForwardedResponse)[kForwarding] = f
-    res.once('close', onResponseClose)
+    const f = new Forwarding(req, res, extraHeaders, failure, tap)
     const headers: string[] = []
     const body = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     if (tap !== undefined) askIdentity(headers)

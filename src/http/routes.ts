@@ -65,14 +65,17 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
   ): void => {
     const r = decisionResponse(d, { exposeReason, path: req.url, debugLatencyUs })
     const tap = tapOf(d)
-    if (d.allowed)
+    if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
+    const extra = r.headers.length === 0 ? undefined : r.headers
+    // Without a throttle delay, forward at once: no closures for a timer that is not set.
+    if (d.delayMs === undefined) proxy.forward(req, res, extra, held, tap)
+    else
       afterDelay(
         d,
         res,
-        () => proxy.forward(req, res, r.headers.length === 0 ? undefined : r.headers, held, tap),
+        () => proxy.forward(req, res, extra, held, tap),
         () => tap?.end(false),
       )
-    else rejectHeld(req, res, held, () => writeDecision(res, r))
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {

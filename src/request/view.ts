@@ -45,6 +45,23 @@ export function headerKey(name: string): string {
   return name.toLowerCase().replace(/_/g, '-')
 }
 
+/**
+ * headerKey(raw) === key, without building the lower-cased copy: names of
+ * another length (nearly all) are passed over on one comparison.
+ */
+export function sameHeaderName(raw: string, key: string): boolean {
+  if (raw.length !== key.length) return false
+  for (let i = 0; i < raw.length; i++) {
+    let c = raw.charCodeAt(i)
+    if (c > 127) return headerKey(raw) === key // not a token character: Unicode case rules, as headerKey applies them
+    if (c >= 65 && c <= 90)
+      c += 32 // A-Z
+    else if (c === 95) c = 45 // _ → -
+    if (c !== key.charCodeAt(i)) return false
+  }
+  return true
+}
+
 /** First value of header `lowerName` in a flat raw list (case-insensitive), without building a map. */
 export function rawHeader(raw: readonly string[], lowerName: string): string | undefined {
   for (let i = 0; i < raw.length; i += 2) {
@@ -115,7 +132,6 @@ export class RequestView {
   private _claims: Claims | null | undefined
   private _llm: LlmBody | undefined
   private _query: URLSearchParams | undefined
-  private _headers: Map<string, string> | undefined
   private _country: string | null | undefined
   private _asn: string | null | undefined
   private _bot: BotCategory | '' | undefined
@@ -173,18 +189,15 @@ export class RequestView {
     return out
   }
 
-  /** First value of a header; `name` must already be a headerKey(). */
+  /**
+   * First value of a header; `name` must already be a headerKey(). A scan of
+   * rawHeaders, not a map built on first use: a rule reads one or two
+   * headers, and building a map lower-cased every name of every request.
+   */
   header(name: string): string | undefined {
-    if (this._headers === undefined) {
-      const map = new Map<string, string>()
-      const raw = this.input.rawHeaders
-      for (let i = 0; i < raw.length; i += 2) {
-        const k = headerKey(raw[i]!)
-        if (!map.has(k)) map.set(k, raw[i + 1]!)
-      }
-      this._headers = map
-    }
-    return this._headers.get(name)
+    const raw = this.input.rawHeaders
+    for (let i = 0; i < raw.length; i += 2) if (sameHeaderName(raw[i]!, name)) return raw[i + 1]
+    return undefined
   }
 
   query(name: string): string | undefined {

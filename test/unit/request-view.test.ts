@@ -63,6 +63,10 @@ test('headers: case-insensitive, - and _ equivalent, first value of a repeated h
   assert.equal(tenant.extract(v), 't1')
   assert.equal(v.header(headerKey('X_API-KEY')), 'first')
   assert.equal(v.header('x-missing'), undefined)
+  // The first of several spellings of one name wins; names of the same length that differ do not match.
+  const spelled = view({ headers: { 'X-Tenanx': 'no', X_TENANT: 'upper', 'x-tenant': 'lower' } })
+  assert.equal(spelled.header('x-tenant'), 'upper')
+  assert.equal(spelled.header('x-tenan'), undefined)
 })
 
 test('query: first value, percent-decoded; empty is missing for descriptors', () => {

@@ -1,0 +1,191 @@
+/**
+ * One gateway thread against another build of the gateway (round 1,
+ * b321477, by default the reference), side by side in one run:
+ *
+ *   - decision allow:  POST /v1/decision for a request a token bucket that never runs dry allows (200);
+ *   - decision reject: POST /v1/decision for a request a one-token bucket rejects (429);
+ *   - proxied allow:   the allowed request through the reverse proxy to a small backend (200).
+ *
+ * Both builds get the same bundle (test/bench/lib.ts allowRejectBundle: one
+ * token_bucket rule keyed on X-User per policy) and the same settings, one
+ * thread each (FAIRVISOR_WORKERS=1 here; round 1 had no workers). Every
+ * gateway is pinned to CPU 0 with taskset; wrk (one thread), the backend and
+ * this process to the other CPUs, so each ratio compares the code and not
+ * where the scheduler put the processes. Rounds are interleaved (order rotated
+ * each round); the ratio is the median of the per-round ratios. CPU per
+ * request is the gateway's user + system time (/proc/<pid>/stat) over the
+ * requests of a run.
+ *
+ *   git worktree add /work/wt/b321477 b321477 && (cd /work/wt/b321477 && npm ci)   # npm ci builds dist/
+ *   flock /tmp/fv-heavy.lock env FV_BASELINE_DIR=/work/wt/b321477 \
+ *     node --import tsx test/bench/single-thread.bench.ts [seconds=5] [rounds=5] [connections=32]
+ *
+ * FV_BENCH_PROFILE=<dir> runs every gateway under `node --cpu-prof` and prints their hottest functions.
+ */
+import { existsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { hotSpots } from './cpu-profile.js'
+import {
+  allowRejectBundle,
+  CLI,
+  cpuMicros,
+  interleave,
+  pairedRatio,
+  pinCpus,
+  runLoad,
+  spawnServer,
+  startBackendProcess,
+  stopAll,
+  summarise,
+  table,
+  tempDir,
+  type LoadResult,
+  type Running,
+} from './lib.js'
+
+const SECONDS = Number(process.argv[2] ?? 5)
+const ROUNDS = Number(process.argv[3] ?? 5)
+const CONNECTIONS = Number(process.argv[4] ?? 32)
+const BASELINE = process.env.FV_BASELINE_DIR
+const PROFILE_DIR = process.env.FV_BENCH_PROFILE
+const dir = tempDir('fv-bench-single-')
+
+type Scenario = 'decision allow' | 'decision reject' | 'proxied allow'
+const SCENARIOS: readonly Scenario[] = ['decision allow', 'decision reject', 'proxied allow']
+
+interface Target {
+  name: string
+  build: 'current' | 'baseline'
+  scenario: Scenario
+  gateway: Running
+}
+
+/** A gateway of `cli` (a built checkout's dist/cli.js), pinned to `cpu`, on a free port. */
+function gateway(cli: string, label: string, env: Record<string, string>, cpu: string | undefined): Promise<Running> {
+  const nodeArgs = PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', join(PROFILE_DIR, label)] : []
+  const gwEnv = { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_WORKERS: '1', ...env }
+  // taskset execs node in place: the pid is the gateway's own (stop(), /proc CPU time).
+  const argv = [...nodeArgs, cli]
+  return cpu === undefined
+    ? spawnServer(label, process.execPath, argv, gwEnv)
+    : spawnServer(label, 'taskset', ['-c', cpu, process.execPath, ...argv], gwEnv)
+}
+
+function load(t: Target, seconds: number): Promise<LoadResult> {
+  const path = t.scenario === 'decision reject' ? '/reject/items' : '/allow/items'
+  if (t.scenario === 'proxied allow')
+    return runLoad({ url: `${t.gateway.url}${path}`, connections: CONNECTIONS, seconds, headers: { 'x-user': 'bench-user' } })
+  return runLoad({
+    url: `${t.gateway.url}/v1/decision`,
+    connections: CONNECTIONS,
+    seconds,
+    method: 'POST',
+    headers: { 'x-original-uri': path, 'x-original-method': 'GET', 'x-user': 'bench-user' },
+  })
+}
+
+/** Every answer is what the scenario says, so a wrong setup cannot pass silently. */
+function check(t: Target, r: LoadResult): void {
+  const p = t.gateway.proc
+  if (p.exitCode !== null || p.signalCode !== null) throw new Error(`${t.name}: the gateway exited (${p.exitCode ?? p.signalCode})`)
+  if (r.errors !== 0) throw new Error(`${t.name}: ${r.errors} socket errors`)
+  if (t.scenario !== 'decision reject' && r.non2xx !== 0) throw new Error(`${t.name}: ${r.non2xx} non-2xx answers on an allow path`)
+  // The reject bucket holds one token when the gateway starts: every later answer is 429.
+  if (t.scenario === 'decision reject' && r.non2xx < r.requests - 1)
+    throw new Error(`${t.name}: only ${r.non2xx} of ${r.requests} rejected`)
+}
+
+async function main(): Promise<void> {
+  if (BASELINE === undefined) throw new Error('FV_BASELINE_DIR: the path of the other build (a checkout with dist/ built)')
+  const baselineCli = join(resolve(BASELINE), 'dist/cli.js')
+  if (!existsSync(baselineCli)) throw new Error(`${baselineCli} is missing: build that checkout first`)
+  const cpus = pinCpus() // before anything starts: this process, wrk and the backend leave CPU 0 to the gateways
+  if (cpus === undefined) console.error('taskset or a second CPU is missing: nothing pinned')
+  const cpuUsed = new Map<string, number[]>()
+  try {
+    const backend = await startBackendProcess()
+    const bundle = allowRejectBundle(dir)
+    const targets: Target[] = []
+    for (const [build, cli] of [
+      ['current', CLI],
+      ['baseline', baselineCli],
+    ] as const) {
+      const decision = await gateway(
+        cli,
+        `${build}-decision`,
+        { FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: bundle },
+        cpus?.gateway,
+      )
+      const proxy = await gateway(
+        cli,
+        `${build}-proxy`,
+        { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundle },
+        cpus?.gateway,
+      )
+      for (const scenario of SCENARIOS)
+        targets.push({ name: `${build} ${scenario}`, build, scenario, gateway: scenario === 'proxied allow' ? proxy : decision })
+    }
+    const measured = async (t: Target, seconds: number): Promise<LoadResult> => {
+      const before = cpuMicros(t.gateway.proc.pid)
+      const r = await load(t, seconds)
+      check(t, r)
+      const after = cpuMicros(t.gateway.proc.pid)
+      if (before !== undefined && after !== undefined) {
+        if (!cpuUsed.has(t.name)) cpuUsed.set(t.name, [])
+        cpuUsed.get(t.name)!.push((after - before) / r.requests)
+      }
+      return r
+    }
+    for (const t of targets) await measured(t, 1) // warm-up: JIT, connection pools
+    cpuUsed.clear()
+    const runs = await interleave(targets, ROUNDS, (t) => measured(t, SECONDS))
+    const tool = runs.get(targets[0]!.name)![0]!.tool
+    console.log(
+      `\n${ROUNDS} interleaved rounds × ${SECONDS} s per target, ${tool} -c${CONNECTIONS}, 127.0.0.1, node ${process.version}; ` +
+        `gateways on CPU ${cpus?.gateway ?? '(unpinned)'}, wrk and backend on CPU ${cpus?.rest ?? '(unpinned)'}; baseline ${BASELINE}\n`,
+    )
+    const cpuMedian = (name: string): string => {
+      const xs = cpuUsed.get(name)
+      return xs === undefined ? '?' : xs.sort((a, b) => a - b)[xs.length >> 1]!.toFixed(1)
+    }
+    console.log(
+      table([
+        ['target', 'requests/s', 'p99 ms', 'CPU µs/req', 'rounds (requests/s)'],
+        ...targets.map((t) => {
+          const m = summarise(runs.get(t.name)!)
+          const rounds = runs
+            .get(t.name)!
+            .map((r) => Math.round(r.rps))
+            .join(', ')
+          return [t.name, String(Math.round(m.rps)), m.p99Ms.toFixed(2), cpuMedian(t.name), rounds]
+        }),
+      ]),
+    )
+    console.log('')
+    let allMet = true
+    for (const s of SCENARIOS) {
+      const r = pairedRatio(runs, `current ${s}`, `baseline ${s}`)
+      allMet &&= r.median >= 1
+      const cpu = Number(cpuMedian(`current ${s}`)) / Number(cpuMedian(`baseline ${s}`))
+      console.log(
+        `${`current / baseline, ${s}`.padEnd(36)} = ${r.median.toFixed(3)}  (target ≥ 1.0: ${r.median >= 1 ? 'met' : 'MISSED'}; ` +
+          `per round ${r.rounds.map((x) => x.toFixed(3)).join(', ')}; CPU per request ${Number.isFinite(cpu) ? cpu.toFixed(3) : '?'}×)`,
+      )
+    }
+    process.exitCode = allMet ? 0 : 1
+  } finally {
+    await stopAll() // the gateways write their CPU profiles on exit
+  }
+  if (PROFILE_DIR) {
+    for (const build of ['current', 'baseline'])
+      for (const mode of ['decision', 'proxy']) {
+        console.log(`\nhottest functions, ${build} ${mode} gateway, self time:`)
+        for (const line of hotSpots(join(PROFILE_DIR, `${build}-${mode}`), 25)) console.log(line)
+      }
+  }
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,25 @@
+/** boundedMemo (src/bounded-cache.ts): the decision path's memos stay bounded, and a hit returns what was set. */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { boundedMemo } from '../../src/bounded-cache.js'
+
+test('boundedMemo: a value set is found again until the memo is full', () => {
+  const m = boundedMemo<string, number>(3)
+  m.set('a', 1)
+  m.set('b', 2)
+  assert.equal(m.get('a'), 1)
+  assert.equal(m.get('b'), 2)
+  assert.equal(m.get('c'), undefined)
+})
+
+test('boundedMemo: reaching max empties it whole, then it fills again (never more than max entries)', () => {
+  const m = boundedMemo<string, number>(3)
+  for (let i = 0; i < 3; i++) m.set(`k${i}`, i)
+  assert.deepEqual([m.get('k0'), m.get('k1'), m.get('k2')], [0, 1, 2])
+  m.set('k3', 3)
+  assert.deepEqual([m.get('k0'), m.get('k1'), m.get('k2')], [undefined, undefined, undefined])
+  assert.equal(m.get('k3'), 3)
+  m.set('k4', 4)
+  m.set('k5', 5)
+  assert.deepEqual([m.get('k3'), m.get('k4'), m.get('k5')], [3, 4, 5])
+})
