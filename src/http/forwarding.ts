@@ -1,18 +1,17 @@
 /**
- * One proxied request as an undici dispatch handler: the response head is
- * copied from undici's raw buffers, the body streams to the client with
- * backpressure, a client that leaves cancels the upstream call, and an LLM
- * call's response goes through its relay (llm-relay.ts).
+ * One proxied request as an undici dispatch handler, on undici 7's handler
+ * API (onRequestStart, onResponseStart, …): the response head is copied from
+ * undici's raw buffers, the body streams to the client with backpressure
+ * (the dispatch controller is paused until the client drains), a client that
+ * leaves cancels the upstream call, and an LLM call's response goes through
+ * its relay (llm-relay.ts).
  *
- * The handler speaks undici's core protocol (onConnect, onHeaders, onData,
- * onComplete, onError), the one undici's Client itself calls. undici 7's
- * controller API (onRequestStart, onResponseStart, …) is an adapter over it
- * (UnwrapHandler): per request it allocates a wrapper and a controller with
- * private fields, and parses the response head and the trailers into objects
- * that a proxy copying raw buffers never reads (docs/benchmarks.md, Single
- * thread against round 1).
+ * undici's older core callbacks (onConnect, onHeaders, …) skip an adapter
+ * that costs about 1-5 % of the proxied allow path (docs/benchmarks.md), but
+ * they are deprecated: a proxy on an API undici is removing would break on an
+ * upgrade, so the current API it is.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { ClientClosedError } from '../errors.js'
@@ -26,16 +25,28 @@ type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
 /** How a forwarding that failed is answered (the proxy's 502/504 or a truncated body). */
 export type ForwardFailure = (f: Forwarding, err: Error & { code?: string }) => void
 
+/** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
+function isBufferList(v: unknown): v is Buffer[] {
+  return Array.isArray(v) && (v.length === 0 || Buffer.isBuffer(v[0]))
+}
+
+/** The head as raw [name, value, …] buffers: the controller's own list, else (never on a Pool) rebuilt from the parsed object. */
+function rawHeadersOf(c: Dispatcher.DispatchController, parsed: IncomingHttpHeaders): Buffer[] {
+  if (isBufferList(c.rawHeaders)) return c.rawHeaders
+  const out: Buffer[] = []
+  for (const name in parsed) {
+    const v = parsed[name]
+    for (const one of Array.isArray(v) ? v : [v ?? '']) out.push(Buffer.from(name, 'latin1'), Buffer.from(one, 'latin1'))
+  }
+  return out
+}
+
 /**
  * A class with prototype methods instead of a closure-built object keeps the
- * per-request allocation to one small object. Backpressure: onData returns
- * false (undici stops reading the backend) until the client drains.
+ * per-request allocation to one small object.
  */
 export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
-  /** undici's abort of this request, known once it is on a connection. */
-  private cancel: ((err?: Error) => void) | undefined = undefined
-  /** undici's resume of the backend read, known once the response head arrived. */
-  private proceed: (() => void) | undefined = undefined
+  controller: Dispatcher.DispatchController | undefined = undefined
   done = false
   /** Set when an LLM stream was ended here (max_completion_tokens): the upstream abort that follows is expected. */
   cut = false
@@ -57,45 +68,47 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   }
 
   resume(): void {
-    this.proceed?.()
+    this.controller?.resume()
   }
 
   abort(err: Error): void {
-    this.cancel?.(err)
+    this.controller?.abort(err)
   }
 
-  onConnect(abort: (err?: Error) => void): void {
-    this.cancel = abort
-    if (this.res.destroyed) abort(new ClientClosedError())
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.res.destroyed) controller.abort(new ClientClosedError())
   }
 
-  onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
-    if (statusCode < 200) return true // interim responses are not relayed
-    this.proceed = resume
-    let head = raw
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
+    if (statusCode < 200) return // interim responses are not relayed
+    let raw = rawHeadersOf(controller, headers)
     if (this.tap !== undefined) {
       this.relay = new LlmRelay(this, this.tap)
-      head = this.relay.head(statusCode, raw, this.req.url ?? '')
+      raw = this.relay.head(statusCode, raw, this.req.url ?? '')
     }
-    this.res.writeHead(statusCode, statusText, downstreamHeaders(head, this.extraHeaders))
-    return true
+    this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
   }
 
-  onData(chunk: Buffer): boolean {
-    if (this.relay !== undefined) return this.relay.data(chunk)
-    if (this.res.write(chunk)) return true
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.relay !== undefined) {
+      if (!this.relay.data(chunk)) controller.pause()
+      return
+    }
+    if (this.res.write(chunk)) return
+    // Backpressure: undici stops reading the backend until the client drains.
+    controller.pause()
     this.res.once('drain', onResponseDrain)
-    return false
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     if (this.relay !== undefined) return this.relay.complete()
     this.done = true
     this.tap?.end(true)
     this.res.end()
   }
 
-  onError(err: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     if (this.cut) return
     this.done = true
     this.tap?.end(false)
