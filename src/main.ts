@@ -26,7 +26,7 @@ import type { Settings } from './settings.js'
 import { createStore } from './store/factory.js'
 import type { Store } from './store/store.js'
 import { threadId } from 'node:worker_threads'
-import { listenOnFd, type ThreadContext } from './workers/context.js'
+import { listenOnFd, sharedListeners, type ThreadContext } from './workers/context.js'
 import { VERSION } from './version.js'
 
 export const clock = (): number => Date.now()
@@ -86,9 +86,9 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
-  // With worker threads the first worker serves gRPC (it binds its own port; one listener per process).
+  // With worker threads every worker serves gRPC on its descriptor of the socket the supervisor bound, as for HTTP.
   const grpc =
-    settings.grpcPort === undefined || (thread && thread.workerId !== 1)
+    settings.grpcPort === undefined
       ? undefined
       : await startGrpc(
           {
@@ -104,7 +104,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             log,
             tls: settings.grpcTls,
           },
-          { port: settings.grpcPort, host: settings.host },
+          thread ? { fd: thread.grpcFd!, shared: sharedListeners } : { port: settings.grpcPort, host: settings.host },
         )
   const listener = createListener({ settings, log, ...main })
   const address = thread ? await listenOnFd(listener.server, thread.listenFd) : await listener.listen(settings.port, settings.host)

@@ -4,7 +4,7 @@
  * unary-server.ts. A request that does not decode or does not make sense is
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Server as NetServer } from 'node:net'
 import type { Decide } from '../http/decide.js'
 import type { Logger } from '../observe/logger.js'
 import type { FailPolicy, Store } from '../store/store.js'
@@ -55,8 +55,14 @@ function unary<Req>(service: string, name: string, handle: Handler<Req>): [strin
 
 const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService'])
 
-/** Listens on `at`: a port and host, or (worker threads) the descriptor of a socket bound by the supervisor. */
-export async function startGrpc(o: GrpcOptions, at: { port: number; host: string } | { fd: number }): Promise<GrpcListener> {
+/**
+ * Listens on `at`: a port and host, or (worker threads) the descriptor of a socket bound by the supervisor,
+ * the server then joining `shared` (the thread's listeners the supervisor waits on at shutdown).
+ */
+export async function startGrpc(
+  o: GrpcOptions,
+  at: { port: number; host: string } | { fd: number; shared: NetServer[] },
+): Promise<GrpcListener> {
   const shouldRateLimit = createShouldRateLimit({
     store: o.store,
     config: () => o.rlsConfig(),
@@ -91,6 +97,7 @@ export async function startGrpc(o: GrpcOptions, at: { port: number; host: string
     },
     failed: (m, err) => o.log.error({ err: { message: (err as Error).message }, method: m }, 'gRPC handler failed'),
   })
-  const address: AddressInfo = await listen(server, 'fd' in at ? at : { port: at.port, host: at.host })
+  if ('shared' in at) at.shared.push(server)
+  const address: AddressInfo = await listen(server, 'fd' in at ? { fd: at.fd } : { port: at.port, host: at.host })
   return { port: address.port, shutdown }
 }

@@ -1,6 +1,5 @@
 /** What a worker thread's gateway gets from its supervisor (supervisor.ts, worker.ts) on top of the settings. */
-import type { Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Server } from 'node:net'
 import type { NetworkShare } from '../request/network-data.js'
 
 export interface ThreadContext {
@@ -15,6 +14,7 @@ export interface ThreadContext {
   net: NetworkShare
   listenFd: number
   adminFd: number | undefined
+  grpcFd: number | undefined
   /** /metrics summed over all workers, from the supervisor. */
   metricsText(): Promise<string>
 }

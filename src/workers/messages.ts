@@ -28,4 +28,6 @@ export interface WorkerData {
   net: SharedNetworkBytes
   listenFd: number
   adminFd: number | undefined
+  /** The gRPC listener's socket (FAIRVISOR_GRPC_PORT), served by every worker. */
+  grpcFd: number | undefined
 }

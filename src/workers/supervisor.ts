@@ -19,7 +19,7 @@ import type { Settings } from '../settings.js'
 import { LeaseTable } from '../store/shared/leases.js'
 import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
-import { bindSocket, type BoundSocket } from './listen-handle.js'
+import { Sockets } from './sockets.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 import { MetricsSum } from './metrics-sum.js'
 import { NetworkShare } from './network-share.js'
@@ -72,11 +72,9 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
   const net = new NetworkShare(settings, () => live().map((s) => s.worker))
   const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
-  let sock: BoundSocket
-  let adminSock: BoundSocket | undefined
+  let socks: Sockets
   try {
-    sock = bindSocket(settings.host, settings.port)
-    adminSock = separateAdmin ? bindSocket(settings.host, settings.adminPort!) : undefined
+    socks = Sockets.bind(settings, separateAdmin)
   } catch (err) {
     log.fatal({ err: { message: (err as Error).message } }, 'cannot bind the listening port')
     return 1
@@ -106,11 +104,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       table: table?.buffer,
       leases: leases?.buffer,
       net: net.bytes(),
-      listenFd: await sock.dup(),
-      adminFd: await adminSock?.dup(),
+      ...(await socks.dup()),
     }
-    sock.idle()
-    adminSock?.idle()
     const worker = new Worker(ENTRY, { workerData: data, env })
     const slot: Slot = { id, worker, ready: false }
     slots[id - 1] = slot
@@ -176,8 +171,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   if (first !== undefined) {
     stopping = true
     await Promise.all(slots.map((s) => s?.worker.terminate()))
-    sock.close()
-    adminSock?.close()
+    socks.close()
     await net.close()
     if (first.setting) process.stderr.write(`fairvisor: invalid setting ${first.message}\n`)
     else log.fatal({ err: { message: first.message } }, 'a worker could not start')
@@ -198,19 +192,20 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     {
       mode: settings.mode,
       host: settings.host,
-      port: sock.port,
-      adminPort: adminSock?.port,
+      port: socks.main.port,
+      adminPort: socks.admin?.port,
+      grpcPort: socks.grpc?.port,
       backend: settings.backendUrl?.origin,
       store: settings.storeConfig.kind,
       workers: settings.workers,
       version: VERSION,
     },
-    `fairvisor listening on ${settings.host}:${sock.port}`,
+    `fairvisor listening on ${settings.host}:${socks.main.port}`,
   )
 
   return {
-    port: sock.port,
-    adminPort: adminSock?.port,
+    port: socks.main.port,
+    adminPort: socks.admin?.port,
     table,
     async kill(id) {
       const back = new Promise<void>((resolve) => restarted.set(id, resolve))
@@ -222,8 +217,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       stopping = true
       process.off('SIGHUP', onHup)
       // This thread's descriptors first: once the workers close theirs, the port refuses connections.
-      sock.close()
-      adminSock?.close()
+      socks.close()
       const exited = slots.map((s) => new Promise<void>((resolve) => s.worker.once('exit', () => resolve())))
       await Promise.all(
         slots.map(
