@@ -16,7 +16,7 @@ import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from './decision-response.js'
 import { decisionHandler } from './decision-api.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
-import type { HeldBody, Proxy } from './proxy.js'
+import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 
@@ -25,7 +25,7 @@ export interface RoutesOptions {
   exposeReason: boolean
   debug: DebugSessions
   /** Reverse-proxy mode: the backend; decision-service mode: undefined. */
-  proxy: Proxy | undefined
+  proxy: ReverseProxy | undefined
   /** Admin routes to serve on this listener (empty when they have their own). */
   admin: ReadonlyMap<string, Handler>
   /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */

@@ -112,8 +112,10 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     let readyNow: () => void = () => {}
     const ready = new Promise<void>((resolve) => (readyNow = resolve))
     worker.on('message', (m: FromWorker) => {
-      if (m.type === 'ready') (slot.ready = true), readyNow()
-      else if (m.type === 'fatal') failed(m)
+      if (m.type === 'ready') {
+        slot.ready = true
+        readyNow()
+      } else if (m.type === 'fatal') failed(m)
       else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
       else sums.onMessage(worker, m)
     })
