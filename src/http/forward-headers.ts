@@ -21,6 +21,8 @@ const HOP_BY_HOP = new Set([
 const REPLACED = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect'])
 
 function connectionTokens(value: string): Set<string> | undefined {
+  // What nearly every peer sends: nothing to drop, no split.
+  if (value === 'keep-alive' || value === 'close' || value === 'Keep-Alive' || value === 'Close') return undefined
   let out: Set<string> | undefined
   for (const t of value.split(',')) {
     const v = t.trim().toLowerCase()
