@@ -13,6 +13,7 @@ import pg from 'pg'
 import { reconnectDelay, type StoreLog } from '../remote.js'
 import { schemaSql } from './sql.js'
 import type { PostgresTarget } from './url.js'
+import { StoreUnavailableError } from '../../errors.js'
 
 export interface Slot {
   readonly id: number
@@ -148,7 +149,7 @@ export class PgConnections {
       this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
     const code = (err as { code?: unknown } | undefined)?.code
     if (err && !this.anyReady && typeof code === 'string' && REFUSED.has(code)) {
-      this.refused = new Error(`${code} ${err.message}`)
+      this.refused = new StoreUnavailableError(`${code} ${err.message}`)
       for (const w of [...this.readyWaiters]) w(this.refused)
     }
     if (err && err.message !== this.lastError) {

@@ -20,6 +20,7 @@
  * most RETRIES times, within the same deadline. A statement that fails on
  * one request's data is split until that request stands alone (split()).
  */
+import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
 import { adjustValues, readOutcomes, takeValues } from './codec.js'
 import { PgConnections, type Slot } from './conn.js'
@@ -117,7 +118,7 @@ export class PostgresStore implements Store {
     if (b.open === 0) return void (this.next = undefined)
     const slot = this.conns.free()
     if (slot === undefined) {
-      if (!this.conns.anyReady) this.fail(b, new Error('no postgres connection is ready'))
+      if (!this.conns.anyReady) this.fail(b, new StoreUnavailableError('no postgres connection is ready'))
       return
     }
     this.next = undefined
@@ -144,8 +145,7 @@ export class PostgresStore implements Store {
           if (p.settled) continue
           b.settle(p)
           if (err) p.done(storeError('postgres', err))
-          else if (!Array.isArray(reply) || reply.length < off)
-            p.done(storeError('postgres', new Error('postgres take reply has the wrong length')))
+          else if (!Array.isArray(reply) || reply.length < off) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
           else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
         }
       },
@@ -174,7 +174,10 @@ export class PostgresStore implements Store {
   private run(slot: Slot, query: pg.QueryConfig & { rowMode?: 'array' }, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
     const client = slot.client!
     slot.busy = true
-    const stuck = setTimeout(() => this.conns.drop(slot, client, new Error(`statement unanswered after ${this.stuckMs} ms`)), this.stuckMs)
+    const stuck = setTimeout(
+      () => this.conns.drop(slot, client, new StoreUnavailableError(`statement unanswered after ${this.stuckMs} ms`)),
+      this.stuckMs,
+    )
     client.query(query as pg.QueryConfig, (err: Error | null, res: pg.QueryResult) => {
       clearTimeout(stuck)
       if (slot.client === client) slot.busy = false
@@ -214,7 +217,7 @@ export class PostgresStore implements Store {
 
   /** A statement outside the batches: on the next free connection, failed after `ms` (or at once when none is up). */
   oneOff(query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
-    if (!this.conns.anyReady) return cb(new Error('no postgres connection is ready'))
+    if (!this.conns.anyReady) return cb(new StoreUnavailableError('no postgres connection is ready'))
     let answered = false
     const timer = setTimeout(() => {
       answered = true

@@ -22,8 +22,8 @@
  */
 import { createHash } from 'node:crypto'
 import { Batch, type Pending as BatchCall } from '../batcher.js'
-import { StoreProtocolError } from '../../errors.js'
 import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
+import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 
 /** Called once per call: with the reply bytes, or with the error (a CallTimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
@@ -95,7 +95,7 @@ export class ScriptCaller {
       callbacks.push(this.answer(b, p, false))
     }
     // Not connected: nothing queues, every call fails now and the fail policy applies.
-    if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new Error('redis connection is not ready'))
+    if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new StoreUnavailableError('redis connection is not ready'))
   }
 
   private answer(b: Batch<Pending>, p: Pending, isEval: boolean): ReplyCallback {
@@ -104,7 +104,7 @@ export class ScriptCaller {
       if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
         // EVAL runs the script and caches it again; same batch, same deadline.
         if (this.conn.send(this.evalHead(p.argc) + p.args, [this.answer(b, p, true)])) return
-        err = new Error('redis connection is not ready')
+        err = new StoreUnavailableError('redis connection is not ready')
       }
       b.settle(p)
       if (err) p.done(err)

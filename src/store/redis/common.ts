@@ -14,6 +14,7 @@ import type { RedisTarget } from './url.js'
 import { REFUSED_RE } from './resp-connection.js'
 import type { StoreLog } from '../remote.js'
 import type { StoreState } from '../store.js'
+import { StoreUnavailableError } from '../../errors.js'
 
 export interface RedisStoreOptions {
   target: RedisTarget
@@ -74,7 +75,7 @@ export function waitForReady(client: { status: string } & Pick<EventEmitter, 'on
     // The standalone connection marks a refusal; the cluster client (ioredis) passes the node's reply on.
     const onError = (err: Error & { refused?: boolean; lastNodeError?: Error }): void => {
       const reason = err.lastNodeError?.message ?? err.message.replace(/^redis handshake failed: /, '')
-      if (err.refused === true || REFUSED_RE.test(reason)) done(false, new Error(reason))
+      if (err.refused === true || REFUSED_RE.test(reason)) done(false, new StoreUnavailableError(reason))
     }
     const t = setTimeout(() => done(false), ms)
     client.on('ready', onReady)

@@ -25,6 +25,7 @@ import { connect as netConnect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import Parser from 'redis-parser'
 import { sniFor, type RedisTarget } from './url.js'
+import { StoreUnavailableError } from '../../errors.js'
 
 export type Reply = Buffer | number | null | Reply[]
 /** Called once per command: with its reply, or with an error (a Redis error reply, or the connection's). */
@@ -107,7 +108,7 @@ export class RespConnection extends EventEmitter {
   command(args: readonly string[]): Promise<Reply> {
     return new Promise((resolve, reject) => {
       const ok = this.send(encodeCommand(args), [(err, reply) => (err ? reject(err) : resolve(reply!))])
-      if (!ok) reject(new Error('redis connection is not ready'))
+      if (!ok) reject(new StoreUnavailableError('redis connection is not ready'))
     })
   }
 
@@ -136,7 +137,7 @@ export class RespConnection extends EventEmitter {
     socket.setNoDelay(true)
     socket.setKeepAlive(true, 30_000)
     const timer = setTimeout(
-      () => socket.destroy(new Error(`connect timeout after ${this.opts.connectTimeoutMs} ms`)),
+      () => socket.destroy(new StoreUnavailableError(`connect timeout after ${this.opts.connectTimeoutMs} ms`)),
       this.opts.connectTimeoutMs,
     )
     socket.once(t.tls && t.path === undefined ? 'secureConnect' : 'connect', () => {
@@ -164,7 +165,9 @@ export class RespConnection extends EventEmitter {
     let left = steps.length
     const cb: ReplyCallback = (err) => {
       if (err)
-        return socket.destroy(Object.assign(new Error(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }))
+        return socket.destroy(
+          Object.assign(new StoreUnavailableError(`redis handshake failed: ${err.message}`), { refused: REFUSED_RE.test(err.message) }),
+        )
       if (--left === 0) this.ready()
     }
     for (let i = 0; i < steps.length; i++) this.queue.push(cb)
@@ -200,7 +203,7 @@ export class RespConnection extends EventEmitter {
     this.head = 0
     this.parser.reset()
     if (this.status !== 'closed') this.status = 'connecting'
-    const err = new Error('redis connection lost')
+    const err = new StoreUnavailableError('redis connection lost')
     for (const cb of pending) cb?.(err)
     if (wasReady) this.emit('close')
     if (this.status === 'closed') return
