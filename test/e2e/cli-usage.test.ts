@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { TEMPLATES } from '../../src/commands/init-templates.js'
 import { CLI, ROOT } from '../helpers/processes.js'
+import { settingsRead } from '../helpers/settings-names.js'
 
 function cli(args: string[], env: Record<string, string> = {}): { code: number | null; stdout: string; stderr: string } {
   // A backend and a port are set so that a command line wrongly taken for `serve` would start listening (and time out).
@@ -39,8 +40,8 @@ describe('fairvisor --help', () => {
     assert.deepEqual([...listed].sort(), Object.keys(TEMPLATES).sort())
     for (const t of ['api', 'llm', 'webhook', 'budget', 'agent']) assert.ok(listed.includes(t), t)
   })
-  test('lists every environment variable that src/settings.ts reads', () => {
-    const names = new Set(readFileSync(join(ROOT, 'src/settings.ts'), 'utf8').match(/FAIRVISOR_[A-Z_]+[A-Z]/g))
+  test('lists every environment variable that src/settings*.ts read', () => {
+    const names = settingsRead()
     assert.ok(names.size >= 25)
     for (const n of names) assert.match(help.stdout, new RegExp(`^  ${n} `, 'm'), n)
   })

@@ -1,7 +1,7 @@
 /**
  * The FAIRVISOR_* settings the code reads, for the tests that keep the
  * deploy files and docs/configuration.md true to the code: every name
- * src/settings.ts parses, plus any read straight from process.env elsewhere.
+ * src/settings*.ts parse, plus any read straight from process.env elsewhere.
  */
 import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -19,7 +19,9 @@ function sources(dir: string): string[] {
 }
 
 export function settingsRead(): Set<string> {
-  const names = new Set(readFileSync(join(ROOT, 'src/settings.ts'), 'utf8').match(/FAIRVISOR_[A-Z0-9_]*[A-Z0-9]/g))
+  const names = new Set<string>()
+  for (const name of readdirSync(join(ROOT, 'src')).filter((f) => /^settings.*\.ts$/.test(f)))
+    for (const m of readFileSync(join(ROOT, 'src', name), 'utf8').match(/FAIRVISOR_[A-Z0-9_]*[A-Z0-9]/g) ?? []) names.add(m)
   for (const file of sources(join(ROOT, 'src'))) {
     for (const m of readFileSync(file, 'utf8').matchAll(/process\.env(?:\.|\[['"])(FAIRVISOR_[A-Z0-9_]*[A-Z0-9])/g)) names.add(m[1]!)
   }
