@@ -1,4 +1,4 @@
-/** The gRPC listener's settings (FAIRVISOR_GRPC_*, FAIRVISOR_RLS_*), parsed as settings.ts parses the rest. */
+/** The gRPC listener's settings (its port, TLS files and the RLS configuration), parsed as settings.ts parses the rest. */
 import { readFileSync } from 'node:fs'
 import { SettingError } from './errors.js'
 import { bool, integer, optional, type Env } from './settings-env.js'
