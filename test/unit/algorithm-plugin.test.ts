@@ -12,6 +12,8 @@ import { run as validateCommand } from '../../src/commands/validate.js'
 import { Engine, type Decision } from '../../src/engine/evaluate.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
 import { RedisStore } from '../../src/store/redis/store.js'
+import { SharedMemoryStore } from '../../src/store/shared/store.js'
+import { SharedTable } from '../../src/store/shared/table.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Store } from '../../src/store/store.js'
 import { FIXED_WINDOW } from '../fixtures/algorithms/fixed-window.js'
@@ -97,6 +99,8 @@ describe('a registered algorithm owns its contract', () => {
 
 const stores: [string, () => Promise<{ store: Store; close: () => Promise<void> }>][] = [
   ['memory', async () => ({ store: new MemoryStore({ maxBytes: 1 << 20 }), close: async () => {} })],
+  // The worker threads' table: its cells hold any kind's state, so a new kind needs nothing there either.
+  ['shared memory', async () => ({ store: new SharedMemoryStore({ table: SharedTable.create(1 << 20) }), close: async () => {} })],
   [
     'redis',
     async () => {
