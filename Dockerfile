@@ -18,6 +18,7 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 COPY schemas ./schemas
 COPY policies ./policies
+COPY proto ./proto
 USER node
 EXPOSE 8080
 # /livez is on the admin listener when FAIRVISOR_ADMIN_PORT is set (reverse_proxy mode only).
