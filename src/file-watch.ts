@@ -44,14 +44,21 @@ function isDirectory(path: string): boolean {
   }
 }
 
-function inodeOf(path: string): number | undefined {
+/**
+ * Which directory `path` is now: its inode and birth time. A directory removed and made again at
+ * once can get the freed inode number back, so the number alone may not tell them apart.
+ */
+function identityOf(path: string): string | undefined {
   try {
     const st = statSync(path)
-    return st.isDirectory() ? st.ino : undefined
+    return st.isDirectory() ? `${st.ino}:${st.birthtimeMs}` : undefined
   } catch {
     return undefined
   }
 }
+
+/** How often the directory's identity is checked besides the events (a swap can come with none at all). */
+const IDENTITY_POLL_MS = 1000
 
 const readyOf = (w: FSWatcher): Promise<void> => new Promise<void>((r) => w.once('ready', () => r()))
 
@@ -77,7 +84,10 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
   let closed = false
   const fire = (): void => {
     timer = undefined
-    if (!closed) reload()
+    if (closed) return
+    // A write seen through the old watch while the directory is a new one: re-arm first (it reads again once armed).
+    if (identityOf(dir) !== inode) return directoryChanged()
+    reload()
   }
   const schedule = (): void => {
     if (timer) clearTimeout(timer)
@@ -107,12 +117,12 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
   // The directory's parent, for the directory's own name only (not what else the parent holds).
   // A quick remove-and-recreate gives chokidar no event (the name is a directory whenever it looks),
   // so raw events on the name count too, and the inode tells a new directory from the old one.
-  let inode = inodeOf(dir)
+  let inode = identityOf(dir)
   let settle: NodeJS.Timeout | undefined
-  const directoryChanged = (): void => {
+  function directoryChanged(): void {
     settle = undefined
     if (closed) return
-    const now = inodeOf(dir)
+    const now = identityOf(dir)
     if (now === inode) return
     if (inode !== undefined) opts.onDirectory?.('gone', dir)
     inode = now
@@ -122,6 +132,8 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
         (err: Error) => opts.onError?.(err),
       )
   }
+  const poll = setInterval(() => identityOf(dir) !== inode && directoryChanged(), IDENTITY_POLL_MS)
+  poll.unref()
   const onName = (p: string): void => {
     if (basename(p) !== basename(dir)) return
     if (settle) clearTimeout(settle)
@@ -145,6 +157,7 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
     rearm,
     async close() {
       closed = true
+      clearInterval(poll)
       if (timer) clearTimeout(timer)
       if (settle) clearTimeout(settle)
       await rearming
