@@ -11,28 +11,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { perIpBundle } from '../helpers/bundles.js'
 import { startBackend, startGateway, type Backend, type GatewayProcess, type LogLine } from '../helpers/processes.js'
 
-const bundle = (version: number): string =>
-  JSON.stringify({
-    bundle_version: version,
-    policies: [
-      {
-        id: 'api',
-        spec: {
-          selector: { pathPrefix: '/' },
-          rules: [
-            {
-              name: 'per_ip',
-              limit_keys: ['ip:address'],
-              algorithm: 'token_bucket',
-              algorithm_config: { tokens_per_second: 1, burst: 1000 },
-            },
-          ],
-        },
-      },
-    ],
-  })
+/** Each test writes a new version; the per-IP bucket itself is never exhausted here. */
+const bundle = (version: number): string => perIpBundle(version)
 
 const applied =
   (version: number) =>
