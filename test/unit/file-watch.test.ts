@@ -1,0 +1,55 @@
+/**
+ * watchPath on a bundle whose directory is swapped out under it, many times
+ * in a row and at once (rm -rf, mkdir, write): after every swap the next
+ * write is still seen. A directory made again at once may get the freed inode
+ * number back and may come with no event at all; the watcher must notice it
+ * anyway (identity of inode and birth time, checked on a timer too).
+ */
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { watchPath } from '../../src/file-watch.js'
+
+test('after each of ten quick directory swaps, the next write is read', async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'fv-watch-')), 'bundles')
+  const file = join(dir, 'bundle.json')
+  mkdirSync(dir)
+  writeFileSync(file, '0')
+  const seen: string[] = []
+  let wake: (() => void) | undefined
+  const w = watchPath(file, () => {
+    try {
+      seen.push(readFileSync(file, 'utf8'))
+    } catch {
+      return // between the swap and the write
+    }
+    wake?.()
+  })
+  await w.ready
+  /** Resolves once `text` has been read by a reload (the watcher's events, not a sleep). */
+  const readBack = (text: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`"${text}" never read; read: ${seen.join(' ')}`)), 15_000)
+      wake = () => {
+        if (!seen.includes(text)) return
+        clearTimeout(t)
+        resolve()
+      }
+      wake()
+    })
+  try {
+    for (let i = 1; i <= 10; i++) {
+      rmSync(dir, { recursive: true, force: true })
+      mkdirSync(dir)
+      writeFileSync(file, `swap-${i}`)
+      await readBack(`swap-${i}`)
+      writeFileSync(file, `write-${i}`)
+      await readBack(`write-${i}`)
+    }
+  } finally {
+    await w.close()
+  }
+  assert.ok(seen.includes('write-10'))
+})
