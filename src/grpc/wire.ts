@@ -51,12 +51,18 @@ export function fail(stream: ServerHttp2Stream, code: number, details: string): 
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
 }
 
-export function send(stream: ServerHttp2Stream, payload: Buffer): void {
-  if (gone(stream)) return
+/** `payload` as one length-prefixed gRPC message: flag (1: compressed), 4-byte big-endian length, the bytes. */
+export function grpcFrame(payload: Buffer, compressed = false): Buffer {
   const frame = Buffer.allocUnsafe(5 + payload.length)
-  frame[0] = 0
+  frame[0] = compressed ? 1 : 0
   frame.writeUInt32BE(payload.length, 1)
   payload.copy(frame, 5)
+  return frame
+}
+
+export function send(stream: ServerHttp2Stream, payload: Buffer): void {
+  if (gone(stream)) return
+  const frame = grpcFrame(payload)
   stream.respond(OK_HEADERS, { waitForTrailers: true })
   stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS))
   stream.end(frame)

@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { grpcFrame } from '../../src/grpc/wire.js'
 import type { LoadResult } from './lib.js'
 
 export interface H2Load {
@@ -18,14 +19,6 @@ export interface H2Load {
   streams: number
   seconds: number
   dir: string
-}
-
-/** `bytes` as one gRPC message frame: flag 0 (not compressed), 4-byte big-endian length, the message. */
-export function grpcFrame(bytes: Buffer): Buffer {
-  const f = Buffer.alloc(5 + bytes.length)
-  f.writeUInt32BE(bytes.length, 1)
-  bytes.copy(f, 5)
-  return f
 }
 
 /** Parses h2load's summary: `finished in …, N req/s`, the requests line, the mean time for a request. */

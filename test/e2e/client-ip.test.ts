@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { perIpBundle } from '../helpers/bundles.js'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 describe('ip:address behind a trusted proxy on a dual-stack listener', () => {
@@ -21,28 +22,7 @@ describe('ip:address behind a trusted proxy on a dual-stack listener', () => {
     dir = mkdtempSync(join(tmpdir(), 'fv-client-ip-'))
     const file = join(dir, 'bundle.json')
     // One request per client address, then 429 for a long while.
-    writeFileSync(
-      file,
-      JSON.stringify({
-        bundle_version: 1,
-        policies: [
-          {
-            id: 'api',
-            spec: {
-              selector: { pathPrefix: '/' },
-              rules: [
-                {
-                  name: 'per_ip',
-                  limit_keys: ['ip:address'],
-                  algorithm: 'token_bucket',
-                  algorithm_config: { tokens_per_second: 0.001, burst: 1 },
-                },
-              ],
-            },
-          },
-        ],
-      }),
-    )
+    writeFileSync(file, perIpBundle(1, 1))
     gw = await startGateway({
       FAIRVISOR_HOST: '::',
       FAIRVISOR_BACKEND_URL: backend.url,

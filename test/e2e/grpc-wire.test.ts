@@ -14,20 +14,13 @@ import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { after, before, describe, test } from 'node:test'
 import { method } from '../../src/grpc/protos.js'
+import { grpcFrame } from '../../src/grpc/wire.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { checkRequest } from '../helpers/grpc-client.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
 
 const CHECK = method('envoy.service.auth.v3.Authorization', 'Check')
 const request = (user: string): Buffer => CHECK.encodeRequest(checkRequest({ path: '/api/x', headers: { 'x-user': user } }))
-
-function frame(bytes: Buffer, compressed = false): Buffer {
-  const f = Buffer.alloc(5 + bytes.length)
-  f[0] = compressed ? 1 : 0
-  f.writeUInt32BE(bytes.length, 1)
-  bytes.copy(f, 5)
-  return f
-}
 
 interface Answer {
   headers: IncomingHttpHeaders
@@ -77,7 +70,7 @@ describe('gRPC listener at the wire', () => {
 
   /** The listener still answers a good call with an allow. */
   async function stillServes(): Promise<void> {
-    const a = await call(session, CHECK.path, frame(request('still')))
+    const a = await call(session, CHECK.path, grpcFrame(request('still')))
     assert.equal(grpcStatus(a), 0)
     assert.equal(a.headers['content-type'], 'application/grpc')
     assert.equal(a.body.readUInt32BE(1), a.body.length - 5, 'one whole message')
@@ -87,28 +80,32 @@ describe('gRPC listener at the wire', () => {
   test('a good call: one message, status 0 in the trailers', stillServes)
 
   test('a gzip-compressed request is inflated and decided', async () => {
-    const a = await call(session, CHECK.path, frame(gzipSync(request('gz')), true), { 'grpc-encoding': 'gzip' })
+    const a = await call(session, CHECK.path, grpcFrame(gzipSync(request('gz')), true), { 'grpc-encoding': 'gzip' })
     assert.equal(grpcStatus(a), 0)
     assert.ok((CHECK.decodeResponse(a.body.subarray(5)) as { ok_response?: object }).ok_response)
   })
 
   test('an encoding we do not take: UNIMPLEMENTED, naming the ones we do', async () => {
-    const a = await call(session, CHECK.path, frame(request('x'), true), { 'grpc-encoding': 'snappy' })
+    const a = await call(session, CHECK.path, grpcFrame(request('x'), true), { 'grpc-encoding': 'snappy' })
     assert.equal(grpcStatus(a), 12)
     assert.match(decodeURIComponent(String(a.headers['grpc-message'])), /gzip/)
     assert.equal(a.headers['grpc-accept-encoding'], 'identity,deflate,gzip')
   })
 
   test('a gzip bomb past the message limit does not inflate: RESOURCE_EXHAUSTED; bytes that are not gzip: INVALID_ARGUMENT', async () => {
-    const a = await call(session, CHECK.path, frame(gzipSync(Buffer.alloc(16 * 1024 * 1024)), true), { 'grpc-encoding': 'gzip' })
+    const a = await call(session, CHECK.path, grpcFrame(gzipSync(Buffer.alloc(16 * 1024 * 1024)), true), { 'grpc-encoding': 'gzip' })
     assert.equal(grpcStatus(a), 8)
-    const b = await call(session, CHECK.path, frame(request('not-gzip'), true), { 'grpc-encoding': 'gzip' })
+    const b = await call(session, CHECK.path, grpcFrame(request('not-gzip'), true), { 'grpc-encoding': 'gzip' })
     assert.equal(grpcStatus(b), 3)
     await stillServes()
   })
 
   test('no message, two messages, a length that lies: INVALID_ARGUMENT', async () => {
-    for (const body of [Buffer.alloc(0), Buffer.concat([frame(request('a')), frame(request('b'))]), frame(request('c')).subarray(0, 20)]) {
+    for (const body of [
+      Buffer.alloc(0),
+      Buffer.concat([grpcFrame(request('a')), grpcFrame(request('b'))]),
+      grpcFrame(request('c')).subarray(0, 20),
+    ]) {
       const a = await call(session, CHECK.path, body)
       assert.equal(grpcStatus(a), 3, `body of ${body.length} bytes`)
       assert.equal(a.body.length, 0, 'trailers-only: no message')
@@ -117,14 +114,14 @@ describe('gRPC listener at the wire', () => {
   })
 
   test('a message over 4 MiB: RESOURCE_EXHAUSTED', async () => {
-    const a = await call(session, CHECK.path, frame(Buffer.alloc(5 * 1024 * 1024, 0x41)))
+    const a = await call(session, CHECK.path, grpcFrame(Buffer.alloc(5 * 1024 * 1024, 0x41)))
     assert.equal(grpcStatus(a), 8)
     await stillServes()
   })
 
   test('an unknown method: UNIMPLEMENTED; not gRPC at all: HTTP 415', async () => {
-    assert.equal(grpcStatus(await call(session, '/envoy.service.auth.v3.Authorization/Nope', frame(Buffer.alloc(0)))), 12)
-    const plain = await call(session, CHECK.path, frame(request('p')), { 'content-type': 'application/json' })
+    assert.equal(grpcStatus(await call(session, '/envoy.service.auth.v3.Authorization/Nope', grpcFrame(Buffer.alloc(0)))), 12)
+    const plain = await call(session, CHECK.path, grpcFrame(request('p')), { 'content-type': 'application/json' })
     assert.equal(plain.headers[':status'], 415)
   })
 
@@ -132,7 +129,7 @@ describe('gRPC listener at the wire', () => {
     for (let i = 0; i < 20; i++) {
       const s = session.request({ ':method': 'POST', ':path': CHECK.path, 'content-type': 'application/grpc' })
       s.on('error', () => {})
-      s.write(frame(request('r')).subarray(0, 10))
+      s.write(grpcFrame(request('r')).subarray(0, 10))
       s.close()
     }
     await new Promise<void>((resolve) => {
@@ -145,7 +142,7 @@ describe('gRPC listener at the wire', () => {
     // A second, fresh connection is served as well.
     const fresh = connect(`http://127.0.0.1:${port}`)
     try {
-      assert.equal(grpcStatus(await call(fresh, CHECK.path, frame(request('fresh')))), 0)
+      assert.equal(grpcStatus(await call(fresh, CHECK.path, grpcFrame(request('fresh')))), 0)
     } finally {
       fresh.close()
     }

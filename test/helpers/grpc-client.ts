@@ -1,5 +1,12 @@
 /** gRPC clients for the gateway's services, built from the .proto files in proto/. */
-import { credentials, loadPackageDefinition, makeGenericClientConstructor, type Client, type ServiceError } from '@grpc/grpc-js'
+import {
+  type ChannelCredentials,
+  credentials,
+  loadPackageDefinition,
+  makeGenericClientConstructor,
+  type Client,
+  type ServiceError,
+} from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { LOADER_OPTIONS, PROTO_FILES } from '../../src/grpc/protos.js'
 
@@ -26,9 +33,9 @@ const unary =
       (client as Any)[method](req, (err: ServiceError | null, res: Any) => (err ? reject(err) : resolve(res))),
     )
 
-export function grpcClients(port: number): GrpcClients {
+/** `creds`: plaintext by default; a test of the TLS listener passes `credentials.createSsl(…)`. */
+export function grpcClients(port: number, creds: ChannelCredentials = credentials.createInsecure()): GrpcClients {
   const address = `127.0.0.1:${port}`
-  const creds = credentials.createInsecure()
   const authz = new pkg.envoy.service.auth.v3.Authorization(address, creds) as Client
   const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, creds) as Client
   const health = new pkg.grpc.health.v1.Health(address, creds) as Client
