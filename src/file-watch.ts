@@ -116,7 +116,7 @@ export function watchPath(path: string, reload: () => void, opts: WatchOptions =
 
   // The directory's parent, for the directory's own name only (not what else the parent holds).
   // A quick remove-and-recreate gives chokidar no event (the name is a directory whenever it looks),
-  // so raw events on the name count too, and the inode tells a new directory from the old one.
+  // so raw events on the name count too, and its identity (inode, birth time) tells a new directory from the old one.
   let inode = identityOf(dir)
   let settle: NodeJS.Timeout | undefined
   function directoryChanged(): void {

@@ -14,7 +14,8 @@ import { method } from './protos.js'
 import { createShouldRateLimit, OVER_LIMIT, type RateLimitRequest } from './rls-service.js'
 import type { RlsConfig } from './rls-config.js'
 import { GrpcStatus } from './status.js'
-import { createUnaryServer, GrpcFailure, listen, type UnaryMethod } from './unary-server.js'
+import { createUnaryServer, listen, type UnaryMethod } from './unary-server.js'
+import { GrpcFailure } from './wire.js'
 
 export interface GrpcOptions {
   decide: Decide

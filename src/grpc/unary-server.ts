@@ -29,8 +29,6 @@ import type { AddressInfo } from 'node:net'
 import { GrpcStatus, statusName } from './status.js'
 import { fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
 
-export { GrpcFailure, MAX_MESSAGE_BYTES }
-
 export interface UnaryMethod {
   /** Bytes → message; throws on bytes that do not decode. */
   decode(bytes: Buffer): unknown
