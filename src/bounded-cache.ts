@@ -36,6 +36,35 @@ export class BoundedMemo<K, V> {
   }
 }
 
+/**
+ * A memo keyed by three strings through nested Maps, emptied whole once it holds `max` values.
+ * For keys made of parts already in hand (policy, rule, reason): joining them into one key
+ * string would cost a fresh string and its hash on every lookup.
+ */
+export class BoundedMemo3<V> {
+  private readonly tree = new Map<string, Map<string, Map<string, V>>>()
+  private size = 0
+
+  constructor(private readonly max: number) {}
+
+  get(a: string, b: string, c: string): V | undefined {
+    return this.tree.get(a)?.get(b)?.get(c)
+  }
+
+  set(a: string, b: string, c: string, value: V): void {
+    if (this.size >= this.max) {
+      this.tree.clear()
+      this.size = 0
+    }
+    let m1 = this.tree.get(a)
+    if (m1 === undefined) this.tree.set(a, (m1 = new Map()))
+    let m2 = m1.get(b)
+    if (m2 === undefined) m1.set(b, (m2 = new Map()))
+    if (!m2.has(c)) this.size++
+    m2.set(c, value)
+  }
+}
+
 export function boundedMemo<K, V>(max: number): BoundedMemo<K, V> {
   return new BoundedMemo<K, V>(max)
 }

@@ -76,7 +76,9 @@ export class Engine {
         matchedPolicies: ids,
         descriptors,
       })
-    this.opts.store.apply(plan.checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids)))
+    const store = this.opts.store
+    if (store.applyNow !== undefined) return then(finish(plan, store.applyNow(plan.checks, nowMs / 1000), ids))
+    store.apply(plan.checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids)))
   }
 
   private storeFailed(err: Error, ids: string[]): Decision {

@@ -6,24 +6,24 @@
  * Rejects are the hot path of an attack, so both halves are memoised: the
  * SHA-1 identity per (subject, ip, path), and the rolling hash of the seed's
  * fixed prefix per (policy, rule, reason) — the hash is sequential, so only
- * the 8 hex characters of the identity are hashed per reject.
+ * the 8 hex characters of the identity are hashed per reject. Both memos are
+ * keyed by the parts themselves (nested Maps), not by a joined string.
  */
-import { boundedMemo } from '../bounded-cache.js'
+import { BoundedMemo3 } from '../bounded-cache.js'
 import { hash } from 'node:crypto'
 import { jitterEarlier } from '../algorithms/index.js'
 
 const MOD = 1000003
 /** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
 const MEMO_MAX = 10_000
-const identities = boundedMemo<string, string>(MEMO_MAX)
-const prefixes = boundedMemo<string, number>(MEMO_MAX)
+const identities = new BoundedMemo3<string>(MEMO_MAX)
+const prefixes = new BoundedMemo3<number>(MEMO_MAX)
 
 export function jitterIdentity(subject: string, ip: string, path: string): string {
-  const raw = `${subject}|${ip}|${path}`
-  let id = identities.get(raw)
+  let id = identities.get(path, ip, subject)
   if (id === undefined) {
-    id = hash('sha1', `fairvisor-retry-jitter|${raw}`, 'hex').slice(0, 8)
-    identities.set(raw, id)
+    id = hash('sha1', `fairvisor-retry-jitter|${subject}|${ip}|${path}`, 'hex').slice(0, 8)
+    identities.set(path, ip, subject, id)
   }
   return id
 }
@@ -35,11 +35,10 @@ function rollBytes(h: number, text: string): number {
 }
 
 export function retryAfterWithJitter(base: number, policyId: string, ruleName: string, reason: string, identity: string): number {
-  const prefix = `retry_jitter:v1|${policyId}|${ruleName}|${reason}||`
-  let h = prefixes.get(prefix)
+  let h = prefixes.get(policyId, ruleName, reason)
   if (h === undefined) {
-    h = rollBytes(0, prefix)
-    prefixes.set(prefix, h)
+    h = rollBytes(0, `retry_jitter:v1|${policyId}|${ruleName}|${reason}||`)
+    prefixes.set(policyId, ruleName, reason, h)
   }
   // The identity is lowercase hex (ASCII): its UTF-8 bytes are its char codes.
   for (let i = 0; i < identity.length; i++) h = (h * 131 + identity.charCodeAt(i)) % MOD

@@ -11,7 +11,11 @@ import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
   status: 200 | 429 | 503
-  /** Flat [name, value, …]; for an allowed request, the headers added to the upstream's response. */
+  /**
+   * Flat [name, value, …]; for an allowed request, the headers added to the upstream's response.
+   * A new list on every call (a transport may append its framing in place), except the shared
+   * empty one of a bare allow.
+   */
   headers: readonly string[]
   body: string
 }

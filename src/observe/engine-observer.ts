@@ -108,8 +108,7 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
 /** Counters and the duration histogram of one decision; `startNs` from process.hrtime.bigint(). */
 function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
   const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
-  const policy = d.policyId ?? ''
-  metrics.hot.decisions.inc(`${action}|${d.reason}|${policy}`, () => ({ action, reason: d.reason, policy }))
+  metrics.hot.decisions.inc(action, d.reason, d.policyId ?? '')
   metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
   const limit = d.limit
   if (limit) metrics.hot.ratelimitRemaining.set(limit.policyId, () => ({ policy: limit.policyId }), limit.remaining)

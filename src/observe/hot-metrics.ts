@@ -34,6 +34,39 @@ export class DeferredCounter<L extends string> {
   }
 }
 
+/**
+ * A counter with three labels, found by their values through nested Maps: no key string is
+ * built per call. Label values on the hot path are fixed strings (reason codes, policy ids)
+ * whose hashes V8 keeps, so three lookups cost a fraction of hashing one fresh joined key.
+ */
+export class DeferredCounter3<L extends string> {
+  private readonly tree = new Map<string, Map<string, Map<string, Pending<L>>>>()
+
+  constructor(
+    counter: Counter<L>,
+    private readonly names: readonly [L, L, L],
+  ) {
+    ;(counter as unknown as { collect: () => void }).collect = () => {
+      for (const m1 of this.tree.values())
+        for (const m2 of m1.values())
+          for (const p of m2.values()) {
+            if (p.n !== 0) counter.inc(p.labels, p.n)
+            p.n = 0
+          }
+    }
+  }
+
+  inc(a: string, b: string, c: string, n = 1): void {
+    let m1 = this.tree.get(a)
+    if (m1 === undefined) this.tree.set(a, (m1 = new Map()))
+    let m2 = m1.get(b)
+    if (m2 === undefined) m1.set(b, (m2 = new Map()))
+    const p = m2.get(c)
+    if (p !== undefined) p.n += n
+    else m2.set(c, { labels: { [this.names[0]]: a, [this.names[1]]: b, [this.names[2]]: c } as Record<L, string>, n })
+  }
+}
+
 /** Last value per label set, copied into the gauge at scrape time. */
 export class DeferredGauge<L extends string> {
   private readonly latest = new Map<string, Pending<L>>()

@@ -7,7 +7,7 @@
  * (workers/supervisor.ts), except the metrics worker-metrics.ts names.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
-import { DeferredCounter, DeferredGauge, FastHistogram } from './hot-metrics.js'
+import { DeferredCounter, DeferredCounter3, DeferredGauge, FastHistogram } from './hot-metrics.js'
 import { applyWorkerAggregators } from './worker-metrics.js'
 
 /** What the scrape-time store gauges read (the in-process store; others have no bound). */
@@ -233,7 +233,7 @@ export function createMetrics() {
   for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)
   // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
   const hot = {
-    decisions: new DeferredCounter(m.decisions),
+    decisions: new DeferredCounter3(m.decisions, ['action', 'reason', 'policy']),
     retryAfterBucket: new DeferredCounter(m.retryAfterBucket),
     ratelimitRemaining: new DeferredGauge(m.ratelimitRemaining),
     tokensConsumed: new DeferredCounter(m.tokensConsumed),

@@ -9,7 +9,7 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
-import { RequestView } from '../../src/request/view.js'
+import { normalisePath, RequestView } from '../../src/request/view.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
 
 const RUNS = { numRuns: 500 }
@@ -110,5 +110,19 @@ test('RequestView: query(), header(), claims and every descriptor never throw on
       },
     ),
     RUNS,
+  )
+})
+
+test('normalisePath: the result has no dot segment and no slash run, and normalising it again changes nothing', () => {
+  // Paths over the characters the fast check looks at, so `/.`, `/..`, `//` and `%` turn up in every position.
+  const path = fc.array(fc.constantFrom('/', '.', 'a', '%', '2', 'e'), { maxLength: 14 }).map((cs) => `/${cs.join('')}`)
+  fc.assert(
+    fc.property(path, (raw) => {
+      const p = normalisePath(raw)
+      assert.equal(normalisePath(p), p, `not a fixed point: ${raw} → ${p}`)
+      assert.ok(!p.includes('//'), `slash run left in ${p} (from ${raw})`)
+      assert.ok(!/\/\.\.?(?:\/|$)/.test(p), `dot segment left in ${p} (from ${raw})`)
+    }),
+    { numRuns: 5000 },
   )
 })

@@ -1,7 +1,7 @@
-/** boundedMemo (src/bounded-cache.ts): the decision path's memos stay bounded, and a hit returns what was set. */
+/** boundedMemo and BoundedMemo3 (src/bounded-cache.ts): the decision path's memos stay bounded, and a hit returns what was set. */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { boundedMemo } from '../../src/bounded-cache.js'
+import { BoundedMemo3, boundedMemo } from '../../src/bounded-cache.js'
 
 test('boundedMemo: a value set is found again until the memo is full', () => {
   const m = boundedMemo<string, number>(3)
@@ -22,4 +22,18 @@ test('boundedMemo: reaching max empties it whole, then it fills again (never mor
   m.set('k4', 4)
   m.set('k5', 5)
   assert.deepEqual([m.get('k3'), m.get('k4'), m.get('k5')], [3, 4, 5])
+})
+
+test('BoundedMemo3: keys are the three parts, not their joined text; reaching max empties it whole', () => {
+  const m = new BoundedMemo3<number>(3)
+  m.set('a|b', 'c', 'd', 1)
+  m.set('a', 'b|c', 'd', 2) // same text joined with `|`, another key
+  assert.equal(m.get('a|b', 'c', 'd'), 1)
+  assert.equal(m.get('a', 'b|c', 'd'), 2)
+  assert.equal(m.get('a', 'b', 'c|d'), undefined)
+  m.set('a', 'b|c', 'd', 5) // overwriting does not count as a new entry
+  m.set('x', 'y', 'z', 3)
+  assert.deepEqual([m.get('a|b', 'c', 'd'), m.get('a', 'b|c', 'd'), m.get('x', 'y', 'z')], [1, 5, 3])
+  m.set('p', 'q', 'r', 4)
+  assert.deepEqual([m.get('a|b', 'c', 'd'), m.get('x', 'y', 'z'), m.get('p', 'q', 'r')], [undefined, undefined, 4])
 })
