@@ -25,7 +25,7 @@ import {
   type Http2Session,
   type ServerHttp2Stream,
 } from 'node:http2'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { GrpcStatus, statusName } from './status.js'
 import { fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
 
@@ -49,7 +49,7 @@ export interface UnaryServerOptions {
 
 export interface UnaryServer {
   server: Http2Server | Http2SecureServer
-  /** Stops accepting; in-flight calls finish (GOAWAY), sessions still open after `timeoutMs` are destroyed. */
+  /** Stops accepting; in-flight calls finish (GOAWAY), each connection closes once its answers are written, what is still open after `timeoutMs` is destroyed. */
   shutdown(timeoutMs: number): Promise<void>
 }
 
@@ -144,14 +144,32 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       }
     })
   })
+  // The sockets, for shutdown (a session's own socket is not ours to destroy): each connection's TCP socket, and with
+  // TLS the TLS socket its session runs on. A TLS client that never finishes its handshake has only the first.
+  const sockets = new Set<Socket>()
+  const track = (sock: Socket): void => {
+    sockets.add(sock)
+    sock.once('close', () => sockets.delete(sock))
+  }
+  server.on('connection', track)
+  if (o.tls) server.on('secureConnection', track)
   return {
     server,
     shutdown: (timeoutMs) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve())
+        // A closed session ends its socket once its last stream is done, then waits for the peer to close its side:
+        // a peer that keeps the connection open (an idle client, a flood's) would hold the drain to the deadline.
+        // Our side written out (GOAWAY, every answer) is all there is to wait for.
+        for (const sock of sockets) {
+          if (sock.writableFinished) sock.destroy()
+          else sock.once('finish', () => sock.destroy())
+        }
         for (const s of sessions) s.close()
+        // Streams still open at the deadline (a request never finished) go with their sockets. Not session.destroy():
+        // after close() it only ends the socket, and waits for that same peer.
         const force = setTimeout(() => {
-          for (const s of sessions) s.destroy()
+          for (const sock of sockets) sock.destroy()
         }, timeoutMs)
         force.unref()
         server.once('close', () => clearTimeout(force))
