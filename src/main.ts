@@ -10,6 +10,7 @@ import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
+import { ByteBudget } from './grpc/byte-budget.js'
 import { createGrpcMetrics } from './grpc/metrics.js'
 import { RlsSource } from './grpc/rls-source.js'
 import { startGrpc } from './grpc/server.js'
@@ -86,7 +87,9 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
-  // With worker threads every worker serves gRPC on its descriptor of the socket the supervisor bound, as for HTTP.
+  // With worker threads every worker serves gRPC on its descriptor of the socket the supervisor bound, as for HTTP,
+  // and charges the one byte budget the supervisor made for the process.
+  const grpcBudget = new ByteBudget(settings.grpcMaxBufferedBytes, thread?.grpcBudget, thread?.workerId)
   const grpc =
     settings.grpcPort === undefined
       ? undefined
@@ -100,9 +103,11 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             rlsResponseHeaders: settings.rlsResponseHeaders,
             bundleLoaded: () => bundles.current !== null,
             clock,
-            metrics: createGrpcMetrics(metrics.registry),
+            metrics: createGrpcMetrics(metrics.registry, () => grpcBudget.held),
             log,
             tls: settings.grpcTls,
+            maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
+            budget: grpcBudget,
           },
           thread ? { fd: thread.grpcFd!, shared: sharedListeners } : { port: settings.grpcPort, host: settings.host },
         )

@@ -1,7 +1,8 @@
 /** The gRPC listener's settings (its port, TLS files and the RLS configuration), parsed as settings.ts parses the rest. */
 import { readFileSync } from 'node:fs'
 import { SettingError } from './errors.js'
-import { bool, integer, optional, type Env } from './settings-env.js'
+import { MAX_BUDGET_BYTES } from './grpc/byte-budget.js'
+import { bool, integer, optional, parseSize, type Env } from './settings-env.js'
 
 export interface GrpcSettings {
   /** gRPC listener (Envoy ext_authz v3, Rate Limit Service v3, health); off when unset. */
@@ -13,6 +14,10 @@ export interface GrpcSettings {
   rlsConfig: string | undefined
   /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
   rlsResponseHeaders: boolean
+  /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  grpcMaxConcurrentStreams: number
+  /** Bytes the unfinished requests of every gRPC stream may hold together, for the whole process. */
+  grpcMaxBufferedBytes: number
 }
 
 function pem(env: Env, name: string): Buffer | undefined {
@@ -38,11 +43,23 @@ function tls(env: Env): GrpcSettings['grpcTls'] {
   return ca === undefined ? { cert, key } : { cert, key, ca }
 }
 
+/** From 8m, so that a whole 4 MiB message fits in the seven eighths large requests may use; to 1g, what the 32-bit count holds. */
+function bufferedBytes(env: Env): number {
+  const name = 'FAIRVISOR_GRPC_MAX_BUFFERED_BYTES'
+  const raw = optional(env, name) ?? '64m'
+  const n = parseSize(raw)
+  if (n === undefined || n < 8 * 1024 ** 2 || n > MAX_BUDGET_BYTES)
+    throw new SettingError(name, `"${raw}" is not a size from 8m to 1g; use bytes or a number with k, m or g (e.g. 64m)`)
+  return n
+}
+
 export function grpcSettings(env: Env): GrpcSettings {
   return {
     grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
     grpcTls: tls(env),
     rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
     rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+    grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
+    grpcMaxBufferedBytes: bufferedBytes(env),
   }
 }

@@ -86,6 +86,8 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_GRPC_TLS_CERT_FILE', 'unset', 'PEM certificate chain: the gRPC listener speaks TLS (with FAIRVISOR_GRPC_TLS_KEY_FILE)'],
   ['FAIRVISOR_GRPC_TLS_KEY_FILE', 'unset', 'PEM private key of FAIRVISOR_GRPC_TLS_CERT_FILE'],
   ['FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE', 'unset', 'PEM CA bundle: gRPC clients must present a certificate that chains to it (mTLS)'],
+  ['FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', '1000', 'HTTP/2 streams one gRPC connection may have open at once'],
+  ['FAIRVISOR_GRPC_MAX_BUFFERED_BYTES', '64m', 'bytes unfinished gRPC requests may hold together (k, m, g); past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],

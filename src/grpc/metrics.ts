@@ -1,13 +1,22 @@
 /** gRPC metrics on the gateway's registry; every label takes a bounded set of values. */
-import { Counter, type Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 
 export interface GrpcMetrics {
   calls: Counter<'method' | 'code'>
   rlsDecisions: Counter<'domain' | 'code'>
 }
 
-export function createGrpcMetrics(registry: Registry): GrpcMetrics {
+/** `buffered`: the bytes this thread's unfinished gRPC requests hold now (with workers, /metrics sums the threads'). */
+export function createGrpcMetrics(registry: Registry, buffered: () => number): GrpcMetrics {
   const registers = [registry]
+  new Gauge({
+    name: 'fairvisor_grpc_buffered_bytes',
+    help: 'Bytes held by gRPC requests not yet whole, against FAIRVISOR_GRPC_MAX_BUFFERED_BYTES.',
+    registers,
+    collect() {
+      this.set(buffered())
+    },
+  })
   return {
     calls: new Counter({
       name: 'fairvisor_grpc_calls_total',

@@ -8,6 +8,7 @@ import type { AddressInfo, Server as NetServer } from 'node:net'
 import type { Decide } from '../http/decide.js'
 import type { Logger } from '../observe/logger.js'
 import type { FailPolicy, Store } from '../store/store.js'
+import type { ByteBudget } from './byte-budget.js'
 import { createCheck, type CheckRequest } from './ext-authz.js'
 import type { GrpcMetrics } from './metrics.js'
 import { method } from './protos.js'
@@ -31,6 +32,9 @@ export interface GrpcOptions {
   log: Logger
   /** PEM certificate and key (and a CA that client certificates must chain to): the listener speaks TLS. */
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer }
+  maxConcurrentStreams: number
+  /** FAIRVISOR_GRPC_MAX_BUFFERED_BYTES, shared by the process's threads. */
+  budget: ByteBudget
 }
 
 export interface GrpcListener {
@@ -90,6 +94,8 @@ export async function startGrpc(
   const { server, shutdown } = createUnaryServer({
     methods,
     tls: o.tls,
+    maxConcurrentStreams: o.maxConcurrentStreams,
+    budget: o.budget,
     counted: (m, code) => {
       const key = `${m} ${code}`
       let c = counters.get(key)

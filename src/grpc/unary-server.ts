@@ -12,9 +12,14 @@
  * deflate is inflated (up to the size limit); another encoding is answered
  * UNIMPLEMENTED with the ones we take; a request that is not exactly one
  * message, or does not decode, INVALID_ARGUMENT; an unknown method
- * UNIMPLEMENTED; a message over the limit RESOURCE_EXHAUSTED. A stream the
- * client resets is dropped without an answer. Nothing a peer sends can throw
- * out of a handler.
+ * UNIMPLEMENTED; a message over the limit RESOURCE_EXHAUSTED; a call past its
+ * grpc-timeout DEADLINE_EXCEEDED. A stream the client resets is dropped
+ * without an answer. Nothing a peer sends can throw out of a handler.
+ *
+ * What peers can hold open is bounded: streams per connection (the SETTINGS
+ * the server announces, which nghttp2 enforces) and the bytes of requests not
+ * yet whole, all streams together (byte-budget.ts): the stream whose bytes
+ * would pass the budget is answered RESOURCE_EXHAUSTED and lets its bytes go.
  */
 import {
   constants,
@@ -25,9 +30,10 @@ import {
   type Http2Session,
   type ServerHttp2Stream,
 } from 'node:http2'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { GrpcStatus, statusName } from './status.js'
-import { fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
+import { type ByteBudget, HeldBody } from './byte-budget.js'
+import { deadlineMs, fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
 
 export interface UnaryMethod {
   /** Bytes → message; throws on bytes that do not decode. */
@@ -45,18 +51,30 @@ export interface UnaryServerOptions {
   /** A handler threw: a bug, answered INTERNAL and logged here. */
   failed(method: string, err: unknown): void
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer }
+  /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS the listener announces (and nghttp2 enforces) per connection. */
+  maxConcurrentStreams: number
+  /** What the streams' unfinished requests may hold together. */
+  budget: ByteBudget
 }
 
 export interface UnaryServer {
   server: Http2Server | Http2SecureServer
-  /** Stops accepting; in-flight calls finish (GOAWAY), sessions still open after `timeoutMs` are destroyed. */
+  /** Stops accepting; in-flight calls finish (GOAWAY), each connection closes once its answers are written, what is still open after `timeoutMs` is destroyed. */
   shutdown(timeoutMs: number): Promise<void>
 }
 
 export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
+  const settings = { maxConcurrentStreams: o.maxConcurrentStreams }
   const server = o.tls
-    ? createSecureServer({ cert: o.tls.cert, key: o.tls.key, ca: o.tls.ca, requestCert: !!o.tls.ca, rejectUnauthorized: !!o.tls.ca })
-    : createServer()
+    ? createSecureServer({
+        settings,
+        cert: o.tls.cert,
+        key: o.tls.key,
+        ca: o.tls.ca,
+        requestCert: !!o.tls.ca,
+        rejectUnauthorized: !!o.tls.ca,
+      })
+    : createServer({ settings })
   const sessions = new Set<Http2Session>()
   server.on('session', (s: Http2Session) => {
     sessions.add(s)
@@ -85,29 +103,31 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       return fail(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path.slice(0, 200)}`)
     }
     const name = path.slice(1)
+    // One answer per call, whichever comes first: the handler's, a refusal, the deadline.
+    let answered = false
     const answer = (code: number, details: string): void => {
+      if (answered) return
+      answered = true
       o.counted(name, statusName(code))
       fail(stream, code, details)
     }
-    let first: Buffer | undefined
-    let parts: Buffer[] | undefined
-    let size = 0
-    let tooBig = false
+    const body = new HeldBody(o.budget, MAX_MESSAGE_BYTES + 5)
+    const deadline = deadlineMs(headers['grpc-timeout'])
+    const timer = deadline === undefined ? undefined : setTimeout(answer, deadline, GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded')
+    // Every way a stream ends closes it (answered, reset by the client, its session destroyed): what it held goes back.
+    stream.once('close', () => {
+      clearTimeout(timer)
+      body.release()
+    })
     stream.on('data', (chunk: Buffer) => {
-      if (tooBig) return // answered already; the rest is read and dropped
-      size += chunk.length
-      if (size > MAX_MESSAGE_BYTES + 5) {
-        tooBig = true
-        first = parts = undefined
-        return answer(GrpcStatus.RESOURCE_EXHAUSTED, `message larger than ${MAX_MESSAGE_BYTES} bytes`)
-      }
-      if (first === undefined) first = chunk
-      else (parts ??= [first]).push(chunk)
+      if (answered) return // answered already; the rest is read and dropped
+      const kept = body.add(chunk)
+      if (kept === 'too-large') answer(GrpcStatus.RESOURCE_EXHAUSTED, `message larger than ${MAX_MESSAGE_BYTES} bytes`)
+      else if (kept === 'budget') answer(GrpcStatus.RESOURCE_EXHAUSTED, 'the listener holds as many unfinished request bytes as it may')
     })
     stream.on('end', () => {
-      if (tooBig || gone(stream)) return // answered, or reset by the client before its message was whole
-      const body = parts ? Buffer.concat(parts) : (first ?? Buffer.alloc(0))
-      const bytes = message(body, headers['grpc-encoding'] as string | undefined)
+      if (answered || gone(stream)) return // answered, or reset by the client before its message was whole
+      const bytes = message(body.take(), headers['grpc-encoding'] as string | undefined)
       if (bytes instanceof GrpcFailure) return answer(bytes.code, bytes.details)
       let request: unknown
       try {
@@ -115,22 +135,16 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       } catch (err) {
         return answer(GrpcStatus.INVALID_ARGUMENT, `request does not decode: ${(err as Error).message}`)
       }
-      let answered = false
       // A handler may answer later (after a store call): whatever throws then is caught here too, never by the process.
       const internal = (err: unknown): void => {
         o.failed(name, err)
-        if (answered) return
-        answered = true
         answer(GrpcStatus.INTERNAL, 'internal error')
       }
       try {
         method.handle(request, (res) => {
           if (answered) return
           try {
-            if (res instanceof GrpcFailure) {
-              answered = true
-              return answer(res.code, res.details)
-            }
+            if (res instanceof GrpcFailure) return answer(res.code, res.details)
             const bytes = method.encode(res)
             answered = true
             o.counted(name, 'OK')
@@ -144,14 +158,32 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       }
     })
   })
+  // The sockets, for shutdown (a session's own socket is not ours to destroy): each connection's TCP socket, and with
+  // TLS the TLS socket its session runs on. A TLS client that never finishes its handshake has only the first.
+  const sockets = new Set<Socket>()
+  const track = (sock: Socket): void => {
+    sockets.add(sock)
+    sock.once('close', () => sockets.delete(sock))
+  }
+  server.on('connection', track)
+  if (o.tls) server.on('secureConnection', track)
   return {
     server,
     shutdown: (timeoutMs) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve())
+        // A closed session ends its socket once its last stream is done, then waits for the peer to close its side:
+        // a peer that keeps the connection open (an idle client, a flood's) would hold the drain to the deadline.
+        // Our side written out (GOAWAY, every answer) is all there is to wait for.
+        for (const sock of sockets) {
+          if (sock.writableFinished) sock.destroy()
+          else sock.once('finish', () => sock.destroy())
+        }
         for (const s of sessions) s.close()
+        // Streams still open at the deadline (a request never finished) go with their sockets. Not session.destroy():
+        // after close() it only ends the socket, and waits for that same peer.
         const force = setTimeout(() => {
-          for (const s of sessions) s.destroy()
+          for (const sock of sockets) sock.destroy()
         }, timeoutMs)
         force.unref()
         server.once('close', () => clearTimeout(force))

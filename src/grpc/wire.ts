@@ -51,6 +51,15 @@ export function fail(stream: ServerHttp2Stream, code: number, details: string): 
   if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR)
 }
 
+/** What `grpc-timeout` (1 to 8 digits and a unit: Hours, Minutes, Seconds, milli-, micro-, nanoseconds) grants, in ms. */
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 }
+
+/** The call's deadline from now in ms (at most what a timer can wait); undefined when the client set none or set it wrong. */
+export function deadlineMs(header: string | string[] | undefined): number | undefined {
+  const m = typeof header === 'string' ? /^(\d{1,8})([HMSmun])$/.exec(header) : null
+  return m ? Math.min(Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]!, 2 ** 31 - 1) : undefined
+}
+
 /** `payload` as one length-prefixed gRPC message: flag (1: compressed), 4-byte big-endian length, the bytes. */
 export function grpcFrame(payload: Buffer, compressed = false): Buffer {
   const frame = Buffer.allocUnsafe(5 + payload.length)

@@ -15,6 +15,8 @@ export interface ThreadContext {
   listenFd: number
   adminFd: number | undefined
   grpcFd: number | undefined
+  /** The gRPC byte budget every worker charges, made by the supervisor. */
+  grpcBudget: SharedArrayBuffer | undefined
   /** /metrics summed over all workers, from the supervisor. */
   metricsText(): Promise<string>
 }

@@ -30,4 +30,6 @@ export interface WorkerData {
   adminFd: number | undefined
   /** The gRPC listener's socket (FAIRVISOR_GRPC_PORT), served by every worker. */
   grpcFd: number | undefined
+  /** The process's gRPC byte budget (grpc/byte-budget.ts), with FAIRVISOR_GRPC_PORT. */
+  grpcBudget: SharedArrayBuffer | undefined
 }

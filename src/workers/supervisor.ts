@@ -16,6 +16,7 @@ import { createLogger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
 import { logReload } from '../observe/reload-log.js'
 import type { Settings } from '../settings.js'
+import { ByteBudget } from '../grpc/byte-budget.js'
 import { LeaseTable } from '../store/shared/leases.js'
 import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
@@ -67,6 +68,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const table = settings.storeConfig.kind === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
   // A shared store: one lease table for the process, so its workers hold one slice per hot key between them.
   const leases = settings.storeConfig.kind === 'memory' ? undefined : LeaseTable.create()
+  // One gRPC byte budget for the process: a flood spread over the workers' connections meets the one bound.
+  const grpcBudget = settings.grpcPort === undefined ? undefined : ByteBudget.shared(settings.workers)
   const slots: Slot[] = []
   const live = (): Slot[] => slots.filter((s) => s.ready)
   // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
@@ -103,6 +106,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       workerId: id,
       table: table?.buffer,
       leases: leases?.buffer,
+      grpcBudget,
       net: net.bytes(),
       ...(await socks.dup()),
     }
@@ -126,6 +130,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       sums.exited(worker)
       // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others.
       const freed = (table?.releaseLocksOf(worker.threadId) ?? 0) + (leases?.releaseOf(worker.threadId) ?? 0)
+      // Nor the bytes its unfinished gRPC requests held charged to the budget.
+      if (grpcBudget) ByteBudget.releaseOf(grpcBudget, id)
       if (stopping) return
       if (!slot.ready && !readyBefore.has(id))
         return failed({ type: 'fatal', setting: false, message: `worker ${id} exited with code ${code} while starting` })

@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:http2'
+import { createConnection } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -73,6 +75,24 @@ describe('gRPC listener over TLS', () => {
     assert.equal(await check(port, credentials.createSsl(root)), 14, 'no client certificate')
     const stranger = ca.issue('stranger', 'DNS:stranger.example')
     assert.equal(await check(port, credentials.createSsl(root, readFileSync(stranger.key), readFileSync(stranger.cert))), 14, 'wrong CA')
+  })
+
+  test('SIGTERM: neither an idle TLS session nor a connection that never starts its handshake holds the drain past its bound', async () => {
+    const port = await gateway({ FAIRVISOR_SHUTDOWN_TIMEOUT_MS: '1000' })
+    const gw = gateways.at(-1)!
+    // Accepted first (the listener accepts in order): by the time the session below is up, the server holds both.
+    const silent = createConnection(port, '127.0.0.1').on('error', () => {})
+    const idle = connect(`https://127.0.0.1:${port}`, { ca: readFileSync(ca.ca) }).on('error', () => {})
+    await new Promise((r) => idle.once('remoteSettings', r))
+    const t0 = Date.now()
+    try {
+      assert.equal(await gw.stop(), 0)
+      // Before, the handshake held the listener open until the TLS handshake timeout (120 s).
+      assert.ok(Date.now() - t0 < 4000, `stop took ${Date.now() - t0} ms`)
+    } finally {
+      silent.destroy()
+      idle.destroy()
+    }
   })
 
   test('a certificate file that cannot be read stops start-up with exit code 2 and names the setting', () => {

@@ -79,6 +79,16 @@ describe('gRPC listener at the wire', () => {
 
   test('a good call: one message, status 0 in the trailers', stillServes)
 
+  test('announces 1000 concurrent streams per connection by default (FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS)', async () => {
+    const fresh = connect(`http://127.0.0.1:${port}`)
+    try {
+      await new Promise((r) => fresh.once('remoteSettings', r))
+      assert.equal(fresh.remoteSettings.maxConcurrentStreams, 1000)
+    } finally {
+      fresh.close()
+    }
+  })
+
   test('a gzip-compressed request is inflated and decided', async () => {
     const a = await call(session, CHECK.path, grpcFrame(gzipSync(request('gz')), true), { 'grpc-encoding': 'gzip' })
     assert.equal(grpcStatus(a), 0)
