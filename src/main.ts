@@ -14,7 +14,7 @@ import { ByteBudget } from './grpc/byte-budget.js'
 import { createGrpcMetrics } from './grpc/metrics.js'
 import { RlsSource } from './grpc/rls-source.js'
 import { startGrpc } from './grpc/server.js'
-import { decisionRecorder, engineObserver, evictionLog } from './observe/engine-observer.js'
+import { decisionRecorder, engineObserver, evictionLog, leaseTableFullLog } from './observe/engine-observer.js'
 import { LlmExchange } from './llm/exchange.js'
 import { llmHooks } from './observe/llm-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
@@ -45,7 +45,13 @@ export interface Gateway {
 function openStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | undefined): Store {
   const storeLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void => log[level](fields, msg)
   const shared = thread ? { table: thread.table, leases: thread.leases, threadId } : undefined
-  return createStore(s.storeConfig, { clock, log: storeLog, onEvict: evictionLog(log, clock), shared })
+  return createStore(s.storeConfig, {
+    clock,
+    log: storeLog,
+    onEvict: evictionLog(log, clock),
+    onLeaseTableFull: leaseTableFullLog(log, clock),
+    shared,
+  })
 }
 
 /** `thread`: this gateway is one worker thread of several (workers/): the supervisor owns the socket, reloads and /metrics. */
@@ -66,7 +72,12 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   if (!reachable) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
   const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
   if (!thread) bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
-  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: () => store.fill?.() })
+  metrics.bindLiveState({
+    bundle: () => bundles.current,
+    nowMs: clock,
+    storeFill: () => store.fill?.(),
+    leaseTableFull: () => store.leaseTableFull?.(),
+  })
   if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
   else bundles.reload()
   const engine = new Engine({

@@ -8,6 +8,7 @@ import { SettingError } from './errors.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
+import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/shared/leases.js'
 import type { FailPolicy } from './store/store.js'
 
 export type { FailPolicy }
@@ -55,6 +56,8 @@ export interface Settings extends GrpcSettings {
   workers: number
   /** Size in bytes of the counter table the workers share (FAIRVISOR_SHARED_TABLE_SIZE; default FAIRVISOR_SHARED_DICT_SIZE's value). */
   sharedTableBytes: number
+  /** Keys the process's lease table holds at once (FAIRVISOR_LEASE_TABLE_KEYS; shared stores only). Default 8192. */
+  leaseTableKeys: number
   failPolicy: FailPolicy
   /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
@@ -151,14 +154,15 @@ function tablePrefix(env: Env): string {
 /** The store config: the parsed target with the settings of that store. */
 function storeConfig(
   target: StoreTarget,
-  sizes: { maxBytes: number; timeoutMs: number; poolSize: number; prefix: string; unlogged: boolean },
+  sizes: { maxBytes: number; timeoutMs: number; leaseKeys: number; poolSize: number; prefix: string; unlogged: boolean },
 ): StoreConfig {
   if (target.kind === 'memory') return { kind: 'memory', maxBytes: sizes.maxBytes }
-  if (target.kind === 'redis') return { kind: 'redis', target: target.target, timeoutMs: sizes.timeoutMs }
+  if (target.kind === 'redis') return { kind: 'redis', target: target.target, timeoutMs: sizes.timeoutMs, leaseKeys: sizes.leaseKeys }
   return {
     kind: 'postgres',
     target: target.target,
     timeoutMs: sizes.timeoutMs,
+    leaseKeys: sizes.leaseKeys,
     poolSize: sizes.poolSize,
     prefix: sizes.prefix,
     unlogged: sizes.unlogged,
@@ -196,6 +200,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const target = parseStoreUrl(store)
   const sharedDictBytes = size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m')
   const storeTimeoutMs = storeTimeout(env, target)
+  const leaseTableKeys = integer(env, 'FAIRVISOR_LEASE_TABLE_KEYS', DEFAULT_CELLS, MIN_CELLS, MAX_CELLS)
   const pg = {
     poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
     prefix: tablePrefix(env),
@@ -221,10 +226,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
     store,
-    storeConfig: storeConfig(target, { maxBytes: sharedDictBytes, timeoutMs: storeTimeoutMs, ...pg }),
+    storeConfig: storeConfig(target, { maxBytes: sharedDictBytes, timeoutMs: storeTimeoutMs, leaseKeys: leaseTableKeys, ...pg }),
     sharedDictBytes,
     workers: integer(env, 'FAIRVISOR_WORKERS', defaultWorkers(), 1, 256),
     sharedTableBytes: size(env, 'FAIRVISOR_SHARED_TABLE_SIZE', optional(env, 'FAIRVISOR_SHARED_DICT_SIZE') ?? '128m'),
+    leaseTableKeys,
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
     storeTimeoutMs,
     pgPoolSize: pg.poolSize,

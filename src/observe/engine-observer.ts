@@ -130,3 +130,16 @@ export function evictionLog(log: Logger, clock: () => number): () => void {
       )
   }
 }
+
+/** The lease table had no cell for a hot key: a throttled warning (the request itself is decided exactly, which is safe). */
+export function leaseTableFullLog(log: Logger, clock: () => number): () => void {
+  const t = new LogThrottle(clock, 10_000)
+  return () => {
+    const n = t.hit()
+    if (n > 0)
+      log.warn(
+        { requests: n },
+        'lease table full: requests on leased limits decided by an exact store call (more hot keys than cells?); see fairvisor_lease_table_full_total and FAIRVISOR_LEASE_TABLE_KEYS',
+      )
+  }
+}

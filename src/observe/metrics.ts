@@ -31,6 +31,8 @@ export interface LiveState {
   nowMs(): number
   /** The in-process store's fill, undefined for shared stores. */
   storeFill?(): StoreFill | undefined
+  /** Checks of leased limits decided exactly for want of a lease table cell (this thread's), undefined without leasing. */
+  leaseTableFull?(): number | undefined
 }
 
 export function createMetrics() {
@@ -224,6 +226,18 @@ export function createMetrics() {
       collect() {
         const f = live?.storeFill?.()
         this.set(f ? f.bytesUsed / f.maxBytes : 0)
+      },
+    }),
+    // More hot keys than the lease table holds: safe (decided exactly) but each costs a store call; visible, not silent.
+    leaseTableFull: new Counter({
+      name: 'fairvisor_lease_table_full_total',
+      help: 'Checks of leased token buckets decided by an exact store call because the lease table had no cell for their key (FAIRVISOR_LEASE_TABLE_KEYS).',
+      registers: r,
+      collect() {
+        const n = live?.leaseTableFull?.()
+        if (n === undefined) return
+        this.reset()
+        this.inc(n)
       },
     }),
   }

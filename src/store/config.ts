@@ -10,9 +10,9 @@ import { parseRedisUrl, type RedisTarget } from './redis/url.js'
 export type StoreConfig =
   /** In-process counters, or the table shared by worker threads when the gateway runs several. */
   | { kind: 'memory'; maxBytes: number }
-  /** Redis standalone or Redis Cluster (target.kind). */
-  | { kind: 'redis'; target: RedisTarget; timeoutMs: number }
-  | { kind: 'postgres'; target: PostgresTarget; timeoutMs: number; poolSize: number; prefix: string; unlogged: boolean }
+  /** Redis standalone or Redis Cluster (target.kind). `leaseKeys`: the size of the lease table (leasing.ts) in front of a shared store. */
+  | { kind: 'redis'; target: RedisTarget; timeoutMs: number; leaseKeys: number }
+  | { kind: 'postgres'; target: PostgresTarget; timeoutMs: number; leaseKeys: number; poolSize: number; prefix: string; unlogged: boolean }
 
 /** The target FAIRVISOR_STORE names, parsed; `memory` is no target. */
 export type StoreTarget = { kind: 'memory' } | { kind: 'redis'; target: RedisTarget } | { kind: 'postgres'; target: PostgresTarget }

@@ -20,6 +20,8 @@ export interface StoreWiring {
   clock: () => number
   log: StoreLog
   onEvict: MemoryStoreOptions['onEvict']
+  /** A request on a leased limit found no cell in the lease table (decided exactly). */
+  onLeaseTableFull?: () => void
   /** The worker threads' shared counter table and lease table (their memory), and this thread's id, when the gateway runs several. */
   shared?: { table: SharedArrayBuffer | undefined; leases: SharedArrayBuffer | undefined; threadId: number }
 }
@@ -36,15 +38,16 @@ export function createStore(config: StoreConfig, w: StoreWiring): Store {
         target.kind === 'cluster'
           ? new RedisClusterStore({ target, timeoutMs, log: w.log })
           : new RedisStore({ target, timeoutMs, log: w.log })
-      return new LeasingStore(store, w.clock, leaseTable(w))
+      return new LeasingStore(store, w.clock, leaseTable(w, config.leaseKeys), w.onLeaseTableFull)
     }
     case 'postgres': {
       const { target, timeoutMs, poolSize, prefix, unlogged } = config
-      return new LeasingStore(new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log }), w.clock, leaseTable(w))
+      const store = new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log })
+      return new LeasingStore(store, w.clock, leaseTable(w, config.leaseKeys), w.onLeaseTableFull)
     }
   }
 }
 
-/** With workers, the process's lease table (one slice per key per process); undefined: the store makes its own. */
-const leaseTable = (w: StoreWiring): LeaseTable | undefined =>
-  w.shared?.leases ? new LeaseTable(w.shared.leases, w.shared.threadId) : undefined
+/** With workers, the process's lease table (one slice per key per process, sized by the supervisor); else this thread's own of `keys` cells. */
+const leaseTable = (w: StoreWiring, keys: number): LeaseTable =>
+  w.shared?.leases ? new LeaseTable(w.shared.leases, w.shared.threadId) : LeaseTable.create(keys)

@@ -22,7 +22,10 @@
  * worker threads the supervisor makes one for the whole process and every
  * worker's LeasingStore spends from it, so a process holds one slice per
  * key and fetches it once, whatever the number of workers; with one thread
- * the store makes its own.
+ * the store makes its own (FAIRVISOR_LEASE_TABLE_KEYS sizes both). A key
+ * that finds no cell in the table is decided exactly, one store call per
+ * request as without leases; `onFull` hears of it (a throttled warning) and
+ * leaseTableFull() counts it (fairvisor_lease_table_full_total).
  */
 import type { BucketLimit, LeaseConfig } from '../algorithms/token-bucket.js'
 import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './shared/leases.js'
@@ -52,9 +55,16 @@ export class LeasingStore implements Store {
     private readonly clock: () => number,
     /** The process's lease table (the supervisor's, with workers); else one of its own. */
     leases?: LeaseTable,
+    /** A request found no cell for its key: decided exactly (called once per request that did). */
+    private readonly onFull: () => void = noop,
   ) {
     this.kind = inner.kind
     this.leases = leases ?? LeaseTable.create()
+  }
+
+  /** Requests of this thread on leased limits decided exactly because the lease table had no cell for their key. */
+  leaseTableFull(): number {
+    return this.leases.full
   }
 
   apply(checks: readonly Check[], now: number, done: ApplyDone): void {
@@ -75,6 +85,7 @@ export class LeasingStore implements Store {
     const remote: number[] = []
     const sent: Check[] = []
     const fetches = new Set<string>()
+    const full = t.full
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!
       const cfg = leaseOf(c)
@@ -97,6 +108,7 @@ export class LeasingStore implements Store {
         sent.push({ ...c, cost: cfg!.tokens })
       } else sent.push(c) // exact (or this request's second check on a key it is fetching)
     }
+    if (t.full !== full) this.onFull()
     this.flushReturns()
     if (sent.length === 0) return done(null, out)
     this.calls++

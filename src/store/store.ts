@@ -64,6 +64,8 @@ export interface Store {
   state(): StoreState
   /** A bounded in-process store's fill and evictions (metrics); absent for shared stores. */
   fill?(): { evictions: number; bytesUsed: number; maxBytes: number }
+  /** The leasing layer in front of a shared store: checks decided exactly because the lease table had no cell for their key (metrics). */
+  leaseTableFull?(): number
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */
   ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>

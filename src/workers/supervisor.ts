@@ -50,6 +50,10 @@ export interface Supervisor {
   port: number
   adminPort: number | undefined
   table: SharedTable | undefined
+  /** The process's lease table (shared stores). */
+  leases: LeaseTable | undefined
+  /** The thread id of worker `id` (1-based) now. */
+  threadOf(id: number): number
   /** End worker `id` abruptly, as a crash would; resolves once its replacement serves. */
   kill(id: number): Promise<void>
   /** Drain every worker, then release the sockets. */
@@ -67,7 +71,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   metrics.buildInfo.set({ version: VERSION }, 1)
   const table = settings.storeConfig.kind === 'memory' ? SharedTable.create(settings.sharedTableBytes) : undefined
   // A shared store: one lease table for the process, so its workers hold one slice per hot key between them.
-  const leases = settings.storeConfig.kind === 'memory' ? undefined : LeaseTable.create()
+  const leases = settings.storeConfig.kind === 'memory' ? undefined : LeaseTable.create(settings.storeConfig.leaseKeys)
   // One gRPC byte budget for the process: a flood spread over the workers' connections meets the one bound.
   const grpcBudget = settings.grpcPort === undefined ? undefined : ByteBudget.shared(settings.workers)
   const slots: Slot[] = []
@@ -215,6 +219,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     port: socks.main.port,
     adminPort: socks.admin?.port,
     table,
+    leases,
+    threadOf: (id) => slots[id - 1]!.worker.threadId,
     async kill(id) {
       const back = new Promise<void>((resolve) => restarted.set(id, resolve))
       await slots[id - 1]!.worker.terminate()

@@ -48,6 +48,7 @@ describe('FAIRVISOR_STORE postgres forms', () => {
       kind: 'postgres',
       target: { connectionString: 'postgres://u@db:5432/app', display: 'db:5432/app' },
       timeoutMs: 90,
+      leaseKeys: 8192,
       poolSize: 8,
       prefix: 'fairvisor_',
       unlogged: true,

@@ -23,19 +23,24 @@
  *
  * A cell keeps its key's text (for the give-back call), so keys longer than
  * KEY_UNITS UTF-16 units are not leased (decided exactly); neither is a key
- * whose group is full of live leases. Both are safe: exact is what leases save.
+ * whose group is full (4 live leases, fetches or exact modes of other keys):
+ * take() counts those in `full` (fairvisor_lease_table_full_total). Both are
+ * safe: exact is what leases save.
  */
 import { EPSILON } from '../../algorithms/algorithm.js'
 import { bucketLimit, type BucketLimit, type LeaseConfig } from '../../algorithms/token-bucket.js'
 import type { Adjustment } from '../store.js'
-import { freeIfOwned, lockOwner, lockWord, unlockWord } from './lock.js'
+import { freeIfOwned, lockOwner, lockWord, ownerThread, unlockWord } from './lock.js'
 import { hashKey } from './table.js'
 
 const WAYS = 4
 /** Longest key a cell holds. */
 export const KEY_UNITS = 120
-/** Cells per process by default: hot keys are few; ~2.7 MB. */
+/** Cells per process by default (FAIRVISOR_LEASE_TABLE_KEYS): hot keys are few; ~2.6 MB. */
 export const DEFAULT_CELLS = 8192
+/** Bounds of FAIRVISOR_LEASE_TABLE_KEYS: a few groups at least; at most ~340 MB (322 bytes a cell: it holds its key's text). */
+export const MIN_CELLS = 16
+export const MAX_CELLS = 1_048_576
 
 // Cell states.
 const EMPTY = 0
@@ -89,9 +94,12 @@ export class LeaseTable {
   gen = 0
   /** Unspent tokens taken out of ended leases, for the caller to give back to the shared store (then cleared). */
   returns: Adjustment[] = []
+  /** take()s of this thread decided exactly because the key's group had no cell to spare (the table is too small for the hot keys). */
+  full = 0
 
+  /** A table of `cells` cells, rounded up to whole groups of WAYS. */
   static create(cells = DEFAULT_CELLS): LeaseTable {
-    const groups = Math.max(1, Math.floor(cells / WAYS))
+    const groups = Math.max(1, Math.ceil(cells / WAYS))
     const buffer = new SharedArrayBuffer(layout(groups).total)
     new Int32Array(buffer, 0, 2)[0] = groups
     return new LeaseTable(buffer, 0)
@@ -115,6 +123,21 @@ export class LeaseTable {
   /** Cells in use (leases, fetches, exact-mode keys) in the whole process. */
   get used(): number {
     return Atomics.load(this.header, 1)
+  }
+
+  get cells(): number {
+    return this.groups * WAYS
+  }
+
+  /** The id of the thread fetching `key` now, or undefined (the supervisor's tests kill that thread mid-fetch). */
+  fetching(key: string): number | undefined {
+    if (key.length > KEY_UNITS) return undefined
+    const g = this.locate(key)
+    lockWord(this.locks, g, this.me)
+    const c = this.find(g)
+    const owner = c !== -1 && this.ints[c * INTS + STATE] === FETCHING ? this.ints[c * INTS + OWNER]! : 0
+    unlockWord(this.locks, g)
+    return owner === 0 ? undefined : ownerThread(owner)
   }
 
   /** Spend `cost` from `key`'s lease, or say what to do instead; `now` in epoch ms. */
@@ -150,6 +173,7 @@ export class LeaseTable {
       c = this.claim(g, now)
       if (c === -1) {
         unlockWord(this.locks, g)
+        this.full++
         return DECIDE_EXACT
       }
     }

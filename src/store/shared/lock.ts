@@ -12,6 +12,8 @@ const WAIT_MS = 20
 
 /** The lock word value of thread `threadId`. */
 export const lockOwner = (threadId: number): number => (threadId + 1) * 2
+/** The thread id of a lockOwner value. */
+export const ownerThread = (owner: number): number => owner / 2 - 1
 
 /** Spin briefly (critical sections are a few loads and stores), then sleep on the word. */
 export function lockWord(locks: Int32Array, i: number, me: number): void {
