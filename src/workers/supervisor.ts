@@ -30,6 +30,8 @@ const ENTRY = fileURLToPath(new URL('./worker.js', import.meta.url))
 interface Slot {
   id: number
   worker: Worker
+  /** worker.threadId, kept: once the thread has stopped (before its 'exit' event) worker.threadId reads -1. */
+  threadId: number
   ready: boolean
 }
 
@@ -115,7 +117,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       ...(await socks.dup()),
     }
     const worker = new Worker(ENTRY, { workerData: data, env })
-    const slot: Slot = { id, worker, ready: false }
+    const slot: Slot = { id, worker, threadId: worker.threadId, ready: false }
     slots[id - 1] = slot
     let readyNow: () => void = () => {}
     const ready = new Promise<void>((resolve) => (readyNow = resolve))
@@ -133,7 +135,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       acks.get(worker)?.(null)
       sums.exited(worker)
       // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others.
-      const freed = (table?.releaseLocksOf(worker.threadId) ?? 0) + (leases?.releaseOf(worker.threadId) ?? 0)
+      const freed = (table?.releaseLocksOf(slot.threadId) ?? 0) + (leases?.releaseOf(slot.threadId) ?? 0)
       // Nor the bytes its unfinished gRPC requests held charged to the budget.
       if (grpcBudget) ByteBudget.releaseOf(grpcBudget, id)
       if (stopping) return
@@ -220,7 +222,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     adminPort: socks.admin?.port,
     table,
     leases,
-    threadOf: (id) => slots[id - 1]!.worker.threadId,
+    threadOf: (id) => slots[id - 1]!.threadId,
     async kill(id) {
       const back = new Promise<void>((resolve) => restarted.set(id, resolve))
       await slots[id - 1]!.worker.terminate()
