@@ -12,7 +12,8 @@
  * transition below is atomic across threads:
  *
  *   empty ─take→ fetching ─open→ lease ─(spent / expired / other limit)→ fetching | empty
- *                   └─release→ exact (a slice did not fit, for ttl_ms) | empty
+ *                   ├─release→ exact (a slice did not fit, for ttl_ms) | empty
+ *                   └─(its thread died: releaseOf; or FETCH_BOUND_MS passed)→ empty | another's fetching
  *
  * Unspent tokens leave a cell only under its lock, and the cell is zeroed
  * in the same critical section, so they are handed back (returns) by exactly
@@ -38,6 +39,14 @@ const WAYS = 4
 export const KEY_UNITS = 120
 /** Cells per process by default (FAIRVISOR_LEASE_TABLE_KEYS): hot keys are few; ~2.6 MB. */
 export const DEFAULT_CELLS = 8192
+/**
+ * A fetch this old is abandoned: every store call ends by its deadline
+ * (FAIRVISOR_STORE_TIMEOUT_MS, at most 60 s), so its thread died without the
+ * supervisor freeing it, or is stalled. Another thread may then fetch the key,
+ * and the sweep frees the cell. Safe: the late open() of the old fetch finds
+ * the cell not its own and gives its slice straight back.
+ */
+export const FETCH_BOUND_MS = 120_000
 /** Bounds of FAIRVISOR_LEASE_TABLE_KEYS: a few groups at least; at most ~340 MB (322 bytes a cell: it holds its key's text). */
 export const MIN_CELLS = 16
 export const MAX_CELLS = 1_048_576
@@ -158,7 +167,7 @@ export class LeaseTable {
           unlockWord(this.locks, g)
           return SPENT
         }
-      } else if (st === FETCHING) {
+      } else if (st === FETCHING && d[o + UNTIL]! > now) {
         this.group = g
         this.gen = Atomics.load(this.gens, g)
         unlockWord(this.locks, g)
@@ -179,6 +188,7 @@ export class LeaseTable {
     }
     n[c * INTS + STATE] = FETCHING
     n[c * INTS + OWNER] = this.me
+    d[c * DOUBLES + UNTIL] = now + FETCH_BOUND_MS
     unlockWord(this.locks, g)
     return FETCH
   }
@@ -250,7 +260,7 @@ export class LeaseTable {
     unlockWord(this.locks, g)
   }
 
-  /** End every lease expired by `now` (and forget ended exact modes); `all`: every lease (close). */
+  /** End every lease expired by `now` (and forget ended exact modes and abandoned fetches); `all`: every lease (close). */
   sweep(now: number, all = false): void {
     const n = this.ints
     for (let g = 0; g < this.groups; g++) {
@@ -258,15 +268,22 @@ export class LeaseTable {
       for (let c = g * WAYS; c < (g + 1) * WAYS && !busy; c++) busy = n[c * INTS + STATE] !== EMPTY
       if (!busy) continue // a racy read; a cell filled meanwhile is not due yet
       lockWord(this.locks, g, this.me)
+      let abandoned = false
       for (let c = g * WAYS; c < (g + 1) * WAYS; c++) {
         const st = n[c * INTS + STATE]
-        const due = all || this.dbl[c * DOUBLES + UNTIL]! <= now
-        if (st === LEASE && due) {
+        const ended = this.dbl[c * DOUBLES + UNTIL]! <= now
+        if (st === LEASE && (all || ended)) {
           this.takeOut(c)
           this.empty(c)
-        } else if (st === EXACT && this.dbl[c * DOUBLES + UNTIL]! <= now) this.empty(c)
+        } else if (st === EXACT && ended) this.empty(c)
+        else if (st === FETCHING && ended) {
+          this.empty(c)
+          abandoned = true
+        }
       }
-      unlockWord(this.locks, g)
+      // Requests waiting for an abandoned fetch go on at once.
+      if (abandoned) this.wake(g)
+      else unlockWord(this.locks, g)
     }
   }
 
@@ -318,7 +335,7 @@ export class LeaseTable {
     return c !== -1 && this.ints[c * INTS + STATE] === FETCHING && this.ints[c * INTS + OWNER] === this.me ? c : -1
   }
 
-  /** A cell of group `g` for the located key: empty, else an ended exact mode, else an expired lease (its rest goes back); -1 if all are live. */
+  /** A cell of group `g` for the located key: empty, else an ended exact mode, an expired lease (its rest goes back) or an abandoned fetch; -1 if all are live. */
   private claim(g: number, now: number): number {
     const n = this.ints
     let c = -1
@@ -326,7 +343,7 @@ export class LeaseTable {
     if (c !== -1) Atomics.add(this.header, 1, 1)
     for (let i = g * WAYS; i < (g + 1) * WAYS && c === -1; i++) {
       const st = n[i * INTS + STATE]
-      if ((st === EXACT || st === LEASE) && this.dbl[i * DOUBLES + UNTIL]! <= now) {
+      if (st !== EMPTY && this.dbl[i * DOUBLES + UNTIL]! <= now) {
         if (st === LEASE) this.takeOut(i)
         c = i
       }
