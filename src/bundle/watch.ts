@@ -12,8 +12,8 @@
  * the file's name or on a `..`-name therefore schedules a re-read.
  *
  * Events are debounced (default 100 ms after the last one) so a write in
- * several chunks is read once it has stopped; chokidar's awaitWriteFinish is
- * not used because it polls for ~2 s. A file read half-written is just an
+ * several chunks is read once it has stopped (no polling for the write's end:
+ * that would delay every reload). A file read half-written is just an
  * `invalid` reload (the old bundle stays) and the write's next event reads
  * it again. Bytes identical to the last ones tried are not reloaded.
  *

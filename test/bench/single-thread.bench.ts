@@ -11,8 +11,9 @@
  * thread each (FAIRVISOR_WORKERS=1 here; round 1 had no workers). Every
  * gateway is pinned to CPU 0 with taskset; wrk (one thread), the backend and
  * this process to the other CPUs, so each ratio compares the code and not
- * where the scheduler put the processes. Rounds are interleaved (order rotated
- * each round); the ratio is the median of the per-round ratios. CPU per
+ * where the scheduler put the processes. In each round the two builds of a
+ * scenario run back to back (which goes first flips every round, the scenario
+ * order rotates); the ratio is the median of the per-round ratios. CPU per
  * request is the gateway's user + system time (/proc/<pid>/stat) over the
  * requests of a run.
  *
@@ -29,7 +30,6 @@ import {
   allowRejectBundle,
   CLI,
   cpuMicros,
-  interleave,
   pairedRatio,
   pinCpus,
   runLoad,
@@ -138,10 +138,19 @@ async function main(): Promise<void> {
     }
     for (const t of targets) await measured(t, 1) // warm-up: JIT, connection pools
     cpuUsed.clear()
-    const runs = await interleave(targets, ROUNDS, (t) => measured(t, SECONDS))
+    // Per round, each scenario's two builds run back to back (order flipped every round): on a
+    // shared virtual machine whose speed drifts within seconds, a ratio of adjacent runs is the
+    // one that compares the code.
+    const runs = new Map<string, LoadResult[]>(targets.map((t) => [t.name, []]))
+    for (let round = 0; round < ROUNDS; round++)
+      for (let i = 0; i < SCENARIOS.length; i++) {
+        const s = SCENARIOS[(i + round) % SCENARIOS.length]!
+        const pair = targets.filter((t) => t.scenario === s)
+        for (const t of round % 2 === 0 ? pair : pair.reverse()) runs.get(t.name)!.push(await measured(t, SECONDS))
+      }
     const tool = runs.get(targets[0]!.name)![0]!.tool
     console.log(
-      `\n${ROUNDS} interleaved rounds × ${SECONDS} s per target, ${tool} -c${CONNECTIONS}, 127.0.0.1, node ${process.version}; ` +
+      `\n${ROUNDS} rounds × ${SECONDS} s per target (the builds of a scenario back to back), ${tool} -c${CONNECTIONS}, 127.0.0.1, node ${process.version}; ` +
         `gateways on CPU ${cpus?.gateway ?? '(unpinned)'}, wrk and backend on CPU ${cpus?.rest ?? '(unpinned)'}; baseline ${BASELINE}\n`,
     )
     const cpuMedian = (name: string): string => {

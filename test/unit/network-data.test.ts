@@ -134,7 +134,7 @@ class Log implements DataLog {
 async function until(pred: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 100 && !pred(); i++) await sleep(50)
   assert.ok(pred(), what)
-  // chokidar folds an unlink and re-add of one name within 100 ms into one event; leave a gap before the next replacement.
+  // Events within the 100 ms debounce fold into one reload; leave a gap before the next replacement.
   await sleep(200)
 }
 
