@@ -3,7 +3,7 @@
  * ways (and those a Connection header lists), X-Forwarded-* set, response
  * headers copied from undici's raw buffers without a parse/re-serialise.
  */
-import type { IncomingMessage } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 
 /** RFC 9110 §7.6.1 hop-by-hop fields, plus proxy-connection which some clients still send. */
 const HOP_BY_HOP = new Set([
@@ -89,7 +89,31 @@ export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: str
   return body
 }
 
-/** Response headers for the client: raw buffers from undici, hop-by-hop removed. */
+/**
+ * Response headers for the client from the head undici has already parsed (names in lower case,
+ * values latin1, repeated names as arrays, in arrival order), hop-by-hop removed. Copying the
+ * parsed head, not the raw buffers, saves converting every name and value a second time; names
+ * then reach the client in lower case, as Envoy and HAProxy send them (HTTP/2 requires it).
+ */
+export function downstreamFromParsed(parsed: IncomingHttpHeaders, extra: readonly string[] | undefined): string[] {
+  const out: string[] = []
+  let listed: Set<string> | undefined
+  for (const name in parsed) {
+    const v = parsed[name]
+    if (v === undefined) continue
+    if (SPECIAL_LENGTH[name.length] === true && HOP_BY_HOP.has(name)) {
+      if (name === 'connection') listed = connectionTokens(Array.isArray(v) ? v.join(',') : v)
+      continue
+    }
+    if (typeof v === 'string') out.push(name, v)
+    else for (let i = 0; i < v.length; i++) out.push(name, v[i]!)
+  }
+  if (listed) dropListed(out, listed, 0)
+  if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
+  return out
+}
+
+/** Response headers for the client: raw buffers from undici, hop-by-hop removed (names as the backend spelled them). */
 export function downstreamHeaders(raw: Buffer[], extra: readonly string[] | undefined): string[] {
   const out: string[] = []
   let listed: Set<string> | undefined

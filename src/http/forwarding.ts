@@ -16,7 +16,7 @@ import type { Duplex } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { ClientClosedError } from '../errors.js'
 import type { LlmExchange } from '../llm/exchange.js'
-import { downstreamHeaders } from './forward-headers.js'
+import { downstreamFromParsed, downstreamHeaders } from './forward-headers.js'
 import { LlmRelay, type RelayHost } from './llm-relay.js'
 
 const kForwarding = Symbol('forwarding')
@@ -82,11 +82,10 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
     if (statusCode < 200) return // interim responses are not relayed
-    let raw = rawHeadersOf(controller, headers)
-    if (this.tap !== undefined) {
-      this.relay = new LlmRelay(this, this.tap)
-      raw = this.relay.head(statusCode, raw, this.req.url ?? '')
-    }
+    if (this.tap === undefined) return void this.res.writeHead(statusCode, statusText, downstreamFromParsed(headers, this.extraHeaders))
+    // An LLM call's head may be rewritten by its relay (framing, encoding), on the raw list.
+    this.relay = new LlmRelay(this, this.tap)
+    const raw = this.relay.head(statusCode, rawHeadersOf(controller, headers), this.req.url ?? '')
     this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
   }
 

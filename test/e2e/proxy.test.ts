@@ -232,6 +232,23 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     assert.deepEqual(raw.headers['set-cookie'], cookies)
   })
 
+  test('response headers keep the backend order (a repeated name with all its values, at its first place), names in lower case', async () => {
+    special.set('/names', (_req, res) => {
+      res.writeHead(200, ['X-Zeta', 'z', 'Content-Type', 'text/plain', 'X-Multi', 'one', 'X-Alpha', 'a', 'X-Multi', 'two'])
+      res.end('names')
+    })
+    const raw = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = httpRequest(`${gw.url}/names`, { agent: false }, resolve)
+      req.on('error', reject)
+      req.end()
+    })
+    raw.resume()
+    const names = raw.rawHeaders.filter((_, i) => i % 2 === 0)
+    const own = names.filter((n) => n.startsWith('x-') || n === 'content-type')
+    assert.deepEqual(own, ['x-zeta', 'content-type', 'x-multi', 'x-multi', 'x-alpha'])
+    assert.deepEqual(raw.headersDistinct['x-multi'], ['one', 'two'])
+  })
+
   test('a backend that resets the connection mid-request gives 502 with a JSON body and an error log line', async () => {
     special.set('/reset', (req) => req.socket.destroy())
     const r = await send(gw.url, 'POST', '/reset', { 'content-type': 'text/plain' }, 'x'.repeat(1000))
