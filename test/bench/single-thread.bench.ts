@@ -13,7 +13,12 @@
  * this process to the other CPUs, so each ratio compares the code and not
  * where the scheduler put the processes. In each round the two builds of a
  * scenario run back to back (which goes first flips every round, the scenario
- * order rotates); the ratio is the median of the per-round ratios. CPU per
+ * order rotates); then, for the verdict, the two builds of a scenario run under
+ * load at the same time on CPU 0: the scheduler gives each half of it, so their
+ * throughput ratio is the inverse of their CPU per request, and a swing of the
+ * virtual machine's speed falls on both sides of the ratio at once (per-round
+ * spread ±4 % here, where adjacent runs spread ±50 %). Each ratio is the median
+ * of the per-round ratios. CPU per
  * request is the gateway's user + system time (/proc/<pid>/stat) over the
  * requests of a run.
  *
