@@ -8,40 +8,19 @@
  * holds the same 48 keys without a miss.
  */
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { metricValue, startBackend, startGateway, type Backend } from '../helpers/processes.js'
 import { startRedis, type RedisServer } from '../store/redis-servers.js'
 
 const KEYS = 48
 const dir = mkdtempSync(join(tmpdir(), 'fv-lease-keys-'))
-const file = join(dir, 'bundle.json')
-writeFileSync(
-  file,
-  JSON.stringify({
-    bundle_version: 1,
-    policies: [
-      {
-        id: 'api',
-        spec: {
-          selector: { pathPrefix: '/' },
-          rules: [
-            {
-              name: 'hot',
-              limit_keys: ['header:x-user'],
-              algorithm: 'token_bucket',
-              // Leases of a minute: every key keeps its cell for the whole test.
-              algorithm_config: { burst: 1000, tokens_per_second: 1, lease: { tokens: 20, ttl_ms: 60_000 } },
-            },
-          ],
-        },
-      },
-    ],
-  }),
-)
+// Leases of a minute: every key keeps its cell for the whole test.
+const file = writeHeaderBucketBundle(dir, 'hot', { burst: 1000, tokens_per_second: 1, lease: { tokens: 20, ttl_ms: 60_000 } })
 
 describe('FAIRVISOR_LEASE_TABLE_KEYS', () => {
   let redis: RedisServer

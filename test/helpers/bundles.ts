@@ -6,7 +6,11 @@ import { join } from 'node:path'
  * Writes `dir/bundle.json`: one policy `api` on every path with one token-bucket
  * rule keyed on the `x-user` header, and returns the file's path.
  */
-export function writeHeaderBucketBundle(dir: string, rule: string, config: { burst: number; tokens_per_second: number }): string {
+export function writeHeaderBucketBundle(
+  dir: string,
+  rule: string,
+  config: { burst: number; tokens_per_second: number; lease?: { tokens: number; ttl_ms: number } },
+): string {
   const file = join(dir, 'bundle.json')
   writeFileSync(
     file,

@@ -17,28 +17,8 @@ test('after each of ten quick directory swaps, the next write is read', async ()
   const file = join(dir, 'bundle.json')
   mkdirSync(dir)
   writeFileSync(file, '0')
-  const seen: string[] = []
-  let wake: (() => void) | undefined
-  const w = watchPath(file, () => {
-    try {
-      seen.push(readFileSync(file, 'utf8'))
-    } catch {
-      return // between the swap and the write
-    }
-    wake?.()
-  })
+  const { seen, w, readBack } = recorder(file)
   await w.ready
-  /** Resolves once `text` has been read by a reload (the watcher's events, not a sleep). */
-  const readBack = (text: string): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`"${text}" never read; read: ${seen.join(' ')}`)), 15_000)
-      wake = () => {
-        if (!seen.includes(text)) return
-        clearTimeout(t)
-        resolve()
-      }
-      wake()
-    })
   try {
     for (let i = 1; i <= 10; i++) {
       rmSync(dir, { recursive: true, force: true })
