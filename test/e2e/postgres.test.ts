@@ -31,7 +31,7 @@ const DURATION_MS = 3000
 const TIMEOUT_MS = 100
 
 describe('two gateways share one limit on PostgreSQL', () => {
-  it(`${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × elapsed − 2, 10 + 10 × elapsed]`, async () => {
+  it(`${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × duration − 2, 10 + 10 × elapsed]`, async () => {
     const prefix = uniquePrefix('e2e')
     try {
       // Started together: schema creation runs under the advisory lock, one after the other.

@@ -15,7 +15,7 @@ const hammer = (url: string): Promise<void> =>
   hammerSharedKey({ env: { FAIRVISOR_STORE: url }, clients: CLIENTS, durationMs: DURATION_MS, minTotal: 1000 })
 
 describe('two gateways share one limit', () => {
-  it(`standalone Redis: ${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × elapsed − 2, 10 + 10 × elapsed]`, async () => {
+  it(`standalone Redis: ${CLIENTS} clients on one key for ${DURATION_MS / 1000} s stay within [10 + 10 × duration − 2, 10 + 10 × elapsed]`, async () => {
     const redis = await startRedis()
     try {
       await hammer(redis.url)
