@@ -118,28 +118,31 @@ function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
   }
 }
 
-/** The in-process store's evictions, logged at most every 10 s with their count. */
-export function evictionLog(log: Logger, clock: () => number): () => void {
+/** A warning for an event that can come per request: at most one line every 10 s, with how many came (`countField`). */
+function throttledWarning(log: Logger, clock: () => number, countField: string, msg: string): () => void {
   const t = new LogThrottle(clock, 10_000)
   return () => {
     const n = t.hit()
-    if (n > 0)
-      log.warn(
-        { evictions: n },
-        'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE',
-      )
+    if (n > 0) log.warn({ [countField]: n }, msg)
   }
+}
+
+/** The in-process store's evictions, logged at most every 10 s with their count. */
+export function evictionLog(log: Logger, clock: () => number): () => void {
+  return throttledWarning(
+    log,
+    clock,
+    'evictions',
+    'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE',
+  )
 }
 
 /** The lease table had no cell for a hot key: a throttled warning (the request itself is decided exactly, which is safe). */
 export function leaseTableFullLog(log: Logger, clock: () => number): () => void {
-  const t = new LogThrottle(clock, 10_000)
-  return () => {
-    const n = t.hit()
-    if (n > 0)
-      log.warn(
-        { requests: n },
-        'lease table full: requests on leased limits decided by an exact store call (more hot keys than cells?); see fairvisor_lease_table_full_total and FAIRVISOR_LEASE_TABLE_KEYS',
-      )
-  }
+  return throttledWarning(
+    log,
+    clock,
+    'requests',
+    'lease table full: requests on leased limits decided by an exact store call (more hot keys than cells?); see fairvisor_lease_table_full_total and FAIRVISOR_LEASE_TABLE_KEYS',
+  )
 }
