@@ -108,9 +108,7 @@ export function downstreamFromParsed(parsed: IncomingHttpHeaders, extra: readonl
     if (typeof v === 'string') out.push(name, v)
     else for (let i = 0; i < v.length; i++) out.push(name, v[i]!)
   }
-  if (listed) dropListed(out, listed, 0)
-  if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
-  return out
+  return withoutListed(out, listed, extra)
 }
 
 /** Response headers for the client: raw buffers from undici, hop-by-hop removed (names as the backend spelled them). */
@@ -126,6 +124,11 @@ export function downstreamHeaders(raw: Buffer[], extra: readonly string[] | unde
     }
     out.push(name, raw[i + 1]!.toString('latin1'))
   }
+  return withoutListed(out, listed, extra)
+}
+
+/** The end of both response-header copies: the names a Connection header listed dropped, the gateway's own headers added. */
+function withoutListed(out: string[], listed: Set<string> | undefined, extra: readonly string[] | undefined): string[] {
   if (listed) dropListed(out, listed, 0)
   if (extra) for (let i = 0; i < extra.length; i++) out.push(extra[i]!)
   return out
