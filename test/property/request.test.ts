@@ -9,7 +9,8 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
-import { normalisePath, RequestView } from '../../src/request/view.js'
+import { normalisePath } from '../../src/request/normalise.js'
+import { RequestView } from '../../src/request/view.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
 
 const RUNS = { numRuns: 500 }

@@ -6,7 +6,8 @@ import { parseTrustedProxies } from '../../src/settings.js'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
-import { headerKey, normalisePath } from '../../src/request/view.js'
+import { normalisePath } from '../../src/request/normalise.js'
+import { headerKey } from '../../src/request/view.js'
 import { b64url, view } from './engine-harness.js'
 
 const TRUSTED = parseTrustedProxies('10.0.0.0/8, 192.168.1.1, fd00::/8')

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { bundle, compile, policy, rule, tb, view } from './engine-harness.js'
 import { hostProblem, normaliseSelectorHost } from '../../src/bundle/hosts.js'
-import { normaliseHost } from '../../src/request/view.js'
+import { normaliseHost } from '../../src/request/normalise.js'
 
 function ids(selector: object, method: string, path: string, host = 'localhost'): boolean {
   const b = compile(bundle([policy('p', [rule('r', [], tb(1, 1))], {}, selector)]))
