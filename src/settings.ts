@@ -38,6 +38,8 @@ export interface Settings extends GrpcSettings {
   upstreamConnections: number
   /** Slowloris guard: whole request head must arrive within this. Default 10000. */
   headersTimeoutMs: number
+  /** Largest SSE event (or line) of an LLM stream the relay passes on (FAIRVISOR_LLM_MAX_EVENT_BYTES); a larger one ends the stream. Default 8m. */
+  llmMaxEventBytes: number
   /** Whole request (head and body) must arrive within this; 0 disables. Default 300000. */
   requestTimeoutMs: number
   /** Idle keep-alive client connections are closed after this. Default 65000. */
@@ -220,6 +222,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     upstreamTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_TIMEOUT_MS', 30000, 1, 3_600_000),
     upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
     upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
+    llmMaxEventBytes: size(env, 'FAIRVISOR_LLM_MAX_EVENT_BYTES', '8m'),
     headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
     requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
     keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),

@@ -2,14 +2,15 @@
  * The checks of one policy that JSON Schema cannot express: host
  * normalisation, descriptor keys, each algorithm's own config checks
  * (RuleAlgorithm.check: burst ≥ rate, budget stages, enabled guards with
- * their required fields, …), and the warning for policies whose
- * every rule needs a JWT claim.
+ * their required fields, …), and the warnings for policies whose
+ * every rule needs a JWT claim or whose circuit breaker one request can open.
  */
 import type { ConfigIssue, RuleAlgorithm } from '../algorithms/algorithm.js'
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor } from '../request/descriptors.js'
+import { breakerReach } from './breaker-reach.js'
 import { hostProblem } from './hosts.js'
 import type { BundleIssue, RawPolicy, RawRule } from './types.js'
 
@@ -70,8 +71,14 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
     }
   }
   const cb = p.spec.circuit_breaker
-  if (cb && clean(`${base}/circuit_breaker`))
+  if (cb && clean(`${base}/circuit_breaker`)) {
     checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)
+    const threshold = cb.spend_rate_threshold_per_minute
+    if (cb.enabled === true && typeof threshold === 'number' && clean(`${base}/rules/0`)) {
+      const w = breakerReach(threshold, rules[0], base)
+      if (w) out.push(w)
+    }
+  }
   const loop = p.spec.loop_detection
   if (loop && clean(`${base}/loop_detection`))
     checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out)

@@ -55,6 +55,11 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_UPSTREAM_TIMEOUT_MS', '30000', 'backend response deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', '5000', 'backend connect deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECTIONS', '256', 'keep-alive connections to the backend'],
+  [
+    'FAIRVISOR_LLM_MAX_EVENT_BYTES',
+    '8m',
+    'largest SSE event of an LLM stream passed on (k, m, g); a larger one ends the stream with an error event',
+  ],
   ['FAIRVISOR_HEADERS_TIMEOUT_MS', '10000', 'request head deadline (408)'],
   ['FAIRVISOR_REQUEST_TIMEOUT_MS', '300000', 'whole request deadline; 0 disables'],
   ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],

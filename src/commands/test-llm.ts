@@ -42,7 +42,8 @@ export function llmReport(d: Decision, response: SampleRequest['response'], stor
     truncated: () => undefined,
   })
   exchange.headers(200, response.contentType, undefined)
-  if (exchange.data(response.body) >= 0) exchange.closing()
+  exchange.data(response.body)
+  if (exchange.ending !== undefined) exchange.closing()
   else exchange.end(true)
   for (const [i, s] of settled.entries()) {
     Object.assign(rows[i]!, {

@@ -1,6 +1,8 @@
 /**
  * The response side of a proxied LLM call: every byte passes through the
- * LLM exchange (counted, maybe cut) on its way to the client, never held.
+ * LLM exchange (counted, maybe cut) on its way to the client; a stream's
+ * events are passed on whole, as each ends (the exchange holds the bytes of
+ * the one not yet ended, within FAIRVISOR_LLM_MAX_EVENT_BYTES).
  * A body the upstream compressed anyway (the gateway asks for `identity`)
  * is decoded as it passes with node:zlib, so counting, cutting and settling
  * see the text; the client then gets the decoded bytes. When the gateway
@@ -116,24 +118,27 @@ export class LlmRelay {
   private finish(): void {
     if (this.f.cut) return
     this.f.done = true
+    const rest = this.tap.rest() // a last event the upstream never ended: passed on as it came
     this.tap.end(true)
-    this.f.res.end()
+    if (rest === undefined) this.f.res.end()
+    else this.f.res.end(rest)
   }
 
   /** Decoded (or plain) bytes to the client through the exchange; false: the client is full, or the stream was cut. */
   private deliver(chunk: Buffer): boolean {
     if (this.f.cut) return false
-    const at = this.tap.data(chunk)
-    if (at < 0) {
-      if (this.f.res.write(chunk)) return true
+    const out = this.tap.data(chunk)
+    if (this.tap.ending === undefined) {
+      if (out === undefined || this.f.res.write(out)) return true
       // Backpressure from the client: the decoder waits for it (without a decoder, the caller does).
       if (this.decoder !== undefined) this.f.res.once('drain', () => this.decoder?.resume())
       return false
     }
-    // Over max_completion_tokens: the events so far, the closing events, then end and drop the upstream call.
+    // The stream ends here (max_completion_tokens passed, or an upstream event not passed on): the events so far,
+    // the closing events, then end and drop the upstream call.
     this.f.cut = true
     this.f.done = true
-    if (at > 0) this.f.res.write(at === chunk.length ? chunk : chunk.subarray(0, at))
+    if (out !== undefined) this.f.res.write(out)
     this.f.res.end(this.tap.closing())
     this.decoder?.destroy()
     this.f.abort(new StreamCutError())

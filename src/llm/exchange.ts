@@ -1,6 +1,8 @@
 /**
- * One LLM call after the decision: reads the response as it passes (never
- * delaying a chunk), cuts an over-long stream, and settles the request's
+ * One LLM call after the decision: reads the response as it passes (a
+ * stream's events are passed on whole, as each ends), cuts an over-long
+ * stream, ends a stream the upstream broke (an event past the bound, or one
+ * that cannot be read) with the API's error event, and settles the request's
  * reservations once — one store.adjust for all its counters — so they end
  * at what was really used: the reported usage when there is one, else the
  * streamed tokens counted (SSE, a cut, a client gone mid-stream: the count
@@ -13,9 +15,9 @@
  */
 import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
-import { closingEvents } from './dialects/index.js'
+import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
-import { SseMeter } from './sse-meter.js'
+import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
 /** JSON bodies up to this size are parsed whole; of larger ones only the tail is searched for usage. */
@@ -23,6 +25,23 @@ const JSON_KEEP = 1024 * 1024
 const TAIL_KEEP = 64 * 1024
 
 export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'
+
+/**
+ * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
+ * passed; an event (or a line) longer than FAIRVISOR_LLM_MAX_EVENT_BYTES;
+ * an event the gateway failed to read (its reader threw).
+ */
+export type StreamEnd = 'max_completion_tokens' | 'event_too_large' | 'unreadable'
+
+/** What is told of a stream the upstream broke. */
+export interface BrokenStream {
+  why: 'event_too_large' | 'unreadable'
+  reservations: readonly LlmReservation[]
+  maxEventBytes: number
+  /** The API the stream speaks, when known. */
+  api: string | undefined
+  err?: Error
+}
 
 export interface Settlement {
   reservation: LlmReservation
@@ -45,6 +64,8 @@ export interface ExchangeHooks {
   truncated(r: LlmReservation, counted: number): void
   /** An overrun charge was capped (settle-cap.ts). */
   overrunCapped?(c: OverrunCapped): void
+  /** A stream ended with the API's error event because the upstream broke it. */
+  broken?(b: BrokenStream): void
 }
 
 export class LlmExchange {
@@ -56,10 +77,14 @@ export class LlmExchange {
   private finished = false
   /** The reservation that cut the stream, if one did. */
   private cutBy: LlmReservation | undefined
+  /** The stream's reader threw: the stream ends here. */
+  private failed: Error | undefined
 
   constructor(
     private readonly reservations: readonly LlmReservation[],
     private readonly hooks: ExchangeHooks,
+    /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
+    private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
   ) {}
 
   /**
@@ -89,6 +114,7 @@ export class LlmExchange {
           }
         }),
         path,
+        this.maxEventBytes,
       )
       return true
     }
@@ -96,22 +122,65 @@ export class LlmExchange {
     return false
   }
 
-  /** One chunk of the body: -1 to pass it whole, else the offset after which the stream ends (see closing()). */
-  data(chunk: Buffer): number {
-    if (this.meter !== undefined) return this.meter.feed(chunk)
+  /**
+   * One chunk of the body: the bytes to send the client now (undefined:
+   * none yet, a stream's event not ended). When `ending` is then set the
+   * response ends after them, with closing().
+   */
+  data(chunk: Buffer): Buffer | undefined {
+    const m = this.meter
+    if (m !== undefined) {
+      if (this.failed !== undefined) return undefined
+      try {
+        return m.feed(chunk)
+      } catch (err) {
+        // Whatever the upstream sent, its reader's errors end this stream, never the process.
+        this.failed = err instanceof Error ? err : new Error(String(err))
+        return undefined
+      }
+    }
     if (this.json !== undefined) {
       if (this.jsonBytes < JSON_KEEP) this.json.push(chunk)
       this.jsonBytes += chunk.length
       if (this.jsonBytes > JSON_KEEP) this.tail = (this.tail + chunk.toString('latin1')).slice(-TAIL_KEEP)
     }
-    return -1
+    return chunk
   }
 
-  /** The last event of a cut stream (docs/behaviour.md §5 Streaming); settles on what was streamed. */
+  /** Set when the stream is to end after the bytes data() returned last. */
+  get ending(): StreamEnd | undefined {
+    return this.failed !== undefined ? 'unreadable' : this.meter?.ended
+  }
+
+  /** At the body's end: the bytes of a stream's last event that never ended, passed on as they came. */
+  rest(): Buffer | undefined {
+    return this.meter?.rest()
+  }
+
+  /** The last events of a stream that ends here (see `ending`; docs/behaviour.md §5 Streaming); settles on what was streamed. */
   closing(): Buffer {
+    const m = this.meter!
+    const why = this.ending
+    if (why !== 'max_completion_tokens') {
+      // The upstream broke the stream: a server error in the API's own shape, whatever the policies say.
+      this.hooks.broken?.({
+        why: why === 'event_too_large' ? why : 'unreadable',
+        reservations: this.reservations,
+        maxEventBytes: this.maxEventBytes,
+        api: m.facts.api,
+        ...(this.failed ? { err: this.failed } : {}),
+      })
+      this.end(false)
+      const message =
+        why === 'event_too_large'
+          ? `the upstream sent a stream event larger than ${this.maxEventBytes} bytes; the stream was ended`
+          : 'the upstream stream could not be read; the stream was ended'
+      return Buffer.from(
+        upstreamErrorEvent(m.facts, message, why === 'event_too_large' ? 'upstream_event_too_large' : 'upstream_stream_unreadable'),
+      )
+    }
     const r = this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)!
     this.cutBy = r
-    const m = this.meter!
     const usage = r.config.streaming.includePartialUsage ? { prompt: m.usage.prompt ?? r.prompt, completion: m.counted } : undefined
     const events = closingEvents(
       m.facts,

@@ -1,16 +1,26 @@
 /**
- * Reads an SSE response as it passes (docs/behaviour.md §5 Streaming): events are parsed
- * incrementally (eventsource-parser), each event's completion text (message
- * text, tool-call arguments, thinking) adds ceil(characters / 4) tokens, and whenever the count crosses a multiple of a
- * limit's buffer_tokens it is compared with its max_completion_tokens. The
- * chunk is never held: `feed` only says where to cut it (after the event
- * that went over) when an enforcing limit is passed; shadow limits report
- * `would_truncate` once and never cut. Reported usage is merged as it comes,
- * and what a closing event must repeat is kept in `facts`.
+ * Reads an SSE response as it passes (docs/behaviour.md §5 Streaming): the
+ * bytes are cut into events (sse-events.ts), each event is parsed whole
+ * (eventsource-parser), each event's completion text (message text,
+ * tool-call arguments, thinking) adds ceil(characters / 4) tokens, and
+ * whenever the count crosses a multiple of a limit's buffer_tokens it is
+ * compared with its max_completion_tokens. Events are passed on whole, as
+ * soon as they end: the bytes of an event not yet ended are held, at most
+ * `maxEventBytes` of them (FAIRVISOR_LLM_MAX_EVENT_BYTES). An event (or a
+ * line) longer than that ends the stream before it, so a stream that ends
+ * here always ends between events and the closing events the gateway
+ * writes are read as events of their own. An enforcing limit passed ends
+ * the stream after the event that went over; shadow limits report
+ * `would_truncate` once and never cut. Reported usage is merged as it
+ * comes, and what a closing event must repeat is kept in `facts`.
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { StreamFacts } from './dialects/index.js'
+import { EventEnds } from './sse-events.js'
 import { collectUsage, deltaText, type Usage } from './usage.js'
+
+/** FAIRVISOR_LLM_MAX_EVENT_BYTES' default: far above any event the LLM APIs send (a Responses API `response.completed` repeats the whole output). */
+export const DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 export interface CompletionLimit {
   maxCompletion: number
@@ -21,21 +31,26 @@ export interface CompletionLimit {
   wouldTruncate(counted: number): void
 }
 
+/** Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, or an event past the bound. */
+export type MeterEnd = 'max_completion_tokens' | 'event_too_large'
+
 export class SseMeter {
   /** Completion tokens counted from the stream's text. */
   counted = 0
   readonly usage: Usage = { prompt: undefined, completion: undefined }
   /** `[DONE]` seen. */
   done = false
+  /** Set when the stream is to end right after the bytes the last `feed` returned. */
+  ended: MeterEnd | undefined
   private readonly parser: EventSourceParser
   private readonly decoder = new TextDecoder()
+  private readonly ends = new EventEnds()
   private readonly blocks: number[]
   private readonly flagged: boolean[]
   private over = false
-  /** Absolute offset of the last `\n` seen, and the byte before the current chunk. */
-  private lastNl = -3
-  private offset = 0
-  private lastByte = 0
+  /** Copies of the bytes of the event not yet ended, and their length. */
+  private held: Buffer[] = []
+  private heldBytes = 0
 
   readonly facts: StreamFacts
 
@@ -43,6 +58,7 @@ export class SseMeter {
   constructor(
     private readonly limits: readonly CompletionLimit[],
     path = '',
+    readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
   ) {
     this.blocks = limits.map(() => 0)
     this.flagged = limits.map(() => false)
@@ -53,29 +69,53 @@ export class SseMeter {
     this.parser = createParser({ onEvent: (e) => this.event(e.event, e.data) })
   }
 
-  /** Feeds one chunk; returns -1 to pass it whole, or the byte offset after which the stream is to end. */
-  feed(chunk: Buffer): number {
-    let segStart = 0
-    let from = 0
-    for (;;) {
-      const i = chunk.indexOf(10, from)
-      if (i === -1) break
-      const abs = this.offset + i
-      const prev = i > 0 ? chunk[i - 1] : this.lastByte
-      // A blank line (\n\n or \r\n\r\n) ends an event: feed up to it, so a cut falls between events.
-      const blank = this.lastNl === abs - 1 || (prev === 13 && this.lastNl === abs - 2)
-      this.lastNl = abs
-      from = i + 1
-      if (blank) {
-        this.parser.feed(this.decoder.decode(chunk.subarray(segStart, i + 1), { stream: true }))
-        segStart = i + 1
-        if (this.over) return i + 1
+  /** Feeds one chunk; returns the bytes to pass on now (the events it ended), undefined for none. Then see `ended`. */
+  feed(chunk: Buffer): Buffer | undefined {
+    if (this.ended !== undefined) return undefined
+    const out: Buffer[] = []
+    let start = 0
+    for (const end of this.ends.in(chunk)) {
+      if (this.heldBytes + end - start > this.maxEventBytes) return this.tooLarge(out)
+      const part = chunk.subarray(start, end)
+      const event = this.heldBytes === 0 ? part : Buffer.concat([...this.held, part])
+      this.held = []
+      this.heldBytes = 0
+      out.push(event)
+      this.parse(event)
+      start = end
+      if (this.over) {
+        this.ended = 'max_completion_tokens'
+        return joined(out)
       }
     }
-    if (segStart < chunk.length) this.parser.feed(this.decoder.decode(chunk.subarray(segStart), { stream: true }))
-    this.offset += chunk.length
-    this.lastByte = chunk[chunk.length - 1] ?? this.lastByte
-    return this.over ? chunk.length : -1
+    if (start < chunk.length) {
+      if (this.heldBytes + chunk.length - start > this.maxEventBytes) return this.tooLarge(out)
+      this.held.push(Buffer.from(chunk.subarray(start))) // a copy: the chunk may be a view of a larger read buffer
+      this.heldBytes += chunk.length - start
+    }
+    return joined(out)
+  }
+
+  /** At the stream's end: the bytes of an event the upstream never ended, passed on as they came (undefined: none). */
+  rest(): Buffer | undefined {
+    const out = joined(this.held)
+    this.held = []
+    this.heldBytes = 0
+    return out
+  }
+
+  private tooLarge(out: Buffer[]): Buffer | undefined {
+    this.ended = 'event_too_large'
+    this.held = []
+    this.heldBytes = 0
+    return joined(out)
+  }
+
+  /** One whole event to the parser, which so never holds a byte between calls. */
+  private parse(event: Buffer): void {
+    this.parser.feed(this.decoder.decode(event))
+    // A trailing CR is a whole line end here (the next byte is known not to be LF); the parser would wait for that byte.
+    if (event[event.length - 1] === 13) this.parser.feed('\n')
   }
 
   private event(name: string | undefined, data: string): void {
@@ -108,4 +148,8 @@ export class SseMeter {
       }
     }
   }
+}
+
+function joined(list: Buffer[]): Buffer | undefined {
+  return list.length === 0 ? undefined : list.length === 1 ? list[0] : Buffer.concat(list)
 }

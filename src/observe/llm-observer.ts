@@ -5,7 +5,8 @@
  * settlements (store down: logged at most once a second), truncated streams
  * and would_truncate (a stream over the limit that was not cut, with why:
  * a shadow policy, enforce_mid_stream off, or a client that did not ask
- * for a stream).
+ * for a stream), and streams ended because the upstream broke them (an
+ * event past FAIRVISOR_LLM_MAX_EVENT_BYTES, an unreadable one).
  */
 import type { ExchangeHooks, Settlement } from '../llm/exchange.js'
 import type { Store } from '../store/store.js'
@@ -73,7 +74,25 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
         },
         'reported usage far above the reservation: overrun charge capped',
       ),
+    broken(b) {
+      metrics.llmStreamCuts.inc({ reason: b.why })
+      const r = b.reservations[0]
+      log.warn(
+        {
+          event: b.why === 'event_too_large' ? 'llm_event_too_large' : 'llm_stream_unreadable',
+          policy: r?.policyId,
+          rule: r?.ruleName,
+          api: b.api,
+          max_event_bytes: b.maxEventBytes,
+          ...(b.err ? { err: { message: b.err.message } } : {}),
+        },
+        b.why === 'event_too_large'
+          ? 'upstream stream event larger than FAIRVISOR_LLM_MAX_EVENT_BYTES: the stream was ended with an error event'
+          : 'upstream stream could not be read: the stream was ended with an error event',
+      )
+    },
     truncated(r, counted) {
+      metrics.llmStreamCuts.inc({ reason: 'max_completion_tokens' })
       log.info(
         {
           event: 'stream_truncated',

@@ -96,6 +96,12 @@ export function createMetrics() {
       labelNames: ['by'],
       registers: r,
     }),
+    llmStreamCuts: new Counter({
+      name: 'fairvisor_llm_stream_cuts_total',
+      help: 'LLM streams the gateway ended, by reason (max_completion_tokens, event_too_large, unreadable).',
+      labelNames: ['reason'],
+      registers: r,
+    }),
     loopDetected: new Counter({
       name: 'fairvisor_loop_detected_total',
       help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).',

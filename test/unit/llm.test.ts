@@ -99,20 +99,19 @@ test('the SSE meter cuts after the event that passes max_completion_tokens, at a
   const stream = Buffer.from(ev('a'.repeat(40)).repeat(3) + ev('b'.repeat(40)) + ev('c'.repeat(40)))
   let flagged = 0
   const m = new SseMeter([{ maxCompletion: 25, bufferTokens: 10, enforce: true, wouldTruncate: () => flagged++ }])
-  // Fed in 7-byte pieces: the cut still falls right after the third event (30 tokens > 25).
-  let passed = 0
-  let cutAt = -1
-  for (let i = 0; i < stream.length && cutAt === -1; i += 7) {
-    const piece = stream.subarray(i, i + 7)
-    const c = m.feed(piece)
-    if (c === -1) passed += piece.length
-    else cutAt = passed + c
+  // Fed in 7-byte pieces: the events pass whole, and the stream ends right after the third (30 tokens > 25).
+  const passed: Buffer[] = []
+  for (let i = 0; i < stream.length && m.ended === undefined; i += 7) {
+    const out = m.feed(stream.subarray(i, i + 7))
+    if (out !== undefined) passed.push(out)
   }
-  assert.equal(cutAt, ev('a'.repeat(40)).length * 3)
+  assert.equal(m.ended, 'max_completion_tokens')
+  assert.equal(Buffer.concat(passed).toString(), ev('a'.repeat(40)).repeat(3))
   assert.equal(m.counted, 30)
   assert.equal(flagged, 0)
   const shadow = new SseMeter([{ maxCompletion: 25, bufferTokens: 10, enforce: false, wouldTruncate: () => flagged++ }])
-  assert.equal(shadow.feed(stream), -1)
+  assert.deepEqual(shadow.feed(stream), stream)
+  assert.equal(shadow.ended, undefined)
   assert.equal(flagged, 1)
 })
 

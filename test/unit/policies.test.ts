@@ -173,14 +173,24 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run({ ...req, query: 'q=other' }).allowed, true)
   },
   'circuit-breaker.json': (h) => {
-    const req = (tenant: string): Req => ({ path: '/v1/generate/x', headers: { 'x-tenant-id': tenant, 'x-request-cost': '100' } })
-    assert.deepEqual(
-      ['a', 'b', 'c', 'd'].map((t) => h.run(req(t)).allowed),
-      [true, true, true, true],
+    const req = (tenant: string, cost = '1000'): Req => ({
+      path: '/v1/generate/x',
+      headers: { 'x-tenant-id': tenant, 'x-request-cost': cost },
+    })
+    assert.equal(
+      h.run(req('a', '1001')).reason,
+      'token_bucket_exceeded',
+      "a cost past the burst is the rule's reject and never reaches the breaker",
     )
-    assert.equal(h.run(req('e')).reason, 'circuit_breaker_open', 'the 5th 100 brings the spend to 500 per minute')
-    assert.equal(h.run(req('f'), 299).reason, 'circuit_breaker_open')
-    assert.equal(h.run(req('f'), 301).allowed, true)
+    const tenants = Array.from({ length: 19 }, (_, i) => `t${i}`)
+    assert.deepEqual(
+      tenants.map((t) => h.run(req(t)).allowed),
+      tenants.map(() => true),
+      'no one request, and no one tenant, opens it',
+    )
+    assert.equal(h.run(req('t19')).reason, 'circuit_breaker_open', 'the 20th 1000 brings the spend to 20000 per minute')
+    assert.equal(h.run(req('u'), 299).reason, 'circuit_breaker_open')
+    assert.equal(h.run(req('u'), 301).allowed, true)
   },
 }
 

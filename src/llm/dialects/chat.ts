@@ -5,7 +5,7 @@
  * stream_options.include_usage, then `[DONE]`; and the error event
  * (`{"error":{…}}`, which the OpenAI SDKs raise as an API error).
  */
-import type { CutUsage } from './index.js'
+import type { CutUsage, ErrorKind } from './index.js'
 import type { StreamFacts } from './stream-facts.js'
 
 export function chatClose(f: StreamFacts, usage: CutUsage | undefined): string {
@@ -27,9 +27,9 @@ export function chatClose(f: StreamFacts, usage: CutUsage | undefined): string {
   return `${out}data: [DONE]\n\n`
 }
 
-export function chatError(message: string, usage: CutUsage | undefined): string {
+export function chatError(message: string, usage: CutUsage | undefined, kind: ErrorKind): string {
   const u = usage
     ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } }
     : {}
-  return `data: ${JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'completion_tokens_exceeded' }, ...u })}\n\n`
+  return `data: ${JSON.stringify({ error: { message, type: kind.openai, param: null, code: kind.code }, ...u })}\n\n`
 }

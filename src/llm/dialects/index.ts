@@ -3,7 +3,8 @@
  * max_completion_tokens, in the dialect of the API the stream speaks
  * (docs/behaviour.md §5 Streaming): `graceful_close` ends it as the API ends
  * a reply cut at its own token limit, `error_chunk` with the API's error
- * event. Also the body of an LLM reject in the API's error shape.
+ * event. The same error event, as a server error, ends a stream the
+ * upstream broke. Also the body of an LLM reject in the API's error shape.
  */
 import { chatClose, chatError } from './chat.js'
 import { messagesClose, messagesError } from './messages.js'
@@ -18,6 +19,15 @@ export interface CutUsage {
   completion: number
 }
 
+/** An error event's type (OpenAI's and Anthropic's names) and code. */
+export interface ErrorKind {
+  openai: string
+  anthropic: string
+  code: string
+}
+
+const CUT_ERROR: ErrorKind = { openai: 'rate_limit_error', anthropic: 'rate_limit_error', code: 'completion_tokens_exceeded' }
+
 const CUT_MESSAGE = 'max completion tokens exceeded'
 
 /** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off. */
@@ -29,11 +39,24 @@ export function closingEvents(
 ): string {
   switch (f.api) {
     case 'responses':
-      return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE) : responsesClose(f, usage)
+      return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE, CUT_ERROR) : responsesClose(f, usage)
     case 'messages':
-      return action === 'error_chunk' ? messagesError(CUT_MESSAGE) : messagesClose(f, counted, usage)
+      return action === 'error_chunk' ? messagesError(CUT_MESSAGE, CUT_ERROR) : messagesClose(f, counted, usage)
     default:
-      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage) : chatClose(f, usage)
+      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : chatClose(f, usage)
+  }
+}
+
+/** The API's error event ending a stream the upstream broke (as the APIs report their own server errors mid-stream). */
+export function upstreamErrorEvent(f: StreamFacts, message: string, code: string): string {
+  const kind: ErrorKind = { openai: 'server_error', anthropic: 'api_error', code }
+  switch (f.api) {
+    case 'responses':
+      return responsesError(f, message, kind)
+    case 'messages':
+      return messagesError(message, kind)
+    default:
+      return chatError(message, undefined, kind)
   }
 }
 

@@ -5,7 +5,7 @@
  * `stop_reason: "max_tokens"` and usage (the SDKs read `usage.output_tokens`
  * from every message_delta), `message_stop`; and the `error` event.
  */
-import type { CutUsage } from './index.js'
+import type { CutUsage, ErrorKind } from './index.js'
 import type { StreamFacts } from './stream-facts.js'
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`
@@ -20,6 +20,6 @@ export function messagesClose(f: StreamFacts, counted: number, usage: CutUsage |
   return out + event('message_stop', {})
 }
 
-export function messagesError(message: string): string {
-  return event('error', { error: { type: 'rate_limit_error', message } })
+export function messagesError(message: string, kind: ErrorKind): string {
+  return event('error', { error: { type: kind.anthropic, message } })
 }

@@ -6,7 +6,7 @@
  * sequence_number), and the `error` event. The error event also carries an
  * `error` object: that is what the OpenAI SDKs raise from a stream.
  */
-import type { CutUsage } from './index.js'
+import type { CutUsage, ErrorKind } from './index.js'
 import type { StreamFacts } from './stream-facts.js'
 
 function usageOf(u: CutUsage): object {
@@ -39,8 +39,8 @@ export function responsesClose(f: StreamFacts, usage: CutUsage | undefined): str
   return `event: response.incomplete\ndata: ${JSON.stringify({ type: 'response.incomplete', sequence_number: f.sequence, response })}\n\n`
 }
 
-export function responsesError(f: StreamFacts, message: string): string {
+export function responsesError(f: StreamFacts, message: string, kind: ErrorKind): string {
   f.sequence++
-  const code = 'completion_tokens_exceeded'
-  return `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param: null, sequence_number: f.sequence, error: { type: 'rate_limit_error', code, message, param: null } })}\n\n`
+  const code = kind.code
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param: null, sequence_number: f.sequence, error: { type: kind.openai, code, message, param: null } })}\n\n`
 }
