@@ -114,7 +114,14 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
       input = inputFromDecisionCall(req)
     } catch (err) {
       if (!(err instanceof AmbiguousRequest)) throw err
-      const d: Decision = { allowed: false, status: 400, reason: 'ambiguous_request', mode: 'enforce', message: err.message, matchedPolicies: [] }
+      const d: Decision = {
+        allowed: false,
+        status: 400,
+        reason: 'ambiguous_request',
+        mode: 'enforce',
+        message: err.message,
+        matchedPolicies: [],
+      }
       return writeDecision(res, decisionResponse(d, { exposeReason }))
     }
     decide(input, debugging, (d) => answer(res, input, d, debugging, start))

@@ -64,10 +64,10 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   const llm = LLM_MESSAGES[d.reason]
   if (llm !== undefined) body = rejectBody(o.path, llm)
   // An LLM SDK shows the message of an error in its API's shape.
-  else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined)
-    body = rejectBody(o.path, d.message, true)
+  else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
   else {
-    body = d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
+    body =
+      d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
     if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
     if (d.message !== undefined) body += `,"message":${JSON.stringify(d.message)}`
     if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`

@@ -227,7 +227,7 @@ export class RequestView {
   keyClaim(name: string): string | undefined {
     if (!this._authChecked) {
       const auth = this.keyHeader('authorization')
-      if (auth !== undefined && auth.includes(',') && BEARER_SCHEME.test(auth))
+      if (auth?.includes(',') && BEARER_SCHEME.test(auth))
         throw new AmbiguousRequest('the Authorization header holds more than one bearer token')
       this._authChecked = true
     }

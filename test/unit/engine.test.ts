@@ -384,9 +384,7 @@ test('an ambiguous match value or kill-switch scope is refused too, never read a
     compile(bundle([policy('p', [rule('free', ['ip:address'], tb(1, 1), { match: { 'header:x-plan': 'free' } })])])),
   )
   assert.equal(matched.run({ headers: { 'X-Plan': ['premium', 'free'] } }).status, 400)
-  const killed = new Harness(
-    compile(bundle([], { kill_switches: [{ scope_key: 'header:x-user', scope_value: 'bad', reason: 'abuse' }] })),
-  )
+  const killed = new Harness(compile(bundle([], { kill_switches: [{ scope_key: 'header:x-user', scope_value: 'bad', reason: 'abuse' }] })))
   assert.equal(killed.run({ headers: { 'X-User': 'bad' } }).reason, 'kill_switch')
   const d = killed.run({ headers: { 'X-User': ['other', 'bad'] } })
   assert.deepEqual([d.status, d.reason], [400, 'ambiguous_request'])
