@@ -121,7 +121,12 @@ export class StreamCutError extends FairvisorError {
  */
 export class AmbiguousRequest extends FairvisorError {
   constructor(message: string) {
+    // No stack: it would only point into the gateway, and capturing one made a refused request
+    // cost ≈ 7 µs instead of ≈ 2 µs (a client can send them as fast as any other).
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super('FV_REQUEST_AMBIGUOUS', message)
+    Error.stackTraceLimit = limit
     this.name = 'AmbiguousRequest'
   }
 }

@@ -30,15 +30,16 @@ const X_API_KEY = 2
 const API_KEY = 4
 const ALL = BEARER | X_API_KEY | API_KEY
 
-const AZURE = /^\/(?:openai|models)\//
-const ANTHROPIC = /\/messages(?:\/|$)|\/complete$/
-const OPENAI = /\/(?:chat\/completions|completions|responses|embeddings|moderations|realtime)(?:\/|$)|\/(?:images|audio)\//
+const OPENAI = /\/(?:completions|responses|embeddings|moderations|realtime)(?:\/|$)|\/(?:images|audio)\//
 
-/** The credential headers the API of `path` reads (a mask of BEARER, X_API_KEY, API_KEY). */
+/**
+ * The credential headers the API of `path` reads (a mask of BEARER, X_API_KEY, API_KEY). String
+ * tests first: this runs on every request a rule keyed on llm:api_key sees.
+ */
 export function credentialsRead(path: string): number {
-  if (AZURE.test(path)) return API_KEY | BEARER
-  if (ANTHROPIC.test(path)) return X_API_KEY | BEARER
-  if (OPENAI.test(path)) return BEARER
+  if (path.startsWith('/openai/') || path.startsWith('/models/')) return API_KEY | BEARER
+  if (path.endsWith('/messages') || path.endsWith('/complete') || path.includes('/messages/')) return X_API_KEY | BEARER
+  if (path.endsWith('/chat/completions') || OPENAI.test(path)) return BEARER
   return ALL
 }
 

@@ -68,3 +68,20 @@ test('llm:api_key on an OpenAI path with a bearer token never depends on x-api-k
     RUNS,
   )
 })
+
+test('llm:api_key on any path and any headers is a string, missing, or AmbiguousRequest; never another error', () => {
+  const d = compileDescriptor('llm:api_key')
+  assert.ok(d.ok)
+  const header = fc.tuple(
+    fc.oneof(fc.constantFrom('authorization', 'Authorization', 'x-api-key', 'api-key', 'X_Api_Key'), fc.string()),
+    fc.oneof(fc.string(), fc.constantFrom('Bearer ', 'bearer x', 'Bearer a,b', 'Basic x', ' , ')),
+  )
+  const path = fc.oneof(fc.constantFrom('/v1/messages', '/openai/x', '/models/y', '/v1/chat/completions', '/'), fc.string())
+  fc.assert(
+    fc.property(path, fc.array(header, { maxLength: 6 }), (p, headers) => {
+      const k = outcome(() => d.extract(view(p, headers)))
+      assert.ok(k === undefined || typeof k === 'string')
+    }),
+    RUNS,
+  )
+})

@@ -86,7 +86,7 @@ const rawQuery = fc.oneof(
   fc.array(fc.tuple(fc.string(), fc.string())).map((kv) => kv.map(([k, v]) => `${k}=${v}`).join('&')),
   fc.constantFrom('%', '%zz', 'a=%E0%A4%A', '&&=&', 'k=1&k=2', '=x'),
 )
-const DESCRIPTORS = ['jwt:sub', 'jwt:plan', 'header:x-user', 'query:k', 'ip:address', 'ip:country', 'ip:asn', 'ip:type', 'ip:tor', 'llm:api_key']
+const DESCRIPTORS = ['jwt:sub', 'jwt:plan', 'header:x-user', 'query:k', 'ip:address', 'ip:country', 'ip:asn', 'ip:type', 'ip:tor']
 
 /** A descriptor's value; an input in conflicting forms (AmbiguousRequest, answered 400) is the one error allowed. */
 function extractOrAmbiguous(key: string, view: RequestView): string | undefined {
