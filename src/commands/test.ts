@@ -164,7 +164,7 @@ export async function run(args: string[]): Promise<number> {
         descriptors: Object.fromEntries([...(d.descriptors ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
         skipped,
         shadow_rejects: shadowRejects,
-        decision: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error',
+        decision: d.allowed ? 'allow' : d.status === 503 ? 'error' : 'reject',
         status: d.status,
         reason: d.reason,
         policy: d.policyId,

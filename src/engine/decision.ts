@@ -13,6 +13,7 @@ export type Reason =
   | 'kill_switch'
   | 'service_unavailable'
   | 'store_unavailable_fail_open'
+  | 'ambiguous_request'
   | RejectReason
 
 /**
@@ -37,8 +38,8 @@ export interface LlmReservation {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed. */
-  status: 200 | 429 | 503
+  /** 200 allow, 429 reject, 400 ambiguous request, 503 no bundle / store down with fail-closed. */
+  status: 200 | 400 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'
   policyId?: string
@@ -55,6 +56,8 @@ export interface Decision {
   /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle). */
   delayMs?: number
   matchedPolicies: readonly string[]
+  /** What makes an `ambiguous_request` ambiguous, for the client (names only what it sent). */
+  message?: string
   /** Descriptor key → value of the limits evaluated (debug sessions). */
   descriptors?: Map<string, string>
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */

@@ -2,11 +2,13 @@
  * Evaluation of one request (docs/behaviour.md §4): kill switches, route match, per policy
  * the rules whose match holds (or the fallback), skip-on-missing-key, then
  * every limit of the request applied in one atomic store call. The first
- * enforce reject wins; nothing of the request is spent on a reject; shadow
+ * enforce reject wins; nothing of the request is spent on a reject (nor on a
+ * request whose limit-key input is ambiguous, refused 400); shadow
  * policies count on their own keys and only log. Planning is in plan.ts
  * (LLM rules: llm-plan.ts), turning outcomes into a Decision in finish.ts.
  */
 import type { CompiledBundle } from '../bundle/compile.js'
+import { AmbiguousRequest } from '../errors.js'
 import type { RequestView } from '../request/view.js'
 import type { FailPolicy, Store } from '../store/store.js'
 import type { Decision, EngineObserver } from './decision.js'
@@ -23,6 +25,11 @@ export interface EngineOptions {
   store: Store
   failPolicy: FailPolicy
   observer: EngineObserver
+}
+
+/** A request whose limit-key input is ambiguous (errors.ts AmbiguousRequest): refused 400, nothing charged. */
+function ambiguous(message: string, ids: string[]): Decision {
+  return { allowed: false, status: 400, reason: 'ambiguous_request', mode: 'enforce', message, matchedPolicies: ids }
 }
 
 export class Engine {
@@ -42,7 +49,14 @@ export class Engine {
     then: (d: Decision) => void,
   ): void {
     if (bundle === null) return then(NO_BUNDLE)
-    const killed = killSwitchRetryAfter(bundle, view, nowMs)
+    let killed: number | undefined
+    try {
+      killed = killSwitchRetryAfter(bundle, view, nowMs)
+    } catch (err) {
+      // A kill switch's scope value in conflicting forms: refused, never let past the switch.
+      if (err instanceof AmbiguousRequest) return then(ambiguous(err.message, []))
+      throw err
+    }
     if (killed !== undefined)
       return then({ allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS: killed, matchedPolicies: [] })
     const matched = bundle.index.match(view.method, view.path, view.host)
@@ -53,6 +67,10 @@ export class Engine {
     plan.guards()
     const ids = matched.map((p) => p.id)
     const descriptors = plan.descriptors
+    if (plan.ambiguous !== undefined) {
+      const { policy, ruleName, message } = plan.ambiguous
+      return then({ ...ambiguous(message, ids), policyId: policy.id, ruleName })
+    }
     if (plan.early !== undefined) {
       // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call.
       const { policy, rule, reason } = plan.early

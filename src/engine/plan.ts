@@ -10,6 +10,7 @@
  * (engine/llm-plan.ts).
  */
 import type { Algorithm, Limit, RejectReason } from '../algorithms/algorithm.js'
+import { AmbiguousRequest } from '../errors.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import type { Check } from '../store/store.js'
@@ -47,6 +48,10 @@ export class Plan {
   /** LLM reservations (reserve()); undefined when no LLM rule applies. */
   llm: LlmReservation[] | undefined = undefined
   early: EarlyReject | undefined = undefined
+  /** An enforce policy met an ambiguous limit-key input: the request is refused 400. */
+  ambiguous: { policy: CompiledPolicy; ruleName: string; message: string } | undefined = undefined
+  /** The rule being planned (the policy id while its loop detection is), for the ambiguity report. */
+  private ruleName = ''
   /** Breakers of the planned policies, checked after every rule (guards()). */
   private breakers: { policy: CompiledPolicy; shadow: boolean }[] | undefined = undefined
 
@@ -57,8 +62,25 @@ export class Plan {
     readonly descriptors: Map<string, string> | undefined,
   ) {}
 
+  /**
+   * Plans one policy. A limit key that finds its input in conflicting forms (AmbiguousRequest)
+   * ends the policy's planning: an enforce policy makes the request `400 ambiguous_request`
+   * (`ambiguous`), a shadow one only reports that it would refuse it.
+   */
   policy(policy: CompiledPolicy, shadow: boolean): void {
+    try {
+      this.planPolicy(policy, shadow)
+    } catch (err) {
+      if (!(err instanceof AmbiguousRequest)) throw err
+      if (shadow)
+        this.observer.shadowReject({ policyId: policy.id, ruleName: this.ruleName, reason: 'ambiguous_request', key: err.message })
+      else this.ambiguous ??= { policy, ruleName: this.ruleName, message: err.message }
+    }
+  }
+
+  private planPolicy(policy: CompiledPolicy, shadow: boolean): void {
     const view = this.view
+    this.ruleName = policy.id
     // docs/behaviour.md §4 step 4: loop detection, then the rules; breakers after every policy's rules (guards()).
     if (policy.loop) this.push(policy, policy.loop, shadow, loopFingerprint(policy, view), 1)
     if (policy.breaker) (this.breakers ??= []).push({ policy, shadow })
@@ -66,9 +88,14 @@ export class Plan {
     // skipped for a missing key (a garbage token must not pass unlimited; README).
     let applied = 0
     for (const rule of policy.rules) {
+      this.ruleName = rule.name
       if (matches(rule, view) && this.rule(policy, rule, shadow)) applied++
     }
-    if (applied === 0 && policy.fallback && matches(policy.fallback, view)) this.rule(policy, policy.fallback, shadow)
+    const fallback = policy.fallback
+    if (applied === 0 && fallback) {
+      this.ruleName = fallback.name
+      if (matches(fallback, view)) this.rule(policy, fallback, shadow)
+    }
   }
 
   /**

@@ -2,7 +2,7 @@
  * Decision service (docs/behaviour.md §1): `POST /v1/decision` decides the request that an
  * existing proxy (nginx auth_request, Envoy, Traefik ForwardAuth, Kong)
  * describes in X-Original-* headers, and answers 200 (empty body, RateLimit
- * headers), 429 or 503. The proxy forwards the client's own headers
+ * headers), 429, 400 (an input in conflicting forms) or 503. The proxy forwards the client's own headers
  * (Authorization, limit-key headers, X-Forwarded-For) on the same call.
  *
  * Client address: the socket peer is the calling proxy, so `ip:address` is
@@ -12,7 +12,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
-import type { RequestInput } from '../request/view.js'
+import { AmbiguousRequest } from '../errors.js'
+import { sameHeaderName, type RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from './decision-response.js'
@@ -42,20 +43,31 @@ export function splitOriginalUri(raw: string | undefined): { path: string; rawQu
   return q === -1 ? { path: uri, rawQuery: '' } : { path: uri.slice(0, q), rawQuery: uri.slice(q + 1) }
 }
 
-function one(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v
+/**
+ * The one value of a header that says what the request was. A proxy that appends its
+ * X-Original-URI to one the client sent would otherwise hand over two, and whichever the
+ * gateway took, the client could choose the path, method or host that is limited.
+ */
+function single(raw: readonly string[], name: string): string | undefined {
+  let out: string | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!sameHeaderName(raw[i]!, name)) continue
+    if (out === undefined) out = raw[i + 1]!
+    else if (raw[i + 1] !== out) throw new AmbiguousRequest(`the header ${name} is repeated with different values`)
+  }
+  return out
 }
 
-/** The request a decision call describes. */
+/** The request a decision call describes; AmbiguousRequest when an X-Original-* header (or Host) is repeated with different values. */
 export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
-  const h = req.headers
-  const { path, rawQuery } = splitOriginalUri(one(h['x-original-uri']))
+  const raw = req.rawHeaders
+  const { path, rawQuery } = splitOriginalUri(single(raw, 'x-original-uri'))
   return {
-    method: one(h['x-original-method']) || 'GET',
+    method: single(raw, 'x-original-method') || 'GET',
     path,
     rawQuery,
-    host: one(h['x-original-host']) || h.host || '',
-    rawHeaders: req.rawHeaders,
+    host: single(raw, 'x-original-host') || single(raw, 'host') || '',
+    rawHeaders: raw,
     peer: req.socket.remoteAddress ?? '',
   }
 }
@@ -97,7 +109,21 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
-    const input = inputFromDecisionCall(req)
+    let input: RequestInput
+    try {
+      input = inputFromDecisionCall(req)
+    } catch (err) {
+      if (!(err instanceof AmbiguousRequest)) throw err
+      const d: Decision = {
+        allowed: false,
+        status: 400,
+        reason: 'ambiguous_request',
+        mode: 'enforce',
+        message: err.message,
+        matchedPolicies: [],
+      }
+      return writeDecision(res, decisionResponse(d, { exposeReason }))
+    }
     decide(input, debugging, (d) => answer(res, input, d, debugging, start))
   }
 }

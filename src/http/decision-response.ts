@@ -6,11 +6,11 @@
  */
 import type { Decision } from '../engine/evaluate.js'
 import { rateLimitHeaders } from '../engine/headers.js'
-import { rejectBody } from '../llm/dialects/index.js'
+import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
-  status: 200 | 429 | 503
+  status: 200 | 400 | 429 | 503
   /**
    * Flat [name, value, …]; for an allowed request, the headers added to the upstream's response.
    * A new list on every call (a transport may append its framing in place), except the shared
@@ -45,7 +45,7 @@ const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
- * warning, empty body. Rejected: 429/503 with the JSON body, RateLimit-*,
+ * warning, empty body. Rejected: 429/400/503 with the JSON body, RateLimit-*,
  * Retry-After (or `x-should-retry: false` for a request that can never pass)
  * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
  * header list and the small JSON body are built by hand; the body's values
@@ -63,9 +63,13 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   let body: string
   const llm = LLM_MESSAGES[d.reason]
   if (llm !== undefined) body = rejectBody(o.path, llm)
+  // An LLM SDK shows the message of an error in its API's shape.
+  else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
   else {
-    body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
+    body =
+      d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
     if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
+    if (d.message !== undefined) body += `,"message":${JSON.stringify(d.message)}`
     if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
     body += '}'
   }

@@ -1,6 +1,7 @@
 /**
  * Descriptor keys (docs/behaviour.md §3) compiled once per bundle into extractor functions.
- * A missing or empty value is `undefined` ("missing").
+ * A missing or empty value is `undefined` ("missing"); an input the request carries in
+ * conflicting forms throws AmbiguousRequest (the engine answers 400).
  */
 import { apiKey } from './api-key.js'
 import { IP_TYPES } from './asn-map.js'
@@ -29,10 +30,11 @@ export function compileDescriptor(key: string): DescriptorCompile {
     case 'query': {
       if (!NAME.test(name))
         return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
-      if (source === 'jwt') return { ok: true, extract: (v) => v.claim(name) }
-      if (source === 'query') return { ok: true, extract: (v) => nonEmpty(v.query(name)) }
+      // The key readers refuse an input repeated with different values (AmbiguousRequest): never the first alone.
+      if (source === 'jwt') return { ok: true, extract: (v) => v.keyClaim(name) }
+      if (source === 'query') return { ok: true, extract: (v) => nonEmpty(v.keyQuery(name)) }
       const h = headerKey(name)
-      return { ok: true, extract: (v) => nonEmpty(v.header(h)) }
+      return { ok: true, extract: (v) => nonEmpty(v.keyHeader(h)) }
     }
     case 'descriptor':
       // An entry of the Rate Limit Service descriptor being decided (absent on HTTP requests).

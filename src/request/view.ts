@@ -4,6 +4,7 @@
  * (a bundle keyed on one header never parses the query or the JWT).
  */
 import type { BlockList } from 'node:net'
+import { AmbiguousRequest } from '../errors.js'
 import { botCategory, type BotCategory } from './bots.js'
 import { clientIp } from './client-ip.js'
 import { claimString, decodeBearer, type Claims } from './jwt.js'
@@ -41,23 +42,30 @@ export interface RequestInput {
   bodyComplete?: boolean
 }
 
-/** Header names are compared case-insensitively with `-` and `_` equivalent (docs/behaviour.md §3). */
+/**
+ * A header name as limit keys and the bundle write it: lower case, with `_` read as `-`, so
+ * `header:x_api_key` (the spelling of nginx's `$http_x_api_key`, as Fairvisor Edge bundles
+ * write it) names the header `X-Api-Key`. Only the bundle's spelling is translated: a request
+ * header whose own name holds `_` is another header and never matches (sameHeaderName).
+ */
 export function headerKey(name: string): string {
   return name.toLowerCase().replace(/_/g, '-')
 }
 
 /**
- * headerKey(raw) === key, without building the lower-cased copy: names of
- * another length (nearly all) are passed over on one comparison.
+ * `raw` is the header `key` (a headerKey()): equal but for ASCII case. `-` and `_` are
+ * distinct: nginx drops a request header with `_` in its name by default
+ * (`underscores_in_headers off`) and Node, Go and most backends read `X_Api_Key` as a header
+ * of its own, so a `X_Api_Key: <junk>` beside `X-Api-Key: <real>` must not be what the gateway
+ * counts while the backend authenticates the other. Non-ASCII never matches: no header name
+ * holds it, and Unicode case folding would let `K` (U+212A) stand for `k`. Names of another
+ * length (nearly all) are passed over on one comparison.
  */
 export function sameHeaderName(raw: string, key: string): boolean {
   if (raw.length !== key.length) return false
   for (let i = 0; i < raw.length; i++) {
     let c = raw.charCodeAt(i)
-    if (c > 127) return headerKey(raw) === key // not a token character: Unicode case rules, as headerKey applies them
-    if (c >= 65 && c <= 90)
-      c += 32 // A-Z
-    else if (c === 95) c = 45 // _ → -
+    if (c >= 65 && c <= 90) c += 32 // A-Z
     if (c !== key.charCodeAt(i)) return false
   }
   return true
@@ -72,6 +80,9 @@ export function rawHeader(raw: readonly string[], lowerName: string): string | u
   return undefined
 }
 
+/** `Bearer ` at the start of an Authorization value, any case (RFC 9110 §11.1: the scheme is case-insensitive). */
+export const BEARER_SCHEME = /^\s*bearer\s/i
+
 export class RequestView {
   readonly method: string
   readonly path: string
@@ -85,6 +96,7 @@ export class RequestView {
   private _country: string | null | undefined
   private _asn: string | null | undefined
   private _bot: BotCategory | '' | undefined
+  private _authChecked = false
 
   /** The operator's ASN map, GeoIP databases and Tor exit list (read by the `ip:` descriptors). */
   readonly net: NetworkData
@@ -127,7 +139,7 @@ export class RequestView {
    * Every X-Forwarded-For line joined in order: a proxy may append its hop as
    * a new line, and the right-most hop is what counts, so "first value" would
    * hand the client's own forged line to the walk. Only the exact name counts
-   * here (no `_` equivalence), or a client could smuggle an `X_Forwarded_For`.
+   * here, or a client could smuggle an `X_Forwarded_For`.
    */
   private forwardedFor(): string | undefined {
     let out: string | undefined
@@ -143,6 +155,7 @@ export class RequestView {
    * First value of a header; `name` must already be a headerKey(). A scan of
    * rawHeaders, not a map built on first use: a rule reads one or two
    * headers, and building a map lower-cased every name of every request.
+   * Limit keys read keyHeader() instead.
    */
   header(name: string): string | undefined {
     const raw = this.input.rawHeaders
@@ -150,9 +163,41 @@ export class RequestView {
     return undefined
   }
 
+  /**
+   * The value of a header a limit key reads (`name` a headerKey()): every line of it must
+   * carry the same value, else AmbiguousRequest. Backends disagree on a repeated header (Go,
+   * Java, nginx before 1.23 read the first line; HAProxy's `req.hdr()` the last; Node and
+   * nginx 1.23+ join the lines with `, `), so whichever line the gateway counted, a client
+   * could put a fresh value there and the backend read a fixed one in another; joining them
+   * would make that same fresh value a fresh key. Still one scan, no map.
+   */
+  keyHeader(name: string): string | undefined {
+    const raw = this.input.rawHeaders
+    let out: string | undefined
+    for (let i = 0; i < raw.length; i += 2) {
+      if (!sameHeaderName(raw[i]!, name)) continue
+      if (out === undefined) out = raw[i + 1]!
+      else if (raw[i + 1] !== out) throw new AmbiguousRequest(`the header ${name} is repeated with different values`)
+    }
+    return out
+  }
+
   query(name: string): string | undefined {
     this._query ??= new URLSearchParams(this.input.rawQuery)
     return this._query.get(name) ?? undefined
+  }
+
+  /**
+   * The value of a query parameter a limit key reads: repeated, every value must be the same,
+   * else AmbiguousRequest (PHP and Express's `qs` keep the last or all of them, Go, Java and
+   * Flask the first: the same reasoning as keyHeader()).
+   */
+  keyQuery(name: string): string | undefined {
+    this._query ??= new URLSearchParams(this.input.rawQuery)
+    const all = this._query.getAll(name)
+    for (let i = 1; i < all.length; i++)
+      if (all[i] !== all[0]) throw new AmbiguousRequest(`the query parameter ${name} is repeated with different values`)
+    return all[0]
   }
 
   get claims(): Claims | undefined {
@@ -170,6 +215,23 @@ export class RequestView {
   claim(name: string): string | undefined {
     const c = this.claims
     return c === undefined ? undefined : claimString(c[name])
+  }
+
+  /**
+   * A claim as a limit key reads it: the token must be the request's only one. Two
+   * Authorization lines with different values, or one that a proxy joined from two (`Bearer
+   * a,Bearer b`: a bearer token never holds a comma) are AmbiguousRequest: the claims and the
+   * verification come from the first, and a backend that reads the last would authenticate
+   * a token the gateway never counted.
+   */
+  keyClaim(name: string): string | undefined {
+    if (!this._authChecked) {
+      const auth = this.keyHeader('authorization')
+      if (auth?.includes(',') && BEARER_SCHEME.test(auth))
+        throw new AmbiguousRequest('the Authorization header holds more than one bearer token')
+      this._authChecked = true
+    }
+    return this.claim(name)
   }
 
   /** X-Country-Code from the edge, else the GeoIP country database by client address (upper case). */

@@ -111,7 +111,7 @@ describe('docs/reject-reasons.md', () => {
     const limits = unionMembers('src/algorithms/algorithm.ts', 'RejectReason')
     assert.ok(limits.length >= 8)
     for (const r of limits) assert.equal(refused.get(r)?.[0], '429', `${r} is not a documented 429`)
-    for (const [r, [status]] of table) assert.ok(['200', '429', '503'].includes(status!), `${r}: status ${status}`)
+    for (const [r, [status]] of table) assert.ok(['200', '400', '429', '503'].includes(status!), `${r}: status ${status}`)
   })
 })
 

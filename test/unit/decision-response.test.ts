@@ -193,3 +193,23 @@ test('debug session: the debug headers come last; X-Fairvisor-Reason once', () =
   assert.deepEqual(allowed.headers.slice(0, 2), ['X-Fairvisor-Decision', 'allow'])
   assert.ok(allowed.headers.includes('X-Fairvisor-Reason'))
 })
+
+test('an ambiguous request: 400 with the message; in the API error shape (invalid_request_error) on LLM paths', () => {
+  const message = 'the request carries different credentials in authorization and x-api-key'
+  const d: Decision = { ...base, allowed: false, status: 400, reason: 'ambiguous_request', message }
+  const plain = `{"error":"bad_request","reason":"ambiguous_request","message":${JSON.stringify(message)}}`
+  assert.deepEqual(decisionResponse(d, { exposeReason: true, path: '/api/x' }), {
+    status: 400,
+    headers: [...json(plain), 'X-Fairvisor-Reason', 'ambiguous_request'],
+    body: plain,
+  })
+  const hidden = `{"error":"bad_request","message":${JSON.stringify(message)}}`
+  assert.equal(decisionResponse(d, { exposeReason: false }).body, hidden)
+  assert.deepEqual(JSON.parse(decisionResponse(d, { exposeReason: true, path: '/v1/chat/completions' }).body), {
+    error: { message, type: 'invalid_request_error', param: null, code: null },
+  })
+  assert.deepEqual(JSON.parse(decisionResponse(d, { exposeReason: true, path: '/v1/messages' }).body), {
+    type: 'error',
+    error: { type: 'invalid_request_error', message },
+  })
+})

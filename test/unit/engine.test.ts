@@ -351,3 +351,41 @@ test('the fallback applies when every selected rule was skipped for a missing ke
   assert.deepEqual([h.remaining(tokenless), h.remaining(tokenless), h.remaining(tokenless)], [1, 0, 'rejected'])
   assert.equal(h.run({ jwt: { sub: 'alice' } }).limit?.limit, 100, 'a request with a usable key gets its rule, not the fallback')
 })
+
+test('an ambiguous limit-key input is refused 400 and charges nothing; a shadow policy only reports it', () => {
+  const h = new Harness(
+    compile(
+      bundle([
+        policy('a', [rule('per_ip', ['ip:address'], tb(1, 5))]),
+        policy('b', [rule('per_key', ['header:x-api-key'], tb(1, 1))]),
+        policy('c', [rule('shadow_key', ['header:x-api-key'], tb(1, 1))], { mode: 'shadow' }),
+      ]),
+    ),
+  )
+  const d = h.run({ headers: { 'X-Api-Key': ['junk', 'REAL'] } })
+  assert.equal(d.status, 400)
+  assert.equal(d.reason, 'ambiguous_request')
+  assert.equal(d.policyId, 'b')
+  assert.equal(d.ruleName, 'per_key')
+  assert.match(d.message ?? '', /x-api-key is repeated with different values/)
+  assert.equal(h.remaining({}), 4, 'per_ip was not charged by the refused request')
+  assert.deepEqual(
+    h.obs.shadow.map((s) => [s.policyId, s.ruleName, s.reason]),
+    [['c', 'shadow_key', 'ambiguous_request']],
+  )
+  // A shadow policy alone never refuses.
+  const shadowOnly = new Harness(compile(bundle([policy('c', [rule('k', ['query:t'], tb(1, 1))], { mode: 'shadow' })])))
+  assert.equal(shadowOnly.run({ query: 't=a&t=b' }).allowed, true)
+  assert.equal(shadowOnly.obs.shadow[0]?.reason, 'ambiguous_request')
+})
+
+test('an ambiguous match value or kill-switch scope is refused too, never read as one of its values', () => {
+  const matched = new Harness(
+    compile(bundle([policy('p', [rule('free', ['ip:address'], tb(1, 1), { match: { 'header:x-plan': 'free' } })])])),
+  )
+  assert.equal(matched.run({ headers: { 'X-Plan': ['premium', 'free'] } }).status, 400)
+  const killed = new Harness(compile(bundle([], { kill_switches: [{ scope_key: 'header:x-user', scope_value: 'bad', reason: 'abuse' }] })))
+  assert.equal(killed.run({ headers: { 'X-User': 'bad' } }).reason, 'kill_switch')
+  const d = killed.run({ headers: { 'X-User': ['other', 'bad'] } })
+  assert.deepEqual([d.status, d.reason], [400, 'ambiguous_request'])
+})

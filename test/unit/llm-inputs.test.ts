@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto'
 import { test } from 'node:test'
 import { normaliseLlm } from '../../src/algorithms/llm.js'
 import type { LlmReservation } from '../../src/engine/decision.js'
+import { AmbiguousRequest } from '../../src/errors.js'
 import { logKey } from '../../src/engine/log-key.js'
 import { estimatePrompt } from '../../src/llm/estimate.js'
 import { IMAGE_TOKENS } from '../../src/llm/prompt-parts.js'
@@ -127,23 +128,54 @@ test('an overrun is charged at most the burst and tokens_per_day, and reported; 
   assert.equal(seen.length, 1)
 })
 
-test('llm:api_key reads x-api-key, api-key, then the Bearer token', () => {
+test('llm:api_key is the credential the API of the path bills; different credentials it could read are refused', () => {
   const d = compileDescriptor('llm:api_key')
   assert.ok(d.ok)
-  const key = (headers: Record<string, string>): string | undefined =>
-    d.extract(
-      new RequestView(
-        { method: 'POST', path: '/', rawQuery: '', host: 'h', peer: '127.0.0.1', rawHeaders: Object.entries(headers).flat() },
-        undefined,
-      ),
-    )
-  assert.equal(key({ 'x-api-key': 'sk-ant-1' }), 'sk-ant-1')
-  assert.equal(key({ 'api-key': 'az-1' }), 'az-1')
-  assert.equal(key({ authorization: 'Bearer sk-1' }), 'sk-1')
-  assert.equal(key({ authorization: 'bearer  sk-1 ' }), 'sk-1')
-  assert.equal(key({ authorization: 'Basic dXNlcjpwdw==' }), undefined)
-  assert.equal(key({ 'x-api-key': 'a', authorization: 'Bearer b' }), 'a')
-  assert.equal(key({}), undefined)
+  const key = (path: string, headers: Record<string, string | string[]>): string | undefined => {
+    const rawHeaders: string[] = []
+    for (const [k, v] of Object.entries(headers)) for (const x of Array.isArray(v) ? v : [v]) rawHeaders.push(k, x)
+    return d.extract(new RequestView({ method: 'POST', path, rawQuery: '', host: 'h', peer: '127.0.0.1', rawHeaders }, undefined))
+  }
+  const OPENAI = '/v1/chat/completions'
+  const ANTHROPIC = '/v1/messages'
+  const AZURE = '/openai/deployments/gpt/chat/completions'
+  // One credential: that key, wherever it is sent.
+  for (const path of [OPENAI, ANTHROPIC, AZURE, '/v1/models']) {
+    assert.equal(key(path, { authorization: 'Bearer sk-1' }), 'sk-1', path)
+    assert.equal(key(path, { authorization: 'bearer  sk-1 ' }), 'sk-1', path)
+    assert.equal(key(path, { 'x-api-key': 'sk-ant-1' }), 'sk-ant-1', path)
+    assert.equal(key(path, { 'api-key': 'az-1' }), 'az-1', path)
+    assert.equal(key(path, { authorization: 'Basic dXNlcjpwdw==' }), undefined, path)
+    assert.equal(key(path, {}), undefined, path)
+    assert.equal(key(path, { 'x-api-key': 'k', authorization: 'Bearer k' }), 'k', `${path}: one key in two headers is one key`)
+  }
+  // OpenAI bills the bearer token and ignores the others: junk beside it is not the key.
+  assert.equal(key(OPENAI, { authorization: 'Bearer sk-REAL', 'x-api-key': 'junk' }), 'sk-REAL')
+  assert.equal(key('/v1/responses', { authorization: 'Bearer sk-REAL', 'api-key': 'junk', 'x-api-key': ['j1', 'j2'] }), 'sk-REAL')
+  assert.equal(key('/v1/embeddings', { 'x-api-key': 'junk', authorization: 'Bearer sk-REAL' }), 'sk-REAL')
+  // Azure OpenAI reads api-key (and Entra ID bearer tokens), not x-api-key.
+  assert.equal(key(AZURE, { 'api-key': 'az-REAL', 'x-api-key': 'junk' }), 'az-REAL')
+  assert.equal(key('/openai/v1/responses', { 'x-api-key': 'junk', 'api-key': 'az-REAL' }), 'az-REAL')
+  // Anthropic reads x-api-key, not api-key.
+  assert.equal(key(ANTHROPIC, { 'x-api-key': 'sk-ant-REAL', 'api-key': 'junk' }), 'sk-ant-REAL')
+  // Two different credentials the API could read, or one repeated with two values: refused.
+  const refused: [string, Record<string, string | string[]>][] = [
+    [ANTHROPIC, { 'x-api-key': 'sk-ant-REAL', authorization: 'Bearer junk' }],
+    [ANTHROPIC, { authorization: 'Bearer sk-ant-REAL', 'x-api-key': 'junk' }],
+    ['/v1/messages/count_tokens', { 'x-api-key': 'a', authorization: 'Bearer b' }],
+    [AZURE, { 'api-key': 'az-REAL', authorization: 'Bearer junk' }],
+    [OPENAI, { authorization: ['Bearer junk', 'Bearer sk-REAL'] }],
+    [OPENAI, { authorization: 'Bearer junk,Bearer sk-REAL' }],
+    [OPENAI, { 'x-api-key': 'a', 'api-key': 'b' }],
+    [ANTHROPIC, { 'x-api-key': ['junk', 'sk-ant-REAL'] }],
+    [ANTHROPIC, { 'x-api-key': 'junk, sk-ant-REAL' }],
+    [AZURE, { 'api-key': ['junk', 'az-REAL'] }],
+    ['/v1/models', { authorization: 'Bearer sk-REAL', 'x-api-key': 'junk' }],
+  ]
+  for (const [path, headers] of refused) assert.throws(() => key(path, headers), AmbiguousRequest, `${path} ${JSON.stringify(headers)}`)
+  // X_Api_Key is not x-api-key.
+  assert.equal(key(ANTHROPIC, { X_Api_Key: 'junk', 'x-api-key': 'sk-ant-REAL' }), 'sk-ant-REAL')
+  assert.equal(key(ANTHROPIC, { Api_Key: 'junk' }), undefined)
   assert.equal(compileDescriptor('llm:other').ok, false)
 })
 

@@ -106,7 +106,9 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
   },
   'per-api-key.json': (h) => {
     assert.equal(allowedInARow(h, { headers: { 'X-API-Key': 'k1' } }), 10)
-    assert.equal(h.run({ headers: { x_api_key: 'k1' } }).allowed, false, 'X_Api_Key is the same header')
+    assert.equal(h.run({ headers: { x_api_key: 'k1' } }).allowed, true, 'X_Api_Key is another header: no key, the rule is skipped')
+    assert.equal(h.run({ headers: { X_Api_Key: 'junk', 'X-API-Key': 'k1' } }).allowed, false, 'the real X-Api-Key beside it is counted')
+    assert.equal(h.run({ headers: { 'X-API-Key': ['junk', 'k1'] } }).status, 400, 'a repeated key with two values is refused')
   },
   'per-ip.json': (h) => {
     assert.equal(allowedInARow(h, { peer: '192.0.2.1' }), 5)

@@ -8,7 +8,8 @@ import { claimString, decodeBearer } from '../../src/request/jwt.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
 import { normalisePath } from '../../src/request/normalise.js'
 import { headerKey } from '../../src/request/view.js'
-import { b64url, view } from './engine-harness.js'
+import { AmbiguousRequest } from '../../src/errors.js'
+import { b64url, bearer, view } from './engine-harness.js'
 
 const TRUSTED = parseTrustedProxies('10.0.0.0/8, 192.168.1.1, fd00::/8')
 
@@ -55,24 +56,66 @@ test('client address: X_Forwarded_For (underscore) is not X-Forwarded-For for th
   assert.equal(only.ip, '10.0.0.5')
 })
 
-test('headers: case-insensitive, - and _ equivalent, first value of a repeated header', () => {
-  const v = view({ headers: { 'X-API-Key': ['first', 'second'], x_tenant: 't1' } })
+test('headers: case-insensitive; a bundle name with _ means -, a request header with _ is another header', () => {
+  const v = view({ headers: { 'X-API-Key': 'k1', x_tenant: 't1' } })
   const key = compileDescriptor('header:x_api_key')
   const tenant = compileDescriptor('header:X-Tenant')
-  assert.ok(key.ok && tenant.ok)
-  assert.equal(key.extract(v), 'first')
-  assert.equal(tenant.extract(v), 't1')
-  assert.equal(v.header(headerKey('X_API-KEY')), 'first')
+  const underscored = compileDescriptor('header:x_tenant')
+  assert.ok(key.ok && tenant.ok && underscored.ok)
+  assert.equal(key.extract(v), 'k1', 'header:x_api_key (nginx $http_x_api_key spelling) is X-Api-Key')
+  assert.equal(tenant.extract(v), undefined, 'x_tenant is not X-Tenant')
+  assert.equal(underscored.extract(v), undefined, 'nor does header:x_tenant read x_tenant (nginx drops such headers)')
+  assert.equal(v.header(headerKey('X_API-KEY')), 'k1')
   assert.equal(v.header('x-missing'), undefined)
-  // The first of several spellings of one name wins; names of the same length that differ do not match.
-  const spelled = view({ headers: { 'X-Tenanx': 'no', X_TENANT: 'upper', 'x-tenant': 'lower' } })
-  assert.equal(spelled.header('x-tenant'), 'upper')
-  assert.equal(spelled.header('x-tenan'), undefined)
+  // The junk X_Api_Key sent first is not the key: the real X-Api-Key after it is.
+  const smuggled = view({ headers: { X_Api_Key: 'junk', 'X-Api-Key': 'REAL' } })
+  assert.equal(key.extract(smuggled), 'REAL')
+  assert.equal(smuggled.header('x-api-key'), 'REAL')
+  // Names of the same length that differ do not match; nor does a non-ASCII look-alike (U+212A KELVIN SIGN is "k" lower-cased).
+  const spelled = view({ headers: { 'X-Tenanx': 'no', 'X-Api-\u212Aey': 'kelvin' } })
+  assert.equal(spelled.header('x-tenant'), undefined)
+  assert.equal(spelled.header('x-api-key'), undefined)
+})
+
+test('headers: a keyed header repeated with different values is refused; repeated with one value it is that value', () => {
+  const key = compileDescriptor('header:x-api-key')
+  assert.ok(key.ok)
+  assert.equal(key.extract(view({ headers: { 'X-Api-Key': ['k1', 'k1'] } })), 'k1')
+  for (const values of [
+    ['junk', 'REAL'],
+    ['REAL', 'junk'],
+    ['', 'REAL'],
+  ])
+    assert.throws(() => key.extract(view({ headers: { 'X-Api-Key': values } })), AmbiguousRequest, values.join(' / '))
+  assert.throws(() => key.extract(view({ headers: { 'x-api-key': 'a', 'X-API-KEY': 'b' } })), /x-api-key is repeated/)
+  // The first value stays what header() (costs, X-Country-Code …) reads.
+  assert.equal(view({ headers: { 'X-Api-Key': ['a', 'b'] } }).header('x-api-key'), 'a')
+})
+
+test('query: a keyed parameter repeated with different values is refused', () => {
+  const q = compileDescriptor('query:tenant')
+  assert.ok(q.ok)
+  assert.equal(q.extract(view({ query: 'tenant=a&tenant=a' })), 'a')
+  assert.throws(() => q.extract(view({ query: 'tenant=junk&tenant=REAL' })), AmbiguousRequest)
+  assert.throws(() => q.extract(view({ query: 'tenant=&tenant=REAL' })), AmbiguousRequest)
+  assert.equal(q.extract(view({ query: 'other=1' })), undefined)
+})
+
+test('jwt: two different Authorization lines, or two bearer tokens joined in one, are refused', () => {
+  const sub = compileDescriptor('jwt:sub')
+  assert.ok(sub.ok)
+  const a = bearer({ sub: 'alice' })
+  const b = bearer({ sub: 'bob' })
+  assert.equal(sub.extract(view({ headers: { Authorization: [a, a] } })), 'alice')
+  assert.throws(() => sub.extract(view({ headers: { Authorization: [a, b] } })), AmbiguousRequest)
+  assert.throws(() => sub.extract(view({ headers: { Authorization: `${a},${b}` } })), AmbiguousRequest)
+  // Another scheme may hold commas (Digest, AWS SigV4): it has no claims, and no ambiguity.
+  assert.equal(sub.extract(view({ headers: { Authorization: 'Digest username="u", realm="r"' } })), undefined)
 })
 
 test('query: first value, percent-decoded; empty is missing for descriptors', () => {
   const v = view({ query: 'tier=gold&tier=silver&name=a%20b&empty=' })
-  assert.equal(v.query('tier'), 'gold')
+  assert.equal(v.query('tier'), 'gold', 'query() (costs) reads the first; a limit key refuses the pair')
   assert.equal(v.query('name'), 'a b')
   const empty = compileDescriptor('query:empty')
   assert.ok(empty.ok)

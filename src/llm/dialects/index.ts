@@ -60,9 +60,12 @@ export function upstreamErrorEvent(f: StreamFacts, message: string, code: string
   }
 }
 
-/** A 429 body for an LLM reject: Anthropic's error shape on Messages paths, OpenAI's elsewhere (their SDKs read these). */
-export function rejectBody(path: string | undefined, message: string): string {
-  if (path !== undefined && apiOfPath(path) === 'messages')
-    return JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message } })
-  return JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } })
+/**
+ * A 429 body for an LLM reject (or, `invalid`, a 400 for a request refused as malformed):
+ * Anthropic's error shape on Messages paths, OpenAI's elsewhere (their SDKs read these).
+ */
+export function rejectBody(path: string | undefined, message: string, invalid = false): string {
+  const type = invalid ? 'invalid_request_error' : 'rate_limit_error'
+  if (path !== undefined && apiOfPath(path) === 'messages') return JSON.stringify({ type: 'error', error: { type, message } })
+  return JSON.stringify({ error: { message, type, param: null, code: invalid ? null : 'rate_limit_exceeded' } })
 }
