@@ -4,6 +4,7 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { TargetRefusal } from '../request/target.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
@@ -13,6 +14,7 @@ export type Reason =
   | 'kill_switch'
   | 'service_unavailable'
   | 'store_unavailable_fail_open'
+  | TargetRefusal
   | RejectReason
 
 /**
@@ -37,8 +39,8 @@ export interface LlmReservation {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed. */
-  status: 200 | 429 | 503
+  /** 200 allow, 400 refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed. */
+  status: 200 | 400 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'
   policyId?: string

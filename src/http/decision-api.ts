@@ -12,6 +12,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
+import { type EncodedSlashes, readTarget, targetAuthority } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
@@ -23,38 +24,27 @@ export interface DecisionApiOptions {
   decide: Decide
   exposeReason: boolean
   debug: DebugSessions
-}
-
-/** Path and query of X-Original-URI; an absolute URI (`http://h/p?q`) is reduced to its path. */
-export function splitOriginalUri(raw: string | undefined): { path: string; rawQuery: string } {
-  let uri = raw === undefined || raw === '' ? '/' : raw
-  if (!uri.startsWith('/')) {
-    const scheme = uri.indexOf('://')
-    if (scheme !== -1) {
-      const slash = uri.indexOf('/', scheme + 3)
-      const q = uri.indexOf('?', scheme + 3)
-      uri = slash === -1 || (q !== -1 && q < slash) ? `/${q === -1 ? '' : uri.slice(q)}` : uri.slice(slash)
-    }
-  }
-  const hash = uri.indexOf('#')
-  if (hash !== -1) uri = uri.slice(0, hash)
-  const q = uri.indexOf('?')
-  return q === -1 ? { path: uri, rawQuery: '' } : { path: uri.slice(0, q), rawQuery: uri.slice(q + 1) }
+  /** FAIRVISOR_ENCODED_SLASHES */
+  encodedSlashes: EncodedSlashes
 }
 
 function one(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v
 }
 
-/** The request a decision call describes. */
-export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
+/**
+ * The request a decision call describes; X-Original-URI is read as the
+ * reverse proxy reads its request line (request/target.ts). Without
+ * X-Original-Host, an absolute X-Original-URI names the host itself.
+ */
+export function inputFromDecisionCall(req: IncomingMessage, slashes: EncodedSlashes): RequestInput {
   const h = req.headers
-  const { path, rawQuery } = splitOriginalUri(one(h['x-original-uri']))
+  const uri = one(h['x-original-uri']) || '/'
+  const host = one(h['x-original-host']) || targetAuthority(uri) || h.host || ''
   return {
     method: one(h['x-original-method']) || 'GET',
-    path,
-    rawQuery,
-    host: one(h['x-original-host']) || h.host || '',
+    ...readTarget(uri, host, slashes),
+    host,
     rawHeaders: req.rawHeaders,
     peer: req.socket.remoteAddress ?? '',
   }
@@ -79,7 +69,7 @@ function framed(headers: readonly string[]): readonly string[] {
   return out
 }
 
-export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOptions): Handler {
+export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }: DecisionApiOptions): Handler {
   const answer = (res: ServerResponse, input: RequestInput, d: Decision, debugging: boolean, startNs: bigint): void => {
     const debugLatencyUs = debugging ? Number((process.hrtime.bigint() - startNs) / 1000n) : undefined
     // The path of the request the call describes: an LLM reject answers in the error shape of its API.
@@ -97,7 +87,7 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
-    const input = inputFromDecisionCall(req)
+    const input = inputFromDecisionCall(req, encodedSlashes)
     decide(input, debugging, (d) => answer(res, input, d, debugging, start))
   }
 }

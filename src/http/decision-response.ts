@@ -10,7 +10,7 @@ import { rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
-  status: 200 | 429 | 503
+  status: 200 | 400 | 429 | 503
   /**
    * Flat [name, value, …]; for an allowed request, the headers added to the upstream's response.
    * A new list on every call (a transport may append its framing in place), except the shared
@@ -45,7 +45,7 @@ const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
- * warning, empty body. Rejected: 429/503 with the JSON body, RateLimit-*,
+ * warning, empty body. Rejected: 400/429/503 with the JSON body, RateLimit-*,
  * Retry-After (or `x-should-retry: false` for a request that can never pass)
  * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
  * header list and the small JSON body are built by hand; the body's values
@@ -64,7 +64,8 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   const llm = LLM_MESSAGES[d.reason]
   if (llm !== undefined) body = rejectBody(o.path, llm)
   else {
-    body = d.status === 429 ? '{"error":"too_many_requests"' : '{"error":"service_unavailable"'
+    body =
+      d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
     if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
     if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
     body += '}'

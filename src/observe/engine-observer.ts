@@ -91,7 +91,7 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
     log.debug(
       {
         event: 'decision',
-        outcome: d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error',
+        outcome: d.allowed ? 'allow' : d.status === 503 ? 'error' : 'reject',
         reason: d.reason,
         policy: d.policyId,
         rule: d.ruleName,
@@ -107,7 +107,7 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
 
 /** Counters and the duration histogram of one decision; `startNs` from process.hrtime.bigint(). */
 function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
-  const action = d.allowed ? 'allow' : d.status === 429 ? 'reject' : 'error'
+  const action = d.allowed ? 'allow' : d.status === 503 ? 'error' : 'reject'
   metrics.hot.decisions.inc(action, d.reason, d.policyId ?? '')
   metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
   const limit = d.limit

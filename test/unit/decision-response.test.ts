@@ -193,3 +193,14 @@ test('debug session: the debug headers come last; X-Fairvisor-Reason once', () =
   assert.deepEqual(allowed.headers.slice(0, 2), ['X-Fairvisor-Decision', 'allow'])
   assert.ok(allowed.headers.includes('X-Fairvisor-Reason'))
 })
+
+test('a refused target: 400 bad_request with its reason, no Retry-After', () => {
+  const d: Decision = { allowed: false, status: 400, reason: 'encoded_slash', mode: 'enforce', matchedPolicies: [] }
+  const body = '{"error":"bad_request","reason":"encoded_slash"}'
+  assert.deepEqual(decisionResponse(d, { exposeReason: true }), {
+    status: 400,
+    headers: [...json(body), 'X-Fairvisor-Reason', 'encoded_slash'],
+    body,
+  })
+  assert.equal(decisionResponse(d, { exposeReason: false }).body, '{"error":"bad_request"}')
+})
