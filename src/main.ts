@@ -97,7 +97,15 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
     bundle: () => bundles.current,
     exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks, settings.llmMaxEventBytes),
   }
-  const main = createRoutes({ decide, exposeReason: settings.exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, llm })
+  const main = createRoutes({
+    decide,
+    exposeReason: settings.exposeReason,
+    debug,
+    proxy,
+    admin: separateAdmin ? new Map() : admin,
+    paths: settings,
+    llm,
+  })
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
   const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
   rls?.reload()
@@ -111,6 +119,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
           {
             decide,
             exposeReason: settings.exposeReason,
+            encodedSlashes: settings.encodedSlashes,
             store,
             failPolicy: settings.failPolicy,
             rlsConfig: () => rls?.current ?? new Map(),

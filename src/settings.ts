@@ -10,13 +10,14 @@ import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
 import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/shared/leases.js'
 import type { FailPolicy } from './store/store.js'
+import type { PathSettings } from './request/target.js'
 
 export type { FailPolicy }
 
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings {
+export interface Settings extends GrpcSettings, PathSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -181,6 +182,14 @@ export function networkFiles(env: Env = process.env): NetworkFiles {
   }
 }
 
+/** How request paths are read and forwarded; also read alone by `fairvisor test`. */
+export function pathSettings(env: Env = process.env): PathSettings {
+  return {
+    encodedSlashes: oneOf(env, 'FAIRVISOR_ENCODED_SLASHES', ['reject', 'decode', 'keep'] as const, 'reject'),
+    forwardPath: oneOf(env, 'FAIRVISOR_FORWARD_PATH', ['normalised', 'original'] as const, 'normalised'),
+  }
+}
+
 /** Shortest bundle signing key: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
 export const MIN_KEY_LENGTH = 32
 
@@ -240,6 +249,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     pgTablePrefix: pg.prefix,
     pgUnlogged: pg.unlogged,
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
+    ...pathSettings(env),
     debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
     jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),

@@ -11,7 +11,7 @@ import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor, type Extractor } from '../request/descriptors.js'
 import { headerKey, type RequestView } from '../request/view.js'
 import { normaliseSelectorHost } from './hosts.js'
-import { normalisePrefix, RouteIndex } from './route-index.js'
+import { foldPath, normalisePrefix, RouteIndex } from './route-index.js'
 import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
 import { tokenCounter } from '../llm/estimate.js'
 import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
@@ -48,6 +48,8 @@ export interface CompiledPolicy {
   hosts: ReadonlySet<string> | undefined
   pathExact: string | undefined
   pathPrefix: string | undefined
+  caseSensitive: boolean
+  trailingSlashSensitive: boolean
   rules: readonly CompiledRule[]
   fallback: CompiledRule | undefined
   /** loop_detection when enabled: its counter is keyed by the request's fingerprint. */
@@ -64,7 +66,9 @@ export interface CompiledKillSwitch {
   scopeKey: string
   extract: Extractor
   value: string
+  /** As written, and folded (foldPath) as it is compared. */
   route: string | undefined
+  routeFolded: string | undefined
   reason: string | undefined
   expiresAtMs: number | undefined
 }
@@ -179,6 +183,7 @@ function compileKillSwitch(k: RawKillSwitch): CompiledKillSwitch {
     extract: extractorOf(k.scope_key),
     value: k.scope_value,
     route: k.route,
+    routeFolded: k.route === undefined ? undefined : foldPath(k.route),
     reason: k.reason,
     expiresAtMs: k.expires_at ? parseTimestamp(k.expires_at) : undefined,
   }
@@ -204,6 +209,8 @@ export function compileBundle(
       hosts: s.hosts ? new Set(s.hosts.map(normaliseSelectorHost)) : undefined,
       pathExact: s.pathExact,
       pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
+      caseSensitive: s.pathCaseSensitive === true,
+      trailingSlashSensitive: s.pathTrailingSlashSensitive === true,
       rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
       fallback: p.spec.fallback_limit
         ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`)

@@ -14,6 +14,10 @@ export interface RawSelector {
   pathExact?: string
   methods?: string[]
   hosts?: string[]
+  /** Compare paths case-sensitively (default false: `/API/x` matches `/api/x`). */
+  pathCaseSensitive?: boolean
+  /** pathExact matches only with its trailing slash as written (default false: `/a/` matches `/a`). */
+  pathTrailingSlashSensitive?: boolean
 }
 
 export interface RawPolicy {

@@ -1,6 +1,6 @@
 /**
  * The checks of one policy that JSON Schema cannot express: host
- * normalisation, descriptor keys, each algorithm's own config checks
+ * normalisation, selector paths in normalised form, descriptor keys, each algorithm's own config checks
  * (RuleAlgorithm.check: burst ≥ rate, budget stages, enabled guards with
  * their required fields, …), and the warnings for policies whose
  * every rule needs a JWT claim or whose circuit breaker one request can open.
@@ -11,6 +11,7 @@ import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor } from '../request/descriptors.js'
 import { breakerReach } from './breaker-reach.js'
+import { readPath } from '../request/normalise.js'
 import { hostProblem } from './hosts.js'
 import type { BundleIssue, RawPolicy, RawRule } from './types.js'
 
@@ -51,6 +52,17 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
     for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
       const problem = hostProblem(h)
       if (problem) out.push({ pointer: `${base}/selector/hosts/${i}`, message: problem })
+    }
+    for (const field of ['pathExact', 'pathPrefix'] as const) {
+      const path = p.spec.selector[field]
+      // Requests are matched on their normalised path (docs/behaviour.md §2): a selector that is not one never matches.
+      const read = path === undefined ? undefined : readPath(path, 'keep').path
+      if (read !== undefined && read !== path)
+        out.push({
+          pointer: `${base}/selector/${field}`,
+          message: `"${path}" is not a normalised path, and requests are matched on theirs: write "${read}"`,
+          warning: true,
+        })
     }
   }
   const rules = Array.isArray(p.spec.rules) ? p.spec.rules : []

@@ -81,6 +81,8 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_PG_TABLE_PREFIX', 'fairvisor_', 'name prefix of the PostgreSQL table and functions'],
   ['FAIRVISOR_PG_UNLOGGED', 'true', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash)'],
   ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
+  ['FAIRVISOR_ENCODED_SLASHES', 'reject', '%2F or %5C in a path: reject (400), decode (a separator) or keep (part of the segment)'],
+  ['FAIRVISOR_FORWARD_PATH', 'normalised', 'path sent to the backend: normalised (the one matched) or original (as received)'],
   ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions'],
   ['FAIRVISOR_JWT_HMAC_SECRET', 'unset', 'verify bearer tokens with this HMAC secret'],
   ['FAIRVISOR_JWKS_FILE', 'unset', 'verify bearer tokens against this JWKS file'],

@@ -2,6 +2,7 @@
  * The sample requests of `fairvisor test`: one JSON object per line (see
  * test.ts for the format) → a RequestInput, with the time it is sent at.
  */
+import { type EncodedSlashes, readTarget } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 
 const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response'])
@@ -40,8 +41,11 @@ function str(v: unknown, field: string): string {
   return v
 }
 
-/** One JSONL line → a request description; `prevAt` is the previous line's `at`. */
-export function parseSample(text: string, line: number, prevAt: number): SampleRequest {
+/**
+ * One JSONL line → a request description; `prevAt` is the previous line's `at`. The path is read
+ * as the gateway reads a request line (`slashes`: FAIRVISOR_ENCODED_SLASHES).
+ */
+export function parseSample(text: string, line: number, prevAt: number, slashes: EncodedSlashes = 'reject'): SampleRequest {
   let o: unknown
   try {
     o = JSON.parse(text)
@@ -92,9 +96,20 @@ export function parseSample(text: string, line: number, prevAt: number): SampleR
   if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) throw new LineError('"at" must be a number of seconds ≥ 0')
   if (at < prevAt) throw new LineError(`"at" (${at}) is earlier than the previous request's (${prevAt}); time must not go backwards`)
   const rawQuery = params.toString()
+  const read = readTarget(path, host, slashes)
   return {
     line,
-    input: { method, path, rawQuery, host, rawHeaders, peer: ip, body: bodyOf(r.body) },
+    input: {
+      method,
+      path: read.path,
+      alsoPaths: read.alsoPaths,
+      refused: read.refused,
+      rawQuery,
+      host,
+      rawHeaders,
+      peer: ip,
+      body: bodyOf(r.body),
+    },
     response: responseOf(r.response),
     repeat,
     at,

@@ -26,7 +26,8 @@ import { parseTimestamp } from '../bundle/validate.js'
 import { NetworkData } from '../request/network-data.js'
 import { RequestView } from '../request/view.js'
 import { SettingError } from '../errors.js'
-import { networkFiles } from '../settings.js'
+import type { PathSettings } from '../request/target.js'
+import { networkFiles, pathSettings } from '../settings.js'
 import { MemoryStore } from '../store/memory/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { llmReport } from './test-llm.js'
@@ -58,7 +59,9 @@ export async function run(args: string[]): Promise<number> {
   }
 
   let net: NetworkData
+  let paths: PathSettings
   try {
+    paths = pathSettings()
     net = new NetworkData(networkFiles())
   } catch (err) {
     if (!(err instanceof SettingError)) throw err
@@ -90,7 +93,7 @@ export async function run(args: string[]): Promise<number> {
     const raw = lines[i]!.trim()
     if (raw === '' || raw.startsWith('#')) continue
     try {
-      const s = parseSample(raw, i + 1, prevAt)
+      const s = parseSample(raw, i + 1, prevAt, paths.encodedSlashes)
       prevAt = s.at
       samples.push(s)
     } catch (err) {

@@ -4,6 +4,7 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { TargetRefusal } from '../request/target.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
@@ -14,6 +15,7 @@ export type Reason =
   | 'service_unavailable'
   | 'store_unavailable_fail_open'
   | 'ambiguous_request'
+  | TargetRefusal
   | RejectReason
 
 /**
@@ -38,7 +40,7 @@ export interface LlmReservation {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 429 reject, 400 ambiguous request, 503 no bundle / store down with fail-closed. */
+  /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed. */
   status: 200 | 400 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'

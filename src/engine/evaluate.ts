@@ -9,6 +9,7 @@
  */
 import type { CompiledBundle } from '../bundle/compile.js'
 import { AmbiguousRequest } from '../errors.js'
+import type { TargetRefusal } from '../request/target.js'
 import type { RequestView } from '../request/view.js'
 import type { FailPolicy, Store } from '../store/store.js'
 import type { Decision, EngineObserver } from './decision.js'
@@ -19,6 +20,11 @@ import { Plan } from './plan.js'
 export type { Decision, EngineObserver, LlmReservation, PlannedLimit, Reason, ShadowReject } from './decision.js'
 
 const NO_BUNDLE: Decision = Object.freeze({ allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
+/** A target read two ways by common backends is refused before any policy (docs/behaviour.md §2): never shadowed. */
+const REFUSED: Readonly<Record<TargetRefusal, Decision>> = {
+  encoded_slash: Object.freeze({ allowed: false, status: 400, reason: 'encoded_slash', mode: 'enforce', matchedPolicies: [] }),
+  host_mismatch: Object.freeze({ allowed: false, status: 400, reason: 'host_mismatch', mode: 'enforce', matchedPolicies: [] }),
+}
 const NO_MATCH: Decision = Object.freeze({ allowed: true, status: 200, reason: 'no_matching_policy', mode: 'enforce', matchedPolicies: [] })
 
 export interface EngineOptions {
@@ -48,6 +54,7 @@ export class Engine {
     collectDescriptors: boolean,
     then: (d: Decision) => void,
   ): void {
+    if (view.refused !== undefined) return then(REFUSED[view.refused])
     if (bundle === null) return then(NO_BUNDLE)
     let killed: number | undefined
     try {
@@ -59,7 +66,7 @@ export class Engine {
     }
     if (killed !== undefined)
       return then({ allowed: false, status: 429, reason: 'kill_switch', mode: 'enforce', retryAfterS: killed, matchedPolicies: [] })
-    const matched = bundle.index.match(view.method, view.path, view.host)
+    const matched = bundle.index.match(view.method, view.path, view.host, view.alsoPaths)
     if (matched.length === 0) return then(NO_MATCH)
     const globalShadow = bundle.globalShadowUntil !== undefined && nowMs < bundle.globalShadowUntil
     const plan = new Plan(view, nowMs, this.opts.observer, collectDescriptors ? new Map<string, string>() : undefined)

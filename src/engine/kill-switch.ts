@@ -1,5 +1,10 @@
-/** Kill switches (docs/behaviour.md §4 step 2) and the Retry-After jitter identity of a request. */
+/**
+ * Kill switches (docs/behaviour.md §4 step 2) and the Retry-After jitter identity of a request.
+ * A route is compared as a default selector's pathExact (any case, with or without a trailing
+ * slash, every reading of the path): a switch spelled around is no switch.
+ */
 import type { CompiledBundle } from '../bundle/compile.js'
+import { foldPath } from '../bundle/route-index.js'
 import type { RequestView } from '../request/view.js'
 import { jitterIdentity, retryAfterWithJitter } from './jitter.js'
 
@@ -14,13 +19,19 @@ export function identityOf(view: RequestView): string {
   return jitterIdentity(subject, view.ip, query === '' ? view.path : `${view.path}?${query}`)
 }
 
+/** A route meets one of the other readings of the request path (request/normalise.ts). */
+function alsoOn(routeFolded: string, view: RequestView): boolean {
+  return view.alsoPaths?.some((p) => foldPath(p) === routeFolded) === true
+}
+
 /** Retry-After of the first kill switch that fires for this request, else undefined. */
 export function killSwitchRetryAfter(bundle: CompiledBundle, view: RequestView, nowMs: number): number | undefined {
   if (bundle.killSwitches.length === 0) return undefined
   if (bundle.killSwitchOverrideUntil !== undefined && nowMs < bundle.killSwitchOverrideUntil) return undefined
+  let folded: string | undefined
   for (const ks of bundle.killSwitches) {
     if (ks.expiresAtMs !== undefined && nowMs >= ks.expiresAtMs) continue
-    if (ks.route !== undefined && ks.route !== view.path) continue
+    if (ks.routeFolded !== undefined && ks.routeFolded !== (folded ??= foldPath(view.path)) && !alsoOn(ks.routeFolded, view)) continue
     if (ks.extract(view) !== ks.value) continue
     // No policy or rule owns a kill switch: both jitter seed parts are empty (README).
     return retryAfterWithJitter(3600, '', '', 'kill_switch', identityOf(view))

@@ -9,6 +9,7 @@ import type { Decision } from '../engine/evaluate.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Decide } from '../http/decide.js'
 import { decisionResponse } from '../http/decision-response.js'
+import { type EncodedSlashes, readTarget } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 
 /** google.rpc.Code values used in CheckResponse.status. */
@@ -35,14 +36,16 @@ export interface CheckRequest {
   }
 }
 
-/** CheckRequest → the request the decider takes. Envoy's `path` is the request target: path and query. */
-export function inputFromCheck(req: CheckRequest): RequestInput {
+/**
+ * CheckRequest → the request the decider takes. Envoy's `path` is the request target (path and
+ * query), read as the HTTP listener reads its request line (request/target.ts).
+ */
+export function inputFromCheck(req: CheckRequest, slashes: EncodedSlashes): RequestInput {
   const http = req.attributes?.request?.http
   if (http === undefined || http === null) throw new InvalidGrpcRequest('attributes.request.http is required')
   const target = http.path || '/'
   if (!target.startsWith('/') && target !== '*')
     throw new InvalidGrpcRequest(`attributes.request.http.path "${target.slice(0, 64)}" is not an origin-form request target`)
-  const q = target.indexOf('?')
   const rawHeaders: string[] = []
   // Envoy sends either the `headers` map or, with encode_raw_headers, `header_map`; pseudo-headers are not HTTP headers here.
   if (http.headers) for (const name in http.headers) if (name[0] !== ':') rawHeaders.push(name, http.headers[name]!)
@@ -53,8 +56,7 @@ export function inputFromCheck(req: CheckRequest): RequestInput {
   }
   return {
     method: http.method || 'GET',
-    path: q === -1 ? target : target.slice(0, q),
-    rawQuery: q === -1 ? '' : target.slice(q + 1),
+    ...readTarget(target, http.host || '', slashes),
     host: http.host || '',
     rawHeaders,
     peer: req.attributes?.source?.address?.socket_address?.address ?? '',
@@ -83,12 +85,12 @@ export function checkResponse(d: Decision, exposeReason: boolean, path?: string)
   }
 }
 
-/** Check, as a continuation: `then(err, response)`. */
-export function createCheck(decide: Decide, exposeReason: boolean) {
+/** Check, as a continuation: `then(err, response)`. `slashes`: FAIRVISOR_ENCODED_SLASHES. */
+export function createCheck(decide: Decide, exposeReason: boolean, slashes: EncodedSlashes) {
   return (req: CheckRequest, then: (err: InvalidGrpcRequest | null, res?: object) => void): void => {
     let input: RequestInput
     try {
-      input = inputFromCheck(req)
+      input = inputFromCheck(req, slashes)
     } catch (err) {
       if (err instanceof InvalidGrpcRequest) return then(err)
       throw err // a bug, not a bad request: the server answers INTERNAL

@@ -7,6 +7,7 @@
  */
 import type { Decision } from '../engine/evaluate.js'
 import type { Decide } from '../http/decide.js'
+import { readPath } from '../request/normalise.js'
 import type { Entry } from './rls-match.js'
 import { OVER_LIMIT, type DescriptorStatus } from './rls-service.js'
 
@@ -18,10 +19,12 @@ export function decideDescriptors(
 ): void {
   const out: Decision[] = new Array(descriptors.length)
   let left = descriptors.length
+  // Read as a request path is (request/normalise.ts), so selectors see it as they see every path.
+  const path = readPath(`/${domain}`, 'keep').path
   descriptors.forEach((d, i) => {
     const input = {
       method: 'POST',
-      path: `/${domain}`,
+      path,
       rawQuery: '',
       host: '',
       rawHeaders: [],

@@ -6,6 +6,7 @@
  */
 import type { AddressInfo, Server as NetServer } from 'node:net'
 import type { Decide } from '../http/decide.js'
+import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
 import type { FailPolicy, Store } from '../store/store.js'
 import type { ByteBudget } from './byte-budget.js'
@@ -21,6 +22,8 @@ import { GrpcFailure } from './wire.js'
 export interface GrpcOptions {
   decide: Decide
   exposeReason: boolean
+  /** FAIRVISOR_ENCODED_SLASHES: how ext_authz reads the paths Envoy describes. */
+  encodedSlashes: EncodedSlashes
   store: Store
   failPolicy: FailPolicy
   rlsConfig(): RlsConfig
@@ -83,7 +86,7 @@ export async function startGrpc(
       }),
   })
   const methods = new Map([
-    unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason)),
+    unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason, o.encodedSlashes)),
     unary<RateLimitRequest>('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit', shouldRateLimit),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>
       then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),

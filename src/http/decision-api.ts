@@ -13,6 +13,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Decision } from '../engine/evaluate.js'
 import { AmbiguousRequest } from '../errors.js'
+import { type EncodedSlashes, readTarget, targetAuthority } from '../request/target.js'
 import { sameHeaderName, type RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
@@ -24,23 +25,8 @@ export interface DecisionApiOptions {
   decide: Decide
   exposeReason: boolean
   debug: DebugSessions
-}
-
-/** Path and query of X-Original-URI; an absolute URI (`http://h/p?q`) is reduced to its path. */
-export function splitOriginalUri(raw: string | undefined): { path: string; rawQuery: string } {
-  let uri = raw === undefined || raw === '' ? '/' : raw
-  if (!uri.startsWith('/')) {
-    const scheme = uri.indexOf('://')
-    if (scheme !== -1) {
-      const slash = uri.indexOf('/', scheme + 3)
-      const q = uri.indexOf('?', scheme + 3)
-      uri = slash === -1 || (q !== -1 && q < slash) ? `/${q === -1 ? '' : uri.slice(q)}` : uri.slice(slash)
-    }
-  }
-  const hash = uri.indexOf('#')
-  if (hash !== -1) uri = uri.slice(0, hash)
-  const q = uri.indexOf('?')
-  return q === -1 ? { path: uri, rawQuery: '' } : { path: uri.slice(0, q), rawQuery: uri.slice(q + 1) }
+  /** FAIRVISOR_ENCODED_SLASHES */
+  encodedSlashes: EncodedSlashes
 }
 
 /**
@@ -58,15 +44,20 @@ function single(raw: readonly string[], name: string): string | undefined {
   return out
 }
 
-/** The request a decision call describes; AmbiguousRequest when an X-Original-* header (or Host) is repeated with different values. */
-export function inputFromDecisionCall(req: IncomingMessage): RequestInput {
+/**
+ * The request a decision call describes; X-Original-URI is read as the
+ * reverse proxy reads its request line (request/target.ts). Without
+ * X-Original-Host, an absolute X-Original-URI names the host itself.
+ * AmbiguousRequest when an X-Original-* header (or Host) is repeated with different values.
+ */
+export function inputFromDecisionCall(req: IncomingMessage, slashes: EncodedSlashes): RequestInput {
   const raw = req.rawHeaders
-  const { path, rawQuery } = splitOriginalUri(single(raw, 'x-original-uri'))
+  const uri = single(raw, 'x-original-uri') || '/'
+  const host = single(raw, 'x-original-host') || targetAuthority(uri) || single(raw, 'host') || ''
   return {
     method: single(raw, 'x-original-method') || 'GET',
-    path,
-    rawQuery,
-    host: single(raw, 'x-original-host') || single(raw, 'host') || '',
+    ...readTarget(uri, host, slashes),
+    host,
     rawHeaders: raw,
     peer: req.socket.remoteAddress ?? '',
   }
@@ -91,7 +82,7 @@ function framed(headers: readonly string[]): readonly string[] {
   return out
 }
 
-export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOptions): Handler {
+export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }: DecisionApiOptions): Handler {
   const answer = (res: ServerResponse, input: RequestInput, d: Decision, debugging: boolean, startNs: bigint): void => {
     const debugLatencyUs = debugging ? Number((process.hrtime.bigint() - startNs) / 1000n) : undefined
     // The path of the request the call describes: an LLM reject answers in the error shape of its API.
@@ -111,7 +102,7 @@ export function decisionHandler({ decide, exposeReason, debug }: DecisionApiOpti
     const start = debugging ? process.hrtime.bigint() : 0n
     let input: RequestInput
     try {
-      input = inputFromDecisionCall(req)
+      input = inputFromDecisionCall(req, encodedSlashes)
     } catch (err) {
       if (!(err instanceof AmbiguousRequest)) throw err
       const d: Decision = {

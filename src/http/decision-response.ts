@@ -45,7 +45,7 @@ const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
- * warning, empty body. Rejected: 429/400/503 with the JSON body, RateLimit-*,
+ * warning, empty body. Rejected: 400/429/503 with the JSON body, RateLimit-*,
  * Retry-After (or `x-should-retry: false` for a request that can never pass)
  * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
  * header list and the small JSON body are built by hand; the body's values

@@ -48,7 +48,7 @@ export function bodyBudget(bundle: CompiledBundle | null, input: RequestInput): 
   if (bundle === null || !bundle.llm) return undefined
   const v = new RequestView(input, undefined)
   let budget: number | undefined
-  for (const p of bundle.index.match(v.method, v.path, v.host)) if (p.llm) budget = Math.max(budget ?? 0, policyBudget(p))
+  for (const p of bundle.index.match(v.method, v.path, v.host, v.alsoPaths)) if (p.llm) budget = Math.max(budget ?? 0, policyBudget(p))
   return budget
 }
 

@@ -34,13 +34,21 @@ export interface HeldBody {
 
 export interface Proxy {
   /**
-   * Forward `req`; `extraHeaders` (flat name/value list) are added to the
+   * Forward `req` to `target` (its request-target as request/target.ts's
+   * forwardTarget gives it); `extraHeaders` (flat name/value list) are added to the
    * response. `held`: the body's start already read (LLM rules); `tap`: the
    * LLM exchange that reads (and may cut) the response as it passes.
    */
-  forward(req: IncomingMessage, res: ServerResponse, extraHeaders: readonly string[] | undefined, held?: HeldBody, tap?: LlmExchange): void
-  /** Proxy a WebSocket (or other) upgrade; `head` is the first chunk already read. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: string,
+    extraHeaders: readonly string[] | undefined,
+    held?: HeldBody,
+    tap?: LlmExchange,
+  ): void
+  /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string): void
   close(): Promise<void>
 }
 
@@ -104,6 +112,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   function forward(
     req: IncomingMessage,
     res: ServerResponse,
+    target: string,
     extraHeaders: readonly string[] | undefined,
     held?: HeldBody,
     tap?: LlmExchange,
@@ -115,7 +124,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     pool.dispatch(
       {
         origin: origin.origin,
-        path: req.url!,
+        path: target,
         method: req.method as Dispatcher.HttpMethod,
         headers,
         body: !body
@@ -130,13 +139,13 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     )
   }
 
-  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string): void {
     const headers: string[] = []
     upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     const protocol = String(req.headers.upgrade ?? 'websocket')
     socket.on('error', () => socket.destroy())
     pool
-      .upgrade({ path: req.url!, method: req.method as Dispatcher.HttpMethod, headers, protocol })
+      .upgrade({ path: target, method: req.method as Dispatcher.HttpMethod, headers, protocol })
       .then(({ headers: resHeaders, socket: upstream }) => {
         const flat: string[] = []
         for (const [name, value] of Object.entries(resHeaders)) {

@@ -5,6 +5,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Decision } from '../engine/evaluate.js'
+import { type EncodedSlashes, readTarget } from '../request/target.js'
 import { rawHeader, type RequestInput } from '../request/view.js'
 import type { DecisionResponse } from './decision-response.js'
 
@@ -34,16 +35,18 @@ export function writeDecision(res: ServerResponse, r: DecisionResponse): void {
   res.end(r.body)
 }
 
-/** The request a reverse-proxied IncomingMessage is. */
-export function inputFromRequest(req: IncomingMessage): RequestInput {
-  const url = req.url ?? '/'
-  const q = url.indexOf('?')
+/** The request a reverse-proxied IncomingMessage is, its target read by readTarget (request/target.ts). */
+export function inputFromRequest(req: IncomingMessage, slashes: EncodedSlashes): RequestInput {
+  // rawHeaders, not req.headers: the latter builds a whole header object on first access.
+  const host = rawHeader(req.rawHeaders, 'host') ?? ''
+  const t = readTarget(req.url ?? '/', host, slashes)
   return {
     method: req.method ?? 'GET',
-    path: q === -1 ? url : url.slice(0, q),
-    rawQuery: q === -1 ? '' : url.slice(q + 1),
-    // rawHeaders, not req.headers: the latter builds a whole header object on first access.
-    host: rawHeader(req.rawHeaders, 'host') ?? '',
+    path: t.path,
+    alsoPaths: t.alsoPaths,
+    rawQuery: t.rawQuery,
+    refused: t.refused,
+    host,
     rawHeaders: req.rawHeaders,
     peer: req.socket.remoteAddress ?? '',
   }

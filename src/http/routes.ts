@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision, LlmReservation } from '../engine/evaluate.js'
 import type { LlmExchange } from '../llm/exchange.js'
+import { forwardTarget, type PathSettings } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 import type { Decide } from './decide.js'
 import type { DebugSessions } from './debug-session.js'
@@ -28,6 +29,8 @@ export interface RoutesOptions {
   proxy: ReverseProxy | undefined
   /** Admin routes to serve on this listener (empty when they have their own). */
   admin: ReadonlyMap<string, Handler>
+  /** How request targets are read (FAIRVISOR_ENCODED_SLASHES) and which path is forwarded (FAIRVISOR_FORWARD_PATH). */
+  paths: PathSettings
   /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
   llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange }
 }
@@ -40,11 +43,11 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }: RoutesOptions): Routes {
+export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm }: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
-    routes.set('/v1/decision', decisionHandler({ decide, exposeReason, debug }))
+    routes.set('/v1/decision', decisionHandler({ decide, exposeReason, debug, encodedSlashes: paths.encodedSlashes }))
     return { routes, fallback: notFound, upgrade: undefined }
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
@@ -59,43 +62,47 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, llm }:
   const onDecision = (
     req: IncomingMessage,
     res: ServerResponse,
+    input: RequestInput,
     d: Decision,
     held: HeldBody | undefined,
     debugLatencyUs?: number,
   ): void => {
-    const r = decisionResponse(d, { exposeReason, path: req.url, debugLatencyUs })
+    const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
     const tap = tapOf(d)
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
     const extra = r.headers.length === 0 ? undefined : r.headers
+    const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
     // Without a throttle delay, forward at once: no closures for a timer that is not set.
-    if (d.delayMs === undefined) proxy.forward(req, res, extra, held, tap)
+    if (d.delayMs === undefined) proxy.forward(req, res, target, extra, held, tap)
     else
       afterDelay(
         d,
         res,
-        () => proxy.forward(req, res, extra, held, tap),
+        () => proxy.forward(req, res, target, extra, held, tap),
         () => tap?.end(false),
       )
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
       const start = process.hrtime.bigint()
-      return decide(input, true, (d) => onDecision(req, res, d, held, Number((process.hrtime.bigint() - start) / 1000n)))
+      return decide(input, true, (d) => onDecision(req, res, input, d, held, Number((process.hrtime.bigint() - start) / 1000n)))
     }
-    decide(input, false, (d) => onDecision(req, res, d, held))
+    decide(input, false, (d) => onDecision(req, res, input, d, held))
   }
   const fallback: Handler = (req, res) => {
-    const input = inputFromRequest(req)
+    const input = inputFromRequest(req, paths.encodedSlashes)
     // Only a request that a policy with an LLM rule matches waits for (the first MiB of) its body.
     const budget = llm === undefined ? undefined : bodyBudget(llm.bundle(), input)
     if (budget !== undefined)
       return readHead(req, budget, (held) => run(req, res, { ...input, body: held.held, bodyComplete: held.ended }, held))
     run(req, res, input, undefined)
   }
-  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void =>
-    decide(inputFromRequest(req), false, (d) => {
-      if (d.allowed) proxy.upgrade(req, socket, head)
+  const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const input = inputFromRequest(req, paths.encodedSlashes)
+    decide(input, false, (d) => {
+      if (d.allowed) proxy.upgrade(req, socket, head, forwardTarget(req.url ?? '/', input, paths.forwardPath))
       else endRaw(socket, d.status, d.retryAfterS ? ['retry-after', String(d.retryAfterS)] : [])
     })
+  }
   return { routes, fallback, upgrade }
 }

@@ -1,6 +1,6 @@
 /**
  * How a request's host and path are put in the one form that selectors, kill
- * switches and the jitter identity compare (docs/behaviour.md §2–3): what a
+ * switches and the jitter identity compare (docs/behaviour.md §2): what a
  * client can spell several ways must not match differently.
  */
 
@@ -17,31 +17,104 @@ export function normaliseHost(raw: string): string {
   return h
 }
 
+/**
+ * An escaped `/` or `\` (`%2F`, `%5C`) in a path: `reject` refuses the
+ * request (400 `encoded_slash`), `decode` reads it as a separator (as nginx's
+ * `$uri` does), `keep` leaves it escaped, part of its segment (as Express,
+ * WHATWG URL and most routers do).
+ */
+export type EncodedSlashes = 'reject' | 'decode' | 'keep'
+
+/** The paths one request path is counted as: `path` first (the one forwarded), then any other reading. */
+export interface PathReading {
+  path: string
+  /** Other paths a common backend routes the same text to; undefined for nearly every request. */
+  also: readonly string[] | undefined
+  /** The path has an escaped slash and FAIRVISOR_ENCODED_SLASHES is `reject`. */
+  refused: boolean
+}
+
 const UNRESERVED = /[A-Za-z0-9\-._~]/
 
 /**
- * The path selectors, kill-switch routes and the jitter identity see. A raw
- * `/public/../admin/x`, `//admin/x` or `/%61dmin/x` reaches most backends as
- * `/admin/x`, so matching the raw text would let a client walk around a
- * `/admin/` policy; nginx, which Fairvisor ran in, matched on its
- * normalised $uri too. So: absolute-form targets lose their scheme and
- * authority, percent-encoded unreserved characters are decoded (RFC 3986
- * §6.2.2.2; `%2F` stays, it is not a separator), runs of `/` collapse and
- * dot segments are resolved (RFC 3986 §5.2.4). Ordinary paths skip all of it.
+ * The readings of a request path (without query or fragment) that selectors
+ * match: what nginx (`$uri`), WHATWG URL, Node's `url.parse` and
+ * Tomcat/Spring route the text to, so no spelling walks around a policy
+ * (docs/behaviour.md §2):
+ *
+ * - `path`: `\` is `/` (WHATWG URL, `url.parse`); escaped unreserved
+ *   characters are decoded (RFC 3986 §6.2.2.2); an escaped `/` or `\` as
+ *   `slashes` says; runs of `/` collapse (nginx merge_slashes); dot segments
+ *   are resolved (RFC 3986 §5.2.4), `..` never climbing above `/`;
+ * - also, when a segment carries `;` parameters, the same with them removed
+ *   (Tomcat and Spring strip them before routing, so `/x/..;/admin` reaches
+ *   `/admin` there and `/x/..;/admin` under nginx);
+ * - also, when the path starts with `//`, what WHATWG URL reads: the first
+ *   segment is a host, the rest the path (`new URL('//h/admin', base)` is `/admin`).
+ *
+ * Ordinary paths (none of `%`, `\`, `;`, `//`, a dot segment) skip all of it in one scan.
  */
-export function normalisePath(raw: string): string {
-  let p = raw
-  if (p.charCodeAt(0) !== 47 /* / */) {
-    const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/.exec(p)
-    if (!m) return p // `*` (OPTIONS) and other forms: nothing to normalise
-    p = p.slice(m[0].length) || '/'
+export function readPath(raw: string, slashes: EncodedSlashes): PathReading {
+  if (isPlain(raw)) return { path: raw, also: undefined, refused: false }
+  const base = raw.indexOf('\\') === -1 ? raw : raw.replace(/\\/g, '/')
+  if (slashes === 'reject' && /%(?:2f|5c)/i.test(base)) return { path: canonical(base, 'keep'), also: undefined, refused: true }
+  const path = canonical(base, slashes)
+  const readings = new Set<string>()
+  if (base.includes(';')) readings.add(canonical(withoutParams(base), slashes))
+  if (base.startsWith('//')) {
+    const rest = afterAuthority(base)
+    readings.add(canonical(rest, slashes))
+    if (rest.includes(';')) readings.add(canonical(withoutParams(rest), slashes))
   }
-  // Ordinary paths: three substring scans, no regular expression (this runs on every request).
-  if (p.indexOf('%') === -1 && p.indexOf('//') === -1 && !hasDotSegment(p)) return p
-  p = p.replace(/%([0-9A-Fa-f]{2})/g, (all, hex: string) => {
-    const c = String.fromCharCode(parseInt(hex, 16))
-    return UNRESERVED.test(c) ? c : all.toUpperCase()
-  })
+  readings.delete(path)
+  return { path, also: readings.size === 0 ? undefined : [...readings], refused: false }
+}
+
+/**
+ * No `%`, `\`, `;`, `//` or dot segment: the path is its only reading, as
+ * written. One pass of character codes, no regular expression or copy (this
+ * runs on every request).
+ */
+function isPlain(p: string): boolean {
+  if (p.charCodeAt(0) !== 47 /* / */) return true // `*` (OPTIONS): nothing to read
+  for (let i = 0; i < p.length; i++) {
+    const c = p.charCodeAt(i)
+    if (c === 37 /* % */ || c === 92 /* \ */ || c === 59 /* ; */) return false
+    if (c !== 47) continue
+    const next = p.charCodeAt(i + 1)
+    if (next === 47) return false
+    if (next !== 46 /* . */) continue
+    // `/.` or `/..` as a whole segment (followed by `/` or the end).
+    const after = p.charCodeAt(i + 2) === 46 ? i + 3 : i + 2
+    if (after === p.length || p.charCodeAt(after) === 47) return false
+  }
+  return true
+}
+
+/** `p` without the `;` parameters of its segments (`/a;x=1/b;y` → `/a/b`). */
+function withoutParams(p: string): string {
+  return p.replace(/;[^/]*/g, '')
+}
+
+/** WHATWG URL's reading of `//host/rest`: every leading `/` and the host dropped, `/rest` kept. */
+function afterAuthority(p: string): string {
+  let i = 0
+  while (p.charCodeAt(i) === 47) i++
+  const slash = p.indexOf('/', i)
+  return slash === -1 ? '/' : p.slice(slash)
+}
+
+/** Escapes decoded, slash runs collapsed, dot segments resolved; `p` starts with `/` and has no `\`. */
+function canonical(raw: string, slashes: EncodedSlashes): string {
+  let p = raw
+  if (p.includes('%')) {
+    p = p.replace(/%([0-9A-Fa-f]{2})/g, (all, hex: string) => {
+      const c = String.fromCharCode(parseInt(hex, 16))
+      if (UNRESERVED.test(c)) return c
+      if (slashes === 'decode' && (c === '/' || c === '\\')) return '/'
+      return all.toUpperCase()
+    })
+  }
   p = p.replace(/\/{2,}/g, '/')
   const out: string[] = []
   const segs = p.split('/')
@@ -54,13 +127,4 @@ export function normalisePath(raw: string): string {
     } else out.push(s)
   }
   return `/${out.join('/')}`
-}
-
-/** `/.` or `/..` as a whole segment (followed by `/` or the end). */
-function hasDotSegment(p: string): boolean {
-  for (let i = p.indexOf('/.'); i !== -1; i = p.indexOf('/.', i + 1)) {
-    const next = p.charCodeAt(i + 2) === 46 /* . */ ? i + 3 : i + 2
-    if (next === p.length || p.charCodeAt(next) === 47 /* / */) return true
-  }
-  return false
 }

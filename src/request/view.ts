@@ -9,14 +9,22 @@ import { botCategory, type BotCategory } from './bots.js'
 import { clientIp } from './client-ip.js'
 import { claimString, decodeBearer, type Claims } from './jwt.js'
 import { NetworkData } from './network-data.js'
-import { normaliseHost, normalisePath } from './normalise.js'
+import { normaliseHost } from './normalise.js'
+import type { TargetRefusal } from './target.js'
 import { parseLlmBody, type LlmBody } from '../llm/request-body.js'
 
 /** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes. */
 export interface RequestInput {
   method: string
-  /** Path without the query string. */
+  /**
+   * Path without the query string, as readTarget (target.ts) reads it:
+   * normalised, the path selectors match first and the proxy forwards.
+   */
   path: string
+  /** Other readings of the same path a backend may route it to (readTarget); matched too. */
+  alsoPaths?: readonly string[]
+  /** Set when the target is refused (400) before any policy is consulted. */
+  refused?: TargetRefusal
   /** Query string without `?` ('' when none). */
   rawQuery: string
   /** Host header as received (port and case are normalised here). */
@@ -85,7 +93,10 @@ export const BEARER_SCHEME = /^\s*bearer\s/i
 
 export class RequestView {
   readonly method: string
+  /** The normalised path (RequestInput.path). */
   readonly path: string
+  /** The other readings of the path, matched by selectors and kill-switch routes too. */
+  readonly alsoPaths: readonly string[] | undefined
   private readonly input: RequestInput
   private readonly trusted: BlockList | undefined
   private _ip: string | undefined
@@ -105,8 +116,14 @@ export class RequestView {
     this.input = input
     this.net = net
     this.method = input.method
-    this.path = normalisePath(input.path)
+    this.path = input.path
+    this.alsoPaths = input.alsoPaths
     this.trusted = trusted
+  }
+
+  /** Why the request's target is refused (400), if it is. */
+  get refused(): TargetRefusal | undefined {
+    return this.input.refused
   }
 
   /** The query string as received, without `?` ('' when none). */

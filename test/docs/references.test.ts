@@ -53,6 +53,7 @@ const TYPE_FILES = [
   'src/engine/decision.ts',
   'src/algorithms/algorithm.ts',
   'src/algorithms/index.ts',
+  'src/request/target.ts',
   'src/algorithms/loop-detection.ts',
   'src/algorithms/circuit-breaker.ts',
 ]
@@ -107,10 +108,12 @@ describe('docs/reject-reasons.md', () => {
     sameSet(table.keys(), unionMembers('src/engine/decision.ts', 'Reason'), 'reasons')
   })
 
-  test('every reason a limit can reject with is among the refused, with status 429', () => {
+  test('every reason a limit can reject with is among the refused, with status 429; a refused target with 400', () => {
     const limits = unionMembers('src/algorithms/algorithm.ts', 'RejectReason')
     assert.ok(limits.length >= 8)
     for (const r of limits) assert.equal(refused.get(r)?.[0], '429', `${r} is not a documented 429`)
+    for (const r of unionMembers('src/request/target.ts', 'TargetRefusal'))
+      assert.equal(refused.get(r)?.[0], '400', `${r} is not a documented 400`)
     for (const [r, [status]] of table) assert.ok(['200', '400', '429', '503'].includes(status!), `${r}: status ${status}`)
   })
 })

@@ -10,7 +10,7 @@ import fc from 'fast-check'
 import { AmbiguousRequest } from '../../src/errors.js'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
-import { normalisePath } from '../../src/request/normalise.js'
+import { readPath } from '../../src/request/normalise.js'
 import { RequestView } from '../../src/request/view.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
 
@@ -125,15 +125,19 @@ test('RequestView: query(), header(), claims and every descriptor never throw on
   )
 })
 
-test('normalisePath: the result has no dot segment and no slash run, and normalising it again changes nothing', () => {
-  // Paths over the characters the fast check looks at, so `/.`, `/..`, `//` and `%` turn up in every position.
-  const path = fc.array(fc.constantFrom('/', '.', 'a', '%', '2', 'e'), { maxLength: 14 }).map((cs) => `/${cs.join('')}`)
+test('readPath: every reading has no dot segment and no slash run, and reading it again changes nothing', () => {
+  // Paths over the characters the fast check looks at, so `/.`, `/..`, `//`, `%`, `\\` and `;` turn up in every position.
+  const path = fc.array(fc.constantFrom('/', '.', 'a', '%', '2', 'e', 'f', '\\', ';'), { maxLength: 14 }).map((cs) => `/${cs.join('')}`)
+  const slashes = fc.constantFrom('decode' as const, 'keep' as const)
   fc.assert(
-    fc.property(path, (raw) => {
-      const p = normalisePath(raw)
-      assert.equal(normalisePath(p), p, `not a fixed point: ${raw} → ${p}`)
-      assert.ok(!p.includes('//'), `slash run left in ${p} (from ${raw})`)
-      assert.ok(!/\/\.\.?(?:\/|$)/.test(p), `dot segment left in ${p} (from ${raw})`)
+    fc.property(path, slashes, (raw, mode) => {
+      const r = readPath(raw, mode)
+      for (const p of [r.path, ...(r.also ?? [])]) {
+        assert.equal(readPath(p, mode).path, p, `not a fixed point: ${raw} → ${p}`)
+        assert.ok(!p.includes('//'), `slash run left in ${p} (from ${raw})`)
+        assert.ok(!p.includes('\\'), `backslash left in ${p} (from ${raw})`)
+        assert.ok(!/\/\.\.?(?:\/|$)/.test(p), `dot segment left in ${p} (from ${raw})`)
+      }
     }),
     { numRuns: 5000 },
   )

@@ -368,3 +368,46 @@ describe('a policy whose rules all need a jwt: claim', () => {
     )
   })
 })
+
+test('a selector path that is not normalised is loaded with a warning: requests are matched on normalised paths', () => {
+  const rule = { name: 'r', limit_keys: [], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1 } }
+  const doc = {
+    bundle_version: 1,
+    policies: [
+      { id: 'a', spec: { selector: { pathExact: '/api//x' }, rules: [rule] } },
+      { id: 'b', spec: { selector: { pathPrefix: '/v1/./admin/', pathExact: '/ok' }, rules: [{ ...rule, name: 'r2' }] } },
+      {
+        id: 'c',
+        spec: {
+          selector: { pathPrefix: '/API/', pathCaseSensitive: true, pathTrailingSlashSensitive: true },
+          rules: [{ ...rule, name: 'r3' }],
+        },
+      },
+    ],
+  }
+  const r = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 't.json', NOW)
+  assert.ok(r.ok)
+  assert.deepEqual(r.warnings, [
+    't.json: /policies/0/spec/selector/pathExact: policy "a": "/api//x" is not a normalised path, and requests are matched on theirs: write "/api/x".',
+    't.json: /policies/1/spec/selector/pathPrefix: policy "b": "/v1/./admin/" is not a normalised path, and requests are matched on theirs: write "/v1/admin/".',
+  ])
+})
+
+test('the selector options are booleans', () => {
+  const doc = {
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'a',
+        spec: {
+          selector: { pathExact: '/x', pathCaseSensitive: 'yes' },
+          rules: [{ name: 'r', limit_keys: [], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 1, burst: 1 } }],
+        },
+      },
+    ],
+  }
+  const r = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 't.json', NOW)
+  assert.ok(r.ok)
+  assert.equal(r.dropped.length, 1)
+  assert.match(r.dropped[0]!, /pathCaseSensitive/)
+})

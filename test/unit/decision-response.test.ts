@@ -213,3 +213,14 @@ test('an ambiguous request: 400 with the message; in the API error shape (invali
     error: { type: 'invalid_request_error', message },
   })
 })
+
+test('a refused target: 400 bad_request with its reason, no Retry-After', () => {
+  const d: Decision = { allowed: false, status: 400, reason: 'encoded_slash', mode: 'enforce', matchedPolicies: [] }
+  const body = '{"error":"bad_request","reason":"encoded_slash"}'
+  assert.deepEqual(decisionResponse(d, { exposeReason: true }), {
+    status: 400,
+    headers: [...json(body), 'X-Fairvisor-Reason', 'encoded_slash'],
+    body,
+  })
+  assert.equal(decisionResponse(d, { exposeReason: false }).body, '{"error":"bad_request"}')
+})

@@ -8,6 +8,7 @@ import type { BlockList } from 'node:net'
 import { loadBundleBytes } from '../../src/bundle/load.js'
 import type { CompiledBundle } from '../../src/bundle/compile.js'
 import { Engine, type Decision, type EngineObserver, type ShadowReject } from '../../src/engine/evaluate.js'
+import { type EncodedSlashes, readTarget } from '../../src/request/target.js'
 import { RequestView } from '../../src/request/view.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
 
@@ -31,6 +32,8 @@ export interface Req {
   jwt?: Record<string, unknown>
   /** A request body (LLM rules read it), sent with its Content-Length. */
   body?: string
+  /** FAIRVISOR_ENCODED_SLASHES for reading `path` (default: the gateway's, reject). */
+  slashes?: EncodedSlashes
 }
 
 export function b64url(v: unknown): string {
@@ -47,12 +50,17 @@ export function view(r: Req = {}, trusted?: BlockList): RequestView {
   if (r.jwt) raw.push('Authorization', bearer(r.jwt))
   const body = r.body === undefined ? undefined : Buffer.from(r.body)
   if (body) raw.push('Content-Length', String(body.length))
+  const host = r.host ?? 'localhost'
+  // The path as a request line carries it, read as the transports read it (request/target.ts).
+  const target = readTarget(r.path ?? '/x', host, r.slashes ?? 'reject')
   return new RequestView(
     {
       method: r.method ?? 'GET',
-      path: r.path ?? '/x',
+      path: target.path,
+      alsoPaths: target.alsoPaths,
+      refused: target.refused,
       rawQuery: r.query ?? '',
-      host: r.host ?? 'localhost',
+      host,
       rawHeaders: raw,
       peer: r.peer ?? '10.0.0.1',
       body,

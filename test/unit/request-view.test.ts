@@ -6,7 +6,7 @@ import { parseTrustedProxies } from '../../src/settings.js'
 import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
-import { normalisePath } from '../../src/request/normalise.js'
+import { readTarget } from '../../src/request/target.js'
 import { headerKey } from '../../src/request/view.js'
 import { AmbiguousRequest } from '../../src/errors.js'
 import { b64url, bearer, view } from './engine-harness.js'
@@ -203,6 +203,9 @@ test('path normalisation: dot segments, slash runs, unreserved percent-escapes, 
     ['http://h:80/x', '/x'],
     ['https://h', '/'],
     ['*', '*'],
+    ['/a\\b', '/a/b'],
+    ['/a/b#x', '/a/b'],
+    ['/a;p=1/b', '/a;p=1/b'],
   ]
-  for (const [raw, want] of cases) assert.equal(normalisePath(raw), want, raw)
+  for (const [raw, want] of cases) assert.equal(readTarget(raw, 'h', 'keep').path, want, raw)
 })

@@ -27,7 +27,8 @@ const PREFIX: [string, string, boolean][] = [
   ['/', '/', true],
   ['/', '/anything', true],
   ['/', '/a/b/c/', true],
-  ['/v1/', '/V1/x', false],
+  ['/v1/', '/V1/x', true],
+  ['/V1/', '/v1/x', true],
 ]
 
 for (const [prefix, path, want] of PREFIX) {
@@ -36,14 +37,52 @@ for (const [prefix, path, want] of PREFIX) {
   })
 }
 
-test('pathExact is string equality on the path (the query is never part of it)', () => {
+test('pathCaseSensitive: true compares a prefix as written', () => {
+  assert.equal(ids({ pathPrefix: '/v1/', pathCaseSensitive: true }, 'GET', '/V1/x'), false)
+  assert.equal(ids({ pathPrefix: '/v1/', pathCaseSensitive: true }, 'GET', '/v1/x'), true)
+  assert.equal(ids({ pathPrefix: '/V1/', pathCaseSensitive: true }, 'GET', '/V1/x'), true)
+})
+
+test('pathExact matches the path in any case, with or without a trailing slash (the query is never part of it)', () => {
   assert.equal(ids({ pathExact: '/login' }, 'POST', '/login'), true)
-  assert.equal(ids({ pathExact: '/login' }, 'POST', '/login/'), false)
-  assert.equal(ids({ pathExact: '/login' }, 'POST', '/Login'), false)
+  assert.equal(ids({ pathExact: '/login' }, 'POST', '/login/'), true)
+  assert.equal(ids({ pathExact: '/login/' }, 'POST', '/login'), true)
+  assert.equal(ids({ pathExact: '/login' }, 'POST', '/Login'), true)
+  assert.equal(ids({ pathExact: '/LOGIN' }, 'POST', '/login'), true)
   assert.equal(ids({ pathExact: '/login' }, 'POST', '/login/x'), false)
+  assert.equal(ids({ pathExact: '/' }, 'POST', '/'), true)
+  assert.equal(ids({ pathExact: '/' }, 'POST', '/x'), false)
   // The engine is handed the path without the query: a request to /login?next=/ is path /login.
   const b = compile(bundle([policy('p', [rule('r', [], tb(1, 1))], {}, { pathExact: '/login' })]))
   assert.equal(b.index.match('GET', view({ path: '/login', query: 'next=/' }).path, 'localhost').length, 1)
+})
+
+test('pathExact with pathCaseSensitive / pathTrailingSlashSensitive is string equality in that respect', () => {
+  const cs = { pathExact: '/login', pathCaseSensitive: true }
+  assert.equal(ids(cs, 'POST', '/Login'), false)
+  assert.equal(ids(cs, 'POST', '/login/'), true)
+  const ts = { pathExact: '/login', pathTrailingSlashSensitive: true }
+  assert.equal(ids(ts, 'POST', '/login/'), false)
+  assert.equal(ids(ts, 'POST', '/LOGIN'), true)
+  const both = { pathExact: '/login', pathCaseSensitive: true, pathTrailingSlashSensitive: true }
+  assert.equal(ids(both, 'POST', '/login'), true)
+  assert.equal(ids(both, 'POST', '/login/'), false)
+  assert.equal(ids(both, 'POST', '/Login'), false)
+})
+
+test('policies with different options in one bundle each compare their own way', () => {
+  const b = compile(
+    bundle([
+      policy('a', [rule('ra', [], tb(1, 1))], {}, { pathExact: '/x' }),
+      policy('b', [rule('rb', [], tb(1, 1))], {}, { pathExact: '/x', pathCaseSensitive: true, pathTrailingSlashSensitive: true }),
+      policy('c', [rule('rc', [], tb(1, 1))], {}, { pathPrefix: '/x/', pathCaseSensitive: true }),
+    ]),
+  )
+  const got = (p: string): string[] => b.index.match('GET', p, 'localhost').map((x) => x.id)
+  assert.deepEqual(got('/x'), ['a', 'b'])
+  assert.deepEqual(got('/X/'), ['a'])
+  assert.deepEqual(got('/x/y'), ['c'])
+  assert.deepEqual(got('/X/y'), [])
 })
 
 test('pathExact and pathPrefix together match when either matches; neither never matches', () => {
