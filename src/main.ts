@@ -124,6 +124,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             failPolicy: settings.failPolicy,
             rlsConfig: () => rls?.current ?? new Map(),
             rlsResponseHeaders: settings.rlsResponseHeaders,
+            rlsMaxDescriptors: settings.rlsMaxDescriptors,
             bundleLoaded: () => bundles.current !== null,
             clock,
             metrics: createGrpcMetrics(metrics.registry, () => grpcBudget.held),

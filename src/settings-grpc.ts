@@ -14,6 +14,8 @@ export interface GrpcSettings {
   rlsConfig: string | undefined
   /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
   rlsResponseHeaders: boolean
+  /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
+  rlsMaxDescriptors: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
   grpcMaxConcurrentStreams: number
   /** Bytes the unfinished requests of every gRPC stream may hold together, for the whole process. */
@@ -59,6 +61,7 @@ export function grpcSettings(env: Env): GrpcSettings {
     grpcTls: tls(env),
     rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
     rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+    rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),
   }

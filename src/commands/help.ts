@@ -98,6 +98,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_GRPC_MAX_BUFFERED_BYTES', '64m', 'bytes unfinished gRPC requests may hold together (k, m, g); past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
+  ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]
 

@@ -4,6 +4,7 @@ import { Counter, Gauge, type Registry } from 'prom-client'
 export interface GrpcMetrics {
   calls: Counter<'method' | 'code'>
   rlsDecisions: Counter<'domain' | 'code'>
+  rlsTooManyDescriptors: Counter
 }
 
 /** `buffered`: the bytes this thread's unfinished gRPC requests hold now (with workers, /metrics sums the threads'). */
@@ -28,6 +29,11 @@ export function createGrpcMetrics(registry: Registry, buffered: () => number): G
       name: 'fairvisor_rls_decisions_total',
       help: 'ShouldRateLimit answers by configured domain (_unknown for any other) and overall code (ok, over_limit, store_failed_ok, store_failed_over_limit).',
       labelNames: ['domain', 'code'],
+      registers,
+    }),
+    rlsTooManyDescriptors: new Counter({
+      name: 'fairvisor_rls_too_many_descriptors_total',
+      help: 'ShouldRateLimit calls refused (RESOURCE_EXHAUSTED) for carrying more descriptors than FAIRVISOR_RLS_MAX_DESCRIPTORS.',
       registers,
     }),
   }

@@ -164,14 +164,15 @@ export function createShouldRateLimit(o: RlsOptions) {
       o.clock() / 1000,
       (err, outcomes) => {
         if (err) return finish(undefined, true)
-        const skipped = planned.filter((_, i) => outcomes![i] === undefined)
+        const skipped: number[] = [] // indexes into `planned`
+        for (let i = 0; i < planned.length; i++) if (outcomes![i] === undefined) skipped.push(i)
         if (skipped.length === 0) return finish(outcomes, false)
         // Checks after a reject in their group were not evaluated: read their counters (cost 0) so every status is true.
         o.store.apply(
-          skipped.map((p) => ({ ...p.check, cost: 0 })),
+          skipped.map((i) => ({ ...planned[i]!.check, cost: 0 })),
           o.clock() / 1000,
           (err2, read) => {
-            if (!err2) for (const [j, p] of skipped.entries()) outcomes![planned.indexOf(p)] = read![j]
+            if (!err2) for (const [j, i] of skipped.entries()) outcomes![i] = read![j]
             finish(outcomes, false)
           },
         )

@@ -13,6 +13,7 @@ import type { ByteBudget } from './byte-budget.js'
 import { createCheck, type CheckRequest } from './ext-authz.js'
 import type { GrpcMetrics } from './metrics.js'
 import { method } from './protos.js'
+import { descriptorCap } from './rls-cap.js'
 import { createShouldRateLimit, OVER_LIMIT, type RateLimitRequest } from './rls-service.js'
 import type { RlsConfig } from './rls-config.js'
 import { GrpcStatus } from './status.js'
@@ -28,6 +29,8 @@ export interface GrpcOptions {
   failPolicy: FailPolicy
   rlsConfig(): RlsConfig
   rlsResponseHeaders: boolean
+  /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
+  rlsMaxDescriptors: number
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
   clock(): number
@@ -47,12 +50,16 @@ export interface GrpcListener {
 
 type Handler<Req> = (req: Req, then: (err: Error | null, res?: object) => void) => void
 
-/** A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT. */
-function unary<Req>(service: string, name: string, handle: Handler<Req>): [string, UnaryMethod] {
+/**
+ * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
+ * `refuse` answers from the bytes before they are decoded (the Rate Limit Service's descriptor cap).
+ */
+function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?: UnaryMethod['refuse']): [string, UnaryMethod] {
   const codec = method(service, name)
   return [
     codec.path,
     {
+      refuse,
       decode: codec.decode,
       encode: codec.encode,
       handle: (req, answer) =>
@@ -87,7 +94,12 @@ export async function startGrpc(
   })
   const methods = new Map([
     unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason, o.encodedSlashes)),
-    unary<RateLimitRequest>('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit', shouldRateLimit),
+    unary<RateLimitRequest>(
+      'envoy.service.ratelimit.v3.RateLimitService',
+      'ShouldRateLimit',
+      shouldRateLimit,
+      descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
+    ),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>
       then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),
     ),

@@ -36,6 +36,8 @@ import { type ByteBudget, HeldBody } from './byte-budget.js'
 import { deadlineMs, fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
 
 export interface UnaryMethod {
+  /** A refusal read from the bytes before they are decoded (a bound that decoding would already cost too much to check after). */
+  refuse?(bytes: Buffer): GrpcFailure | undefined
   /** Bytes → message; throws on bytes that do not decode. */
   decode(bytes: Buffer): unknown
   encode(message: unknown): Buffer
@@ -129,6 +131,8 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       if (answered || gone(stream)) return // answered, or reset by the client before its message was whole
       const bytes = message(body.take(), headers['grpc-encoding'] as string | undefined)
       if (bytes instanceof GrpcFailure) return answer(bytes.code, bytes.details)
+      const refused = method.refuse?.(bytes)
+      if (refused !== undefined) return answer(refused.code, refused.details)
       let request: unknown
       try {
         request = method.decode(bytes)

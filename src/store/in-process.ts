@@ -4,7 +4,38 @@
  * synchronously, never fail, are ready at once and sweep expired counters
  * once a second. A subclass supplies applyNow, adjust, fill and the sweep.
  */
+import type { Step } from '../algorithms/algorithm.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+
+/** Calls of up to this many checks find an earlier check of the same key by scanning back (no map to build per request). */
+const SCAN_MAX = 8
+
+/**
+ * A call's tentative states, per check, are committed only if the check's
+ * group passes; a check whose key an earlier allowed check of the call has
+ * already charged starts from that check's state (one counter named twice is
+ * charged twice, in turn). Past SCAN_MAX checks that state is kept in a map
+ * by key as well, so a call of n checks (a Rate Limit Service call may carry
+ * thousands) costs n look-ups, not n²/2 comparisons. Undefined: no map.
+ */
+export const stagedByKey = (checks: readonly Check[]): Map<string, Step<unknown>> | undefined =>
+  checks.length > SCAN_MAX ? new Map() : undefined
+
+/** The state staged by the latest earlier check of check i's key, if any (checks are staged in order). */
+export function earlierStaged(
+  checks: readonly Check[],
+  staged: readonly (Step<unknown> | undefined)[],
+  byKey: Map<string, Step<unknown>> | undefined,
+  i: number,
+): Step<unknown> | undefined {
+  const key = checks[i]!.key
+  if (byKey !== undefined) return byKey.get(key)
+  for (let j = i - 1; j >= 0; j--) {
+    const s = staged[j]
+    if (s !== undefined && checks[j]!.key === key) return s
+  }
+  return undefined
+}
 
 export abstract class InProcessStore implements Store {
   readonly kind = 'memory'

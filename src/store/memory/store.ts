@@ -9,7 +9,7 @@
  * Node runs JS on one thread, so a whole apply() is atomic by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { InProcessStore } from '../in-process.js'
+import { earlierStaged, InProcessStore, stagedByKey } from '../in-process.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
 
 /** Bytes charged per bucket on top of its key's length: slot arrays, Map entry, key string header. */
@@ -73,15 +73,19 @@ export class MemoryStore extends InProcessStore {
     const out: Outcomes = new Array(checks.length)
     // Tentative new states, per check index; committed only if the group passes.
     const staged: (Step<unknown> | undefined)[] = new Array(checks.length)
+    const byKey = stagedByKey(checks)
     let enforceRejected = false
     let shadowRejected = false
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!
       if (c.shadow ? shadowRejected : enforceRejected) continue
-      const r = c.limit.kind.step(this.current(checks, staged, i, now), c.limit, c.cost, now)
+      const earlier = earlierStaged(checks, staged, byKey, i)
+      const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(c.key, c.limit, now), c.limit, c.cost, now)
       out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
-      if (r.allowed) staged[i] = r
-      else {
+      if (r.allowed) {
+        staged[i] = r
+        byKey?.set(c.key, r)
+      } else {
         if (r.commit) this.write(c, r)
         if (c.shadow) shadowRejected = true
         else enforceRejected = true
@@ -112,15 +116,6 @@ export class MemoryStore extends InProcessStore {
       if (r !== undefined) this.write(a, r)
     }
     done(null)
-  }
-
-  /** State seen by check i: a staged state of the same key earlier in this call, else the stored one. */
-  private current(checks: readonly Check[], staged: (Step<unknown> | undefined)[], i: number, now: number): unknown {
-    const c = checks[i]!
-    for (let j = i - 1; j >= 0; j--) {
-      if (staged[j] !== undefined && checks[j]!.key === c.key) return staged[j]!.state
-    }
-    return this.stored(c.key, c.limit, now)
   }
 
   private stored(key: string, limit: Check['limit'], now: number): unknown {

@@ -69,7 +69,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION ${p}save(ks text[], d bool[], a float8[], b float8[], c float8[], e float8[], x float8[]) RETURNS void LANGUAGE sql AS $$
   INSERT INTO ${p}counters AS t (key, s0, s1, s2, s3, expire_at)
-    SELECT ks[i], a[i], b[i], c[i], e[i], x[i] FROM generate_subscripts(ks, 1) i WHERE d[i] ORDER BY ks[i] COLLATE "C"
+    SELECT u.k, u.s0, u.s1, u.s2, u.s3, u.ex FROM unnest(ks, d, a, b, c, e, x) u(k, dirty, s0, s1, s2, s3, ex) WHERE u.dirty ORDER BY u.k COLLATE "C"
   ON CONFLICT (key) DO UPDATE SET s0 = excluded.s0, s1 = excluded.s1, s2 = excluded.s2, s3 = excluded.s3, expire_at = excluded.expire_at;
 $$;
 ${takeSql(p)}${adjustSql(p)}`

@@ -7,9 +7,12 @@
  * own `step` / `adjust` on their packed cells, as in memory.ts.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { InProcessStore } from '../in-process.js'
+import { earlierStaged, InProcessStore, stagedByKey } from '../in-process.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
 import { hashKey, SLOT_BYTES, type SharedTable } from './table.js'
+
+/** Calls of up to this many checks sort their buckets by insertion. */
+const SORT_BY_INSERTION = 16
 
 export interface SharedStoreOptions {
   table: SharedTable
@@ -88,10 +91,16 @@ export class SharedMemoryStore extends InProcessStore {
       this.held = new Int32Array(n)
     }
     const buckets = this.table.buckets
+    for (let i = 0; i < n; i++) hashKey(checks[i]!.key, buckets, this.loc, i)
+    const held = n <= SORT_BY_INSERTION ? this.insertDistinct(n) : this.sortDistinct(n)
+    for (let i = 0; i < held; i++) this.table.lock(this.held[i]!)
+    return held
+  }
+
+  /** The buckets of n checks into `held`, sorted and distinct, by insertion (a few checks: no allocation). */
+  private insertDistinct(n: number): number {
     let held = 0
     for (let i = 0; i < n; i++) {
-      hashKey(checks[i]!.key, buckets, this.loc, i)
-      // Insertion into the sorted, distinct list of buckets.
       const b = this.loc[i * 3]!
       let j = held
       while (j > 0 && this.held[j - 1]! > b) j--
@@ -100,7 +109,15 @@ export class SharedMemoryStore extends InProcessStore {
       this.held[j] = b
       held++
     }
-    for (let i = 0; i < held; i++) this.table.lock(this.held[i]!)
+    return held
+  }
+
+  /** The same by a sort: insertion would take n²/4 moves for the thousands of checks a Rate Limit Service call may carry. */
+  private sortDistinct(n: number): number {
+    for (let i = 0; i < n; i++) this.held[i] = this.loc[i * 3]!
+    this.held.subarray(0, n).sort()
+    let held = 1
+    for (let i = 1; i < n; i++) if (this.held[i] !== this.held[held - 1]) this.held[held++] = this.held[i]!
     return held
   }
 
@@ -108,15 +125,19 @@ export class SharedMemoryStore extends InProcessStore {
   private evaluate(checks: readonly Check[], n: number, now: number): Outcomes {
     const out: Outcomes = new Array(n)
     const staged: (Step<unknown> | undefined)[] = new Array(n)
+    const byKey = stagedByKey(checks)
     let enforceRejected = false
     let shadowRejected = false
     for (let i = 0; i < n; i++) {
       const c = checks[i]!
       if (c.shadow ? shadowRejected : enforceRejected) continue
-      const r = c.limit.kind.step(this.current(checks, staged, i, now), c.limit, c.cost, now)
+      const earlier = earlierStaged(checks, staged, byKey, i)
+      const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(i, c.limit, now), c.limit, c.cost, now)
       out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
-      if (r.allowed) staged[i] = r
-      else {
+      if (r.allowed) {
+        staged[i] = r
+        byKey?.set(c.key, r)
+      } else {
         if (r.commit) this.write(i, c.limit, r, now)
         if (c.shadow) shadowRejected = true
         else enforceRejected = true
@@ -129,14 +150,6 @@ export class SharedMemoryStore extends InProcessStore {
       this.write(i, c.limit, s, now)
     }
     return out
-  }
-
-  private current(checks: readonly Check[], staged: (Step<unknown> | undefined)[], i: number, now: number): unknown {
-    const c = checks[i]!
-    for (let j = i - 1; j >= 0; j--) {
-      if (staged[j] !== undefined && checks[j]!.key === c.key) return staged[j]!.state
-    }
-    return this.stored(i, c.limit, now)
   }
 
   private stored(i: number, limit: Check['limit'], now: number): unknown {
