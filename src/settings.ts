@@ -3,8 +3,9 @@
  * nowhere else; a bad value throws a SettingError naming the variable and what
  * is allowed, and the CLI turns that into one line on stderr and exit code 2.
  */
-import { BlockList, isIP } from 'node:net'
+import type { BlockList } from 'node:net'
 import { SettingError } from './errors.js'
+import { parseTrustedProxies } from './request/trusted-proxies.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
@@ -12,6 +13,7 @@ import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/shared/leases.js'
 import type { FailPolicy } from './store/store.js'
 
 export type { FailPolicy }
+export { parseTrustedProxies }
 
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
@@ -84,31 +86,9 @@ export interface Settings extends GrpcSettings {
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
 export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
 
-import { bool, integer, oneOf, optional, size, type Env } from './settings-env.js'
+import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
+import { recording, refuseUnknown } from './unknown-settings.js'
 import { defaultWorkers } from './workers/cores.js'
-
-export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
-  const list = new BlockList()
-  for (const part of raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const [addr, prefixText, extra] = part.split('/')
-    const family = isIP(addr ?? '')
-    if (extra !== undefined || family === 0)
-      throw new SettingError(name, `"${part}" is not an IP address or CIDR; use a comma-separated list like 10.0.0.0/8,::1`)
-    const type = family === 4 ? 'ipv4' : 'ipv6'
-    if (prefixText === undefined) {
-      list.addAddress(addr!, type)
-      continue
-    }
-    const max = family === 4 ? 32 : 128
-    const prefix = /^\d+$/.test(prefixText) ? Number(prefixText) : NaN
-    if (!(prefix >= 0 && prefix <= max)) throw new SettingError(name, `"${part}" has a bad prefix length; use 0 to ${max}`)
-    list.addSubnet(addr!, prefix, type)
-  }
-  return list
-}
 
 function backendUrl(env: Env, mode: Mode): URL | undefined {
   const raw = optional(env, 'FAIRVISOR_BACKEND_URL')
@@ -137,8 +117,8 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
  */
 function storeTimeout(env: Env, store: StoreTarget): number {
   const dflt = store.kind === 'postgres' ? 500 : 50
-  if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', dflt, 1, 60_000)
-  return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
+  const older = integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
+  return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', older, 1, 60_000)
 }
 
 function tablePrefix(env: Env): string {
@@ -179,20 +159,18 @@ export function networkFiles(env: Env = process.env): NetworkFiles {
   }
 }
 
-/** Shortest bundle signing key: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
+/** Shortest bundle signing key and debug session secret: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
 export const MIN_KEY_LENGTH = 32
 
-function signingKey(env: Env): string | undefined {
-  const raw = optional(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY')
-  if (raw !== undefined && raw.length < MIN_KEY_LENGTH)
-    throw new SettingError(
-      'FAIRVISOR_BUNDLE_SIGNING_KEY',
-      `is ${raw.length} characters long; use a random string of at least ${MIN_KEY_LENGTH} characters`,
-    )
-  return raw
+/** The settings; any FAIRVISOR_* variable that none of them read is refused (unknown-settings.ts). */
+export function loadSettings(env: Env = process.env): Readonly<Settings> {
+  const read = new Set<string>()
+  const settings = parseSettings(recording(env, read))
+  refuseUnknown(env, read)
+  return settings
 }
 
-export function loadSettings(env: Env = process.env): Readonly<Settings> {
+function parseSettings(env: Env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
@@ -237,12 +215,12 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     pgTablePrefix: pg.prefix,
     pgUnlogged: pg.unlogged,
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
-    debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
+    debugSessionSecret: secret(env, 'FAIRVISOR_DEBUG_SESSION_SECRET', MIN_KEY_LENGTH),
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
     jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
-    bundleSigningKey: signingKey(env),
+    bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
     ...grpcSettings(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
@@ -251,5 +229,19 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
       `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`,
     )
   }
+  distinctPorts(settings)
   return Object.freeze(settings)
+}
+
+/** Two listeners cannot share a port: the second would never bind. */
+function distinctPorts(s: Settings): void {
+  const ports: [string, number | undefined][] = [
+    ['FAIRVISOR_PORT', s.port],
+    ['FAIRVISOR_ADMIN_PORT', s.adminPort],
+    ['FAIRVISOR_GRPC_PORT', s.grpcPort],
+  ]
+  for (const [i, [name, port]] of ports.entries()) {
+    const other = ports.slice(0, i).find(([, p]) => p === port && port !== undefined && port !== 0)
+    if (other) throw new SettingError(name, `${port} is also ${other[0]}; give each listener a port of its own`)
+  }
 }

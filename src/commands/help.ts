@@ -46,12 +46,12 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_BACKEND_URL', '(required in reverse_proxy)', 'backend origin, http(s)://host:port'],
   ['FAIRVISOR_HOST', '0.0.0.0', 'listen address'],
   ['FAIRVISOR_PORT', '8080', 'listen port; 0 picks a free one'],
-  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one (recommended)'],
+  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one, in both modes (recommended)'],
   ['FAIRVISOR_CONFIG_FILE', 'unset', 'bundle file, or a directory holding it; unset or missing: every request is 503'],
   ['FAIRVISOR_BUNDLE_SIGNING_KEY', 'unset', 'accept only bundles signed with this key (at least 32 characters)'],
   ['FAIRVISOR_LOG_LEVEL', 'info', 'trace debug info warn error fatal silent'],
   ['FAIRVISOR_ACCESS_LOG', 'false', 'one info line per request'],
-  ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed'],
+  ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed; a list covering every address is refused'],
   ['FAIRVISOR_UPSTREAM_TIMEOUT_MS', '30000', 'backend response deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', '5000', 'backend connect deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECTIONS', '256', 'keep-alive connections to the backend'],
@@ -76,7 +76,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_PG_TABLE_PREFIX', 'fairvisor_', 'name prefix of the PostgreSQL table and functions'],
   ['FAIRVISOR_PG_UNLOGGED', 'true', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash)'],
   ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
-  ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions'],
+  ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions (at least 32 characters)'],
   ['FAIRVISOR_JWT_HMAC_SECRET', 'unset', 'verify bearer tokens with this HMAC secret'],
   ['FAIRVISOR_JWKS_FILE', 'unset', 'verify bearer tokens against this JWKS file'],
   ['FAIRVISOR_JWKS_URL', 'unset', 'verify bearer tokens against this JWKS URL'],
@@ -97,5 +97,5 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
 export function helpText(): string {
   const width = Math.max(...SETTINGS.map(([n]) => n.length))
   const lines = SETTINGS.map(([name, dflt, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${dflt})`)
-  return `${COMMANDS}\nsettings (environment variables, read by serve):\n${lines.join('\n')}\n`
+  return `${COMMANDS}\nsettings (environment variables, read by serve; any other FAIRVISOR_* variable is an error, exit 2):\n${lines.join('\n')}\n`
 }
