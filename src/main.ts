@@ -122,6 +122,8 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             tls: settings.grpcTls,
             maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
             budget: grpcBudget,
+            idleTimeoutMs: settings.grpcIdleTimeoutMs,
+            streamTimeoutMs: settings.grpcStreamTimeoutMs,
           },
           thread ? { fd: thread.grpcFd!, shared: sharedListeners } : { port: settings.grpcPort, host: settings.host },
         ).then(

@@ -184,6 +184,11 @@ function parseSettings(env: Env): Readonly<Settings> {
     prefix: tablePrefix(env),
     unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
   }
+  // The gRPC listener's defaults follow the HTTP listener's.
+  const http = {
+    headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
+    keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
+  }
   const settings: Settings = {
     mode,
     backendUrl: backendUrl(env, mode),
@@ -198,9 +203,9 @@ function parseSettings(env: Env): Readonly<Settings> {
     upstreamTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_TIMEOUT_MS', 30000, 1, 3_600_000),
     upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
     upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
-    headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
+    headersTimeoutMs: http.headersTimeoutMs,
     requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
-    keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
+    keepAliveTimeoutMs: http.keepAliveTimeoutMs,
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
     store,
@@ -221,7 +226,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
-    ...grpcSettings(env),
+    ...grpcSettings(env, http),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError(

@@ -89,6 +89,16 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE', 'unset', 'PEM CA bundle: gRPC clients must present a certificate that chains to it (mTLS)'],
   ['FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', '1000', 'HTTP/2 streams one gRPC connection may have open at once'],
   ['FAIRVISOR_GRPC_MAX_BUFFERED_BYTES', '64m', 'bytes unfinished gRPC requests may hold together (k, m, g); past it RESOURCE_EXHAUSTED'],
+  [
+    'FAIRVISOR_GRPC_IDLE_TIMEOUT_MS',
+    'as FAIRVISOR_KEEPALIVE_TIMEOUT_MS',
+    'a gRPC connection without an open stream is closed (GOAWAY) after this',
+  ],
+  [
+    'FAIRVISOR_GRPC_STREAM_TIMEOUT_MS',
+    'as FAIRVISOR_HEADERS_TIMEOUT_MS',
+    'a gRPC call unanswered after this (or its shorter grpc-timeout) is DEADLINE_EXCEEDED',
+  ],
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],

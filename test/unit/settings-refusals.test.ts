@@ -60,11 +60,7 @@ describe('unknown FAIRVISOR_* variables', () => {
   test('are refused, with the closest setting when one is near', () => {
     refusedAs({ FAIRVISOR_WORKER: '4' }, 'FAIRVISOR_WORKER', /did you mean FAIRVISOR_WORKERS\?/)
     refusedAs({ FAIRVISOR_LOGLEVEL: 'debug' }, 'FAIRVISOR_LOGLEVEL', /did you mean FAIRVISOR_LOG_LEVEL\?/)
-    refusedAs(
-      { FAIRVISOR_GRPC_MAX_CONCURENT_STREAMS: '1' },
-      'FAIRVISOR_GRPC_MAX_CONCURENT_STREAMS',
-      /did you mean FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS\?/,
-    )
+    refusedAs({ FAIRVISOR_GRPC_IDEL_TIMEOUT_MS: '1' }, 'FAIRVISOR_GRPC_IDEL_TIMEOUT_MS', /did you mean FAIRVISOR_GRPC_IDLE_TIMEOUT_MS\?/)
     refusedAs({ FAIRVISOR_NOTHING_LIKE_IT: '1' }, 'FAIRVISOR_NOTHING_LIKE_IT', /not a setting; fairvisor --help lists the settings$/)
     refusedAs({ FAIRVISOR_ZZ: '1', FAIRVISOR_WORKR: '2' }, 'FAIRVISOR_WORKR', /nor are FAIRVISOR_ZZ$/)
   })
@@ -137,4 +133,11 @@ test('two listeners on one port are refused (0, a free port each, is not one por
   refusedAs({ FAIRVISOR_ADMIN_PORT: '8080' }, 'FAIRVISOR_ADMIN_PORT', /also FAIRVISOR_PORT/)
   const free = loadSettings({ ...base, FAIRVISOR_PORT: '0', FAIRVISOR_ADMIN_PORT: '0', FAIRVISOR_GRPC_PORT: '0' })
   assert.deepEqual([free.port, free.adminPort, free.grpcPort], [0, 0, 0])
+})
+
+test('the gRPC timeouts default to the HTTP listener’s', () => {
+  const s = loadSettings({ ...base, FAIRVISOR_KEEPALIVE_TIMEOUT_MS: '5000', FAIRVISOR_HEADERS_TIMEOUT_MS: '2000' })
+  assert.deepEqual([s.grpcIdleTimeoutMs, s.grpcStreamTimeoutMs], [5000, 2000])
+  const own = loadSettings({ ...base, FAIRVISOR_GRPC_IDLE_TIMEOUT_MS: '700', FAIRVISOR_GRPC_STREAM_TIMEOUT_MS: '300' })
+  assert.deepEqual([own.grpcIdleTimeoutMs, own.grpcStreamTimeoutMs], [700, 300])
 })
