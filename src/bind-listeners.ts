@@ -1,12 +1,14 @@
 /**
- * Start-up binds the listeners one after the other; a listener that cannot
- * listen (its port in use, a port below 1024 without the right, an address
- * not of this machine) stops start-up: a SettingError naming its setting
- * (exit 2), with the listeners opened before it closed again. A gateway
- * never runs with one of its listeners missing.
+ * Start-up binds the listeners one after the other (the settings have made
+ * sure no two share a port); a listener that cannot listen (its port in use,
+ * a port below 1024 without the right, an address not of this machine) stops
+ * start-up: a SettingError naming its setting (exit 2), with the listeners
+ * opened before it closed again. A gateway never runs with one of its
+ * listeners missing.
  */
 import { isIP, type Server } from 'node:net'
 import { SettingError } from './errors.js'
+import type { Settings } from './settings.js'
 
 export type PortSetting = 'FAIRVISOR_PORT' | 'FAIRVISOR_ADMIN_PORT' | 'FAIRVISOR_GRPC_PORT'
 
@@ -61,4 +63,17 @@ export function closeServer(server: Server & { closeAllConnections?(): void }): 
     server.close(() => resolve())
     server.closeAllConnections?.()
   })
+}
+
+/** Two listeners cannot share a port: the second would never bind. */
+export function distinctPorts(s: Pick<Settings, 'port' | 'adminPort' | 'grpcPort'>): void {
+  const ports: [PortSetting, number | undefined][] = [
+    ['FAIRVISOR_PORT', s.port],
+    ['FAIRVISOR_ADMIN_PORT', s.adminPort],
+    ['FAIRVISOR_GRPC_PORT', s.grpcPort],
+  ]
+  for (const [i, [name, port]] of ports.entries()) {
+    const other = ports.slice(0, i).find(([, p]) => p === port && port !== undefined && port !== 0)
+    if (other) throw new SettingError(name, `${port} is also ${other[0]}; give each listener a port of its own`)
+  }
 }

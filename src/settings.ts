@@ -6,6 +6,7 @@
 import type { BlockList } from 'node:net'
 import { SettingError } from './errors.js'
 import { parseTrustedProxies } from './request/trusted-proxies.js'
+import { distinctPorts } from './bind-listeners.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
@@ -236,17 +237,4 @@ function parseSettings(env: Env): Readonly<Settings> {
   }
   distinctPorts(settings)
   return Object.freeze(settings)
-}
-
-/** Two listeners cannot share a port: the second would never bind. */
-function distinctPorts(s: Settings): void {
-  const ports: [string, number | undefined][] = [
-    ['FAIRVISOR_PORT', s.port],
-    ['FAIRVISOR_ADMIN_PORT', s.adminPort],
-    ['FAIRVISOR_GRPC_PORT', s.grpcPort],
-  ]
-  for (const [i, [name, port]] of ports.entries()) {
-    const other = ports.slice(0, i).find(([, p]) => p === port && port !== undefined && port !== 0)
-    if (other) throw new SettingError(name, `${port} is also ${other[0]}; give each listener a port of its own`)
-  }
 }
