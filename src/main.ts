@@ -1,5 +1,6 @@
 /** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations and reads the clock. */
 import type { AddressInfo } from 'node:net'
+import { binder, closeServer } from './bind-listeners.js'
 import { BundleSource } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
 import { Engine } from './engine/evaluate.js'
@@ -90,7 +91,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics, thread?.metricsText)
-  const separateAdmin = proxy !== undefined && settings.adminPort !== undefined
+  const separateAdmin = settings.adminPort !== undefined // in both modes
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const llm = {
@@ -112,6 +113,8 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
   // With worker threads every worker serves gRPC on its descriptor of the socket the supervisor bound, as for HTTP,
   // and charges the one byte budget the supervisor made for the process.
   const grpcBudget = new ByteBudget(settings.grpcMaxBufferedBytes, thread?.grpcBudget, thread?.workerId)
+  // Every listener bound before anything reports listening; one that cannot listen stops start-up naming its setting (exit 2).
+  const bind = binder(settings.host, () => Promise.allSettled([proxy?.close(), store.close()]))
   const grpc =
     settings.grpcPort === undefined
       ? undefined
@@ -132,15 +135,26 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             tls: settings.grpcTls,
             maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
             budget: grpcBudget,
+            idleTimeoutMs: settings.grpcIdleTimeoutMs,
+            streamTimeoutMs: settings.grpcStreamTimeoutMs,
           },
           thread ? { fd: thread.grpcFd!, shared: sharedListeners } : { port: settings.grpcPort, host: settings.host },
+        ).then(
+          bind.opened((g) => g.shutdown(0)),
+          bind.failed('FAIRVISOR_GRPC_PORT', settings.grpcPort),
         )
   const listener = createListener({ settings, log, ...main })
-  const address = thread ? await listenOnFd(listener.server, thread.listenFd) : await listener.listen(settings.port, settings.host)
+  const address = await (thread ? listenOnFd(listener.server, thread.listenFd) : listener.listen(settings.port, settings.host)).then(
+    bind.opened(() => closeServer(listener.server)),
+    bind.failed('FAIRVISOR_PORT', settings.port),
+  )
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined // FAIRVISOR_ADMIN_PORT
   const adminAddress =
     adminListener &&
-    (thread ? await listenOnFd(adminListener.server, thread.adminFd!) : await adminListener.listen(settings.adminPort!, settings.host))
+    (await (thread ? listenOnFd(adminListener.server, thread.adminFd!) : adminListener.listen(settings.adminPort!, settings.host)).then(
+      bind.opened(() => closeServer(adminListener.server)),
+      bind.failed('FAIRVISOR_ADMIN_PORT', settings.adminPort!),
+    ))
   // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload
   // and also sets the watch up anew, whatever became of the directory it was on. Workers reload when their supervisor says.
   const watcher = thread

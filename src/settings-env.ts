@@ -1,6 +1,8 @@
 /**
  * Readers of one environment variable each: a bad value throws a
- * SettingError naming the variable and what is allowed.
+ * SettingError naming the variable and what is allowed. Read every setting
+ * on every start, whatever the others say: the names read are the known
+ * ones, and any other FAIRVISOR_* variable stops start-up (unknown-settings.ts).
  */
 import { SettingError } from './errors.js'
 
@@ -50,4 +52,12 @@ export function size(env: Env, name: string, dflt: string): number {
   if (n === undefined || n < 1024 * 1024)
     throw new SettingError(name, `"${raw}" is not a size of at least 1m; use bytes or a number with k, m or g (e.g. 128m)`)
   return n
+}
+
+/** A secret (a signing key, a session secret): at least `min` characters, as HMAC-SHA256 wants ≥ 256 bits. */
+export function secret(env: Env, name: string, min: number): string | undefined {
+  const raw = optional(env, name)
+  if (raw !== undefined && raw.length < min)
+    throw new SettingError(name, `is ${raw.length} characters long; use a random string of at least ${min} characters`)
+  return raw
 }

@@ -20,6 +20,10 @@ export interface GrpcSettings {
   grpcMaxConcurrentStreams: number
   /** Bytes the unfinished requests of every gRPC stream may hold together, for the whole process. */
   grpcMaxBufferedBytes: number
+  /** A connection without an open stream for this long is closed (GOAWAY). Default FAIRVISOR_KEEPALIVE_TIMEOUT_MS's value. */
+  grpcIdleTimeoutMs: number
+  /** A call unanswered after this long (or after its grpc-timeout, when shorter) is DEADLINE_EXCEEDED. Default FAIRVISOR_HEADERS_TIMEOUT_MS's value. */
+  grpcStreamTimeoutMs: number
 }
 
 function pem(env: Env, name: string): Buffer | undefined {
@@ -55,7 +59,8 @@ function bufferedBytes(env: Env): number {
   return n
 }
 
-export function grpcSettings(env: Env): GrpcSettings {
+/** `http`: the HTTP listener's timeouts, the defaults of the gRPC listener's. */
+export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; headersTimeoutMs: number }): GrpcSettings {
   return {
     grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
     grpcTls: tls(env),
@@ -64,5 +69,7 @@ export function grpcSettings(env: Env): GrpcSettings {
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),
+    grpcIdleTimeoutMs: integer(env, 'FAIRVISOR_GRPC_IDLE_TIMEOUT_MS', http.keepAliveTimeoutMs, 1, 3_600_000),
+    grpcStreamTimeoutMs: integer(env, 'FAIRVISOR_GRPC_STREAM_TIMEOUT_MS', http.headersTimeoutMs, 1, 600_000),
   }
 }

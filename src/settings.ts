@@ -3,8 +3,10 @@
  * nowhere else; a bad value throws a SettingError naming the variable and what
  * is allowed, and the CLI turns that into one line on stderr and exit code 2.
  */
-import { BlockList, isIP } from 'node:net'
+import type { BlockList } from 'node:net'
 import { SettingError } from './errors.js'
+import { parseTrustedProxies } from './request/trusted-proxies.js'
+import { distinctPorts } from './bind-listeners.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
@@ -13,6 +15,7 @@ import type { FailPolicy } from './store/store.js'
 import type { PathSettings } from './request/target.js'
 
 export type { FailPolicy }
+export { parseTrustedProxies }
 
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
@@ -87,31 +90,9 @@ export interface Settings extends GrpcSettings, PathSettings {
 /** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
 export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
 
-import { bool, integer, oneOf, optional, size, type Env } from './settings-env.js'
+import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
+import { recording, refuseUnknown } from './unknown-settings.js'
 import { defaultWorkers } from './workers/cores.js'
-
-export function parseTrustedProxies(raw: string, name = 'FAIRVISOR_TRUSTED_PROXIES'): BlockList {
-  const list = new BlockList()
-  for (const part of raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const [addr, prefixText, extra] = part.split('/')
-    const family = isIP(addr ?? '')
-    if (extra !== undefined || family === 0)
-      throw new SettingError(name, `"${part}" is not an IP address or CIDR; use a comma-separated list like 10.0.0.0/8,::1`)
-    const type = family === 4 ? 'ipv4' : 'ipv6'
-    if (prefixText === undefined) {
-      list.addAddress(addr!, type)
-      continue
-    }
-    const max = family === 4 ? 32 : 128
-    const prefix = /^\d+$/.test(prefixText) ? Number(prefixText) : NaN
-    if (!(prefix >= 0 && prefix <= max)) throw new SettingError(name, `"${part}" has a bad prefix length; use 0 to ${max}`)
-    list.addSubnet(addr!, prefix, type)
-  }
-  return list
-}
 
 function backendUrl(env: Env, mode: Mode): URL | undefined {
   const raw = optional(env, 'FAIRVISOR_BACKEND_URL')
@@ -140,8 +121,8 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
  */
 function storeTimeout(env: Env, store: StoreTarget): number {
   const dflt = store.kind === 'postgres' ? 500 : 50
-  if (optional(env, 'FAIRVISOR_STORE_TIMEOUT_MS') !== undefined) return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', dflt, 1, 60_000)
-  return integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
+  const older = integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
+  return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', older, 1, 60_000)
 }
 
 function tablePrefix(env: Env): string {
@@ -190,20 +171,18 @@ export function pathSettings(env: Env = process.env): PathSettings {
   }
 }
 
-/** Shortest bundle signing key: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
+/** Shortest bundle signing key and debug session secret: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
 export const MIN_KEY_LENGTH = 32
 
-function signingKey(env: Env): string | undefined {
-  const raw = optional(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY')
-  if (raw !== undefined && raw.length < MIN_KEY_LENGTH)
-    throw new SettingError(
-      'FAIRVISOR_BUNDLE_SIGNING_KEY',
-      `is ${raw.length} characters long; use a random string of at least ${MIN_KEY_LENGTH} characters`,
-    )
-  return raw
+/** The settings; any FAIRVISOR_* variable that none of them read is refused (unknown-settings.ts). */
+export function loadSettings(env: Env = process.env): Readonly<Settings> {
+  const read = new Set<string>()
+  const settings = parseSettings(recording(env, read))
+  refuseUnknown(env, read)
+  return settings
 }
 
-export function loadSettings(env: Env = process.env): Readonly<Settings> {
+function parseSettings(env: Env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
@@ -216,6 +195,11 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
     prefix: tablePrefix(env),
     unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
+  }
+  // The gRPC listener's defaults follow the HTTP listener's.
+  const http = {
+    headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
+    keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
   }
   const settings: Settings = {
     mode,
@@ -232,9 +216,9 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
     upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
     llmMaxEventBytes: size(env, 'FAIRVISOR_LLM_MAX_EVENT_BYTES', '8m'),
-    headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
+    headersTimeoutMs: http.headersTimeoutMs,
     requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
-    keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
+    keepAliveTimeoutMs: http.keepAliveTimeoutMs,
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
     store,
@@ -250,13 +234,13 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
     pgUnlogged: pg.unlogged,
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
     ...pathSettings(env),
-    debugSessionSecret: optional(env, 'FAIRVISOR_DEBUG_SESSION_SECRET'),
+    debugSessionSecret: secret(env, 'FAIRVISOR_DEBUG_SESSION_SECRET', MIN_KEY_LENGTH),
     jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
     jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
-    bundleSigningKey: signingKey(env),
-    ...grpcSettings(env),
+    bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
+    ...grpcSettings(env, http),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError(
@@ -264,5 +248,6 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
       `${settings.headersTimeoutMs} must not exceed FAIRVISOR_REQUEST_TIMEOUT_MS (${settings.requestTimeoutMs})`,
     )
   }
+  distinctPorts(settings)
   return Object.freeze(settings)
 }

@@ -46,12 +46,12 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_BACKEND_URL', '(required in reverse_proxy)', 'backend origin, http(s)://host:port'],
   ['FAIRVISOR_HOST', '0.0.0.0', 'listen address'],
   ['FAIRVISOR_PORT', '8080', 'listen port; 0 picks a free one'],
-  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one (recommended)'],
+  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one, in both modes (recommended)'],
   ['FAIRVISOR_CONFIG_FILE', 'unset', 'bundle file, or a directory holding it; unset or missing: every request is 503'],
   ['FAIRVISOR_BUNDLE_SIGNING_KEY', 'unset', 'accept only bundles signed with this key (at least 32 characters)'],
   ['FAIRVISOR_LOG_LEVEL', 'info', 'trace debug info warn error fatal silent'],
   ['FAIRVISOR_ACCESS_LOG', 'false', 'one info line per request'],
-  ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed'],
+  ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed; a list covering every address is refused'],
   ['FAIRVISOR_UPSTREAM_TIMEOUT_MS', '30000', 'backend response deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', '5000', 'backend connect deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECTIONS', '256', 'keep-alive connections to the backend'],
@@ -83,7 +83,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
   ['FAIRVISOR_ENCODED_SLASHES', 'reject', '%2F or %5C in a path: reject (400), decode (a separator) or keep (part of the segment)'],
   ['FAIRVISOR_FORWARD_PATH', 'normalised', 'path sent to the backend: normalised (the one matched) or original (as received)'],
-  ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions'],
+  ['FAIRVISOR_DEBUG_SESSION_SECRET', 'unset', 'enables debug sessions (at least 32 characters)'],
   ['FAIRVISOR_JWT_HMAC_SECRET', 'unset', 'verify bearer tokens with this HMAC secret'],
   ['FAIRVISOR_JWKS_FILE', 'unset', 'verify bearer tokens against this JWKS file'],
   ['FAIRVISOR_JWKS_URL', 'unset', 'verify bearer tokens against this JWKS URL'],
@@ -96,6 +96,16 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_GRPC_TLS_CLIENT_CA_FILE', 'unset', 'PEM CA bundle: gRPC clients must present a certificate that chains to it (mTLS)'],
   ['FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', '1000', 'HTTP/2 streams one gRPC connection may have open at once'],
   ['FAIRVISOR_GRPC_MAX_BUFFERED_BYTES', '64m', 'bytes unfinished gRPC requests may hold together (k, m, g); past it RESOURCE_EXHAUSTED'],
+  [
+    'FAIRVISOR_GRPC_IDLE_TIMEOUT_MS',
+    'as FAIRVISOR_KEEPALIVE_TIMEOUT_MS',
+    'a gRPC connection without an open stream is closed (GOAWAY) after this',
+  ],
+  [
+    'FAIRVISOR_GRPC_STREAM_TIMEOUT_MS',
+    'as FAIRVISOR_HEADERS_TIMEOUT_MS',
+    'a gRPC call unanswered after this (or its shorter grpc-timeout) is DEADLINE_EXCEEDED',
+  ],
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
@@ -105,5 +115,5 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
 export function helpText(): string {
   const width = Math.max(...SETTINGS.map(([n]) => n.length))
   const lines = SETTINGS.map(([name, dflt, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${dflt})`)
-  return `${COMMANDS}\nsettings (environment variables, read by serve):\n${lines.join('\n')}\n`
+  return `${COMMANDS}\nsettings (environment variables, read by serve; any other FAIRVISOR_* variable is an error, exit 2):\n${lines.join('\n')}\n`
 }

@@ -41,6 +41,9 @@ export interface GrpcOptions {
   maxConcurrentStreams: number
   /** FAIRVISOR_GRPC_MAX_BUFFERED_BYTES, shared by the process's threads. */
   budget: ByteBudget
+  /** FAIRVISOR_GRPC_IDLE_TIMEOUT_MS and FAIRVISOR_GRPC_STREAM_TIMEOUT_MS. */
+  idleTimeoutMs: number
+  streamTimeoutMs: number
 }
 
 export interface GrpcListener {
@@ -111,6 +114,8 @@ export async function startGrpc(
     tls: o.tls,
     maxConcurrentStreams: o.maxConcurrentStreams,
     budget: o.budget,
+    idleTimeoutMs: o.idleTimeoutMs,
+    streamTimeoutMs: o.streamTimeoutMs,
     counted: (m, code) => {
       const key = `${m} ${code}`
       let c = counters.get(key)

@@ -17,9 +17,12 @@
  * without an answer. Nothing a peer sends can throw out of a handler.
  *
  * What peers can hold open is bounded: streams per connection (the SETTINGS
- * the server announces, which nghttp2 enforces) and the bytes of requests not
+ * the server announces, which nghttp2 enforces), the bytes of requests not
  * yet whole, all streams together (byte-budget.ts): the stream whose bytes
- * would pass the budget is answered RESOURCE_EXHAUSTED and lets its bytes go.
+ * would pass the budget is answered RESOURCE_EXHAUSTED and lets its bytes go;
+ * how long a call may stay unanswered (its grpc-timeout, at most the stream
+ * timeout: DEADLINE_EXCEEDED), and how long a connection may stay without a
+ * stream (the idle timeout: GOAWAY, then closed).
  */
 import {
   constants,
@@ -57,6 +60,10 @@ export interface UnaryServerOptions {
   maxConcurrentStreams: number
   /** What the streams' unfinished requests may hold together. */
   budget: ByteBudget
+  /** A connection with no open stream for this long is closed. */
+  idleTimeoutMs: number
+  /** The longest a call may stay unanswered, whatever its grpc-timeout (none, or longer). */
+  streamTimeoutMs: number
 }
 
 export interface UnaryServer {
@@ -75,18 +82,36 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
         ca: o.tls.ca,
         requestCert: !!o.tls.ca,
         rejectUnauthorized: !!o.tls.ca,
+        // A peer that never finishes its handshake has no session yet for the idle timer to end.
+        handshakeTimeout: Math.min(o.idleTimeoutMs, 120_000),
       })
     : createServer({ settings })
   const sessions = new Set<Http2Session>()
+  /** Per session: its open streams, and the timer that ends it once it has had none for idleTimeoutMs. */
+  const idle = new Map<Http2Session, { open: number; timer: NodeJS.Timeout }>()
   server.on('session', (s: Http2Session) => {
     sessions.add(s)
-    s.once('close', () => sessions.delete(s))
+    // destroy(): GOAWAY(NO_ERROR), then the socket is closed without waiting for the peer (a silent one never would).
+    const timer = setTimeout(() => state.open === 0 && s.destroy(), o.idleTimeoutMs).unref()
+    const state = { open: 0, timer }
+    idle.set(s, state)
+    s.once('close', () => {
+      clearTimeout(timer)
+      idle.delete(s)
+      sessions.delete(s)
+    })
   })
   // A peer that breaks the protocol loses its own session; the listener keeps serving.
   server.on('sessionError', () => {})
   server.on('stream', (stream: ServerHttp2Stream, headers) => {
     // A reset by the client (Envoy's timeout, a cancelled call) emits 'error' on the stream: nothing to answer then.
     stream.on('error', () => {})
+    const session = idle.get(stream.session!)
+    if (session) session.open++
+    // Every way a stream ends closes it: the last one to close starts its connection's idle time.
+    stream.once('close', () => {
+      if (session && --session.open === 0) session.timer.refresh()
+    })
     const path = headers[':path'] ?? ''
     const method = o.methods.get(path)
     const type = headers['content-type']
@@ -114,8 +139,9 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
       fail(stream, code, details)
     }
     const body = new HeldBody(o.budget, MAX_MESSAGE_BYTES + 5)
-    const deadline = deadlineMs(headers['grpc-timeout'])
-    const timer = deadline === undefined ? undefined : setTimeout(answer, deadline, GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded')
+    // Without a grpc-timeout, or with a longer one, the stream timeout: a request never finished cannot hold its stream for good.
+    const deadline = Math.min(deadlineMs(headers['grpc-timeout']) ?? o.streamTimeoutMs, o.streamTimeoutMs)
+    const timer = setTimeout(answer, deadline, GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded')
     // Every way a stream ends closes it (answered, reset by the client, its session destroyed): what it held goes back.
     stream.once('close', () => {
       clearTimeout(timer)

@@ -45,13 +45,15 @@ export function bindSocket(host: string, port: number): BoundSocket {
   const { TCP, constants } = (process as unknown as { binding(name: string): TcpWrap }).binding('tcp_wrap')
   const handle = new TCP(constants.SERVER)
   const err = isIP(host) === 6 ? handle.bind6(host, port, 0) : handle.bind(host, port)
-  if (err !== 0) {
+  const name: { port?: number } = {}
+  if (err === 0) handle.getsockname(name)
+  // libuv keeps EADDRINUSE from bind() for listen() to report: the socket is then left unbound (no port), and a
+  // worker listening on it would get a random free port instead of the one asked for.
+  const code = err !== 0 ? getSystemErrorName(err) : name.port ? undefined : 'EADDRINUSE'
+  if (code !== undefined) {
     handle.close()
-    const code = getSystemErrorName(err)
     throw Object.assign(new Error(`listen ${code}: ${host}:${port}`), { code })
   }
-  const name: { port?: number } = {}
-  handle.getsockname(name)
   // The duplicates stay referenced but are never closed here: each belongs to the worker listening on it.
   const handed: TcpHandle[] = []
   let echo: ChildProcess | undefined

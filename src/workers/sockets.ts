@@ -3,6 +3,7 @@
  * the admin and gRPC ports when they are set, each bound once here and handed
  * to every worker as its own duplicate descriptor (listen-handle.ts).
  */
+import { listenError, type PortSetting } from '../bind-listeners.js'
 import type { Settings } from '../settings.js'
 import { bindSocket, type BoundSocket } from './listen-handle.js'
 import type { WorkerData } from './messages.js'
@@ -14,23 +15,23 @@ export class Sockets {
     readonly grpc: BoundSocket | undefined,
   ) {}
 
-  /** Binds every port the settings name; throws (EADDRINUSE…) with nothing left bound. */
+  /** Binds every port the settings name; throws a SettingError naming the one that cannot be bound (EADDRINUSE…), with nothing left bound. */
   static bind(settings: Readonly<Settings>, separateAdmin: boolean): Sockets {
     const bound: BoundSocket[] = []
-    const one = (port: number): BoundSocket => {
-      const s = bindSocket(settings.host, port)
-      bound.push(s)
-      return s
+    const one = (setting: PortSetting, port: number): BoundSocket => {
+      try {
+        const s = bindSocket(settings.host, port)
+        bound.push(s)
+        return s
+      } catch (err) {
+        for (const s of bound) s.close()
+        throw listenError(setting, settings.host, port, err)
+      }
     }
-    try {
-      const main = one(settings.port)
-      const admin = separateAdmin ? one(settings.adminPort!) : undefined
-      const grpc = settings.grpcPort === undefined ? undefined : one(settings.grpcPort)
-      return new Sockets(main, admin, grpc)
-    } catch (err) {
-      for (const s of bound) s.close()
-      throw err
-    }
+    const main = one('FAIRVISOR_PORT', settings.port)
+    const admin = separateAdmin ? one('FAIRVISOR_ADMIN_PORT', settings.adminPort!) : undefined
+    const grpc = settings.grpcPort === undefined ? undefined : one('FAIRVISOR_GRPC_PORT', settings.grpcPort)
+    return new Sockets(main, admin, grpc)
   }
 
   /** One worker's descriptors of every socket. */

@@ -10,6 +10,7 @@
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { BundleSource } from '../bundle/source.js'
+import { SettingError } from '../errors.js'
 import { watchPath } from '../file-watch.js'
 import { clock } from '../main.js'
 import { createLogger } from '../observe/logger.js'
@@ -80,11 +81,17 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const live = (): Slot[] => slots.filter((s) => s.ready)
   // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
   const net = new NetworkShare(settings, () => live().map((s) => s.worker))
-  const separateAdmin = settings.mode === 'reverse_proxy' && settings.adminPort !== undefined
+  const separateAdmin = settings.adminPort !== undefined // in both modes
   let socks: Sockets
   try {
     socks = Sockets.bind(settings, separateAdmin)
   } catch (err) {
+    await net.close()
+    // A port that cannot be bound is a setting to change, as in a single thread (exit 2, one line).
+    if (err instanceof SettingError) {
+      process.stderr.write(`fairvisor: invalid setting ${err.message}\n`)
+      return 2
+    }
     log.fatal({ err: { message: (err as Error).message } }, 'cannot bind the listening port')
     return 1
   }

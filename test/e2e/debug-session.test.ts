@@ -11,7 +11,8 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
-const SECRET = 'debug-secret-for-tests'
+// At least 32 characters, as the gateway requires of a debug session secret.
+const SECRET = 'debug-secret-for-tests-0123456789'
 
 const BUNDLE = {
   bundle_version: 1,

@@ -40,6 +40,8 @@ async function gateway(extra: Record<string, string>): Promise<{ gw: GatewayProc
     FAIRVISOR_GRPC_PORT: '0',
     FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS: String(STREAMS),
     FAIRVISOR_GRPC_MAX_BUFFERED_BYTES: '16m',
+    // The flood's streams stay held for as long as a test needs them, however slow the machine (grpc-idle.test.ts has the timeout).
+    FAIRVISOR_GRPC_STREAM_TIMEOUT_MS: '600000',
     ...extra,
   })
   const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
