@@ -13,6 +13,7 @@ export type Reason =
   | 'kill_switch'
   | 'service_unavailable'
   | 'store_unavailable_fail_open'
+  | 'store_full'
   | RejectReason
 
 /**
@@ -37,7 +38,7 @@ export interface LlmReservation {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed. */
+  /** 200 allow, 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
   status: 200 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'
