@@ -59,6 +59,31 @@ describe('shared-memory store across threads', () => {
     for (const r of results) assert.equal(1e9 - r.own, r.bucket + r.counter)
   })
 
+  it("every thread of a table places keys alike (the seed is in the buffer), and another table's seed differs", async () => {
+    const table = SharedTable.create(1 << 20)
+    const keys = Array.from({ length: 200 }, (_, i) => `tb:per_user:u${i}`)
+    const place = (t: SharedTable): number[] =>
+      keys.flatMap((k) => {
+        const out = new Int32Array(4)
+        t.locate(k, out, 0)
+        return [...out]
+      })
+    const w = new Worker(
+      `
+      const { workerData, parentPort, threadId } = require('node:worker_threads')
+      ;(async () => {
+        const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
+        const t = new SharedTable(workerData.buffer, threadId)
+        parentPort.postMessage(workerData.keys.flatMap((k) => { const out = new Int32Array(4); t.locate(k, out, 0); return [...out] }))
+      })()`,
+      { eval: true, workerData: { buffer: table.buffer, keys } },
+    )
+    const [fromThread] = (await once(w, 'message')) as [number[]]
+    await w.terminate()
+    assert.deepEqual(fromThread, place(table))
+    assert.notDeepEqual(place(SharedTable.create(1 << 20)), place(table))
+  })
+
   it('a thread that dies holding a bucket lock: its locks are released for the others, the stored counters stay', async () => {
     const table = SharedTable.create(2 * 1024 * 1024)
     const store = new SharedMemoryStore({ table })

@@ -136,10 +136,8 @@ export class SharedMemoryStore extends InProcessStore {
     if (s.expireAt <= now) return -2
     const l = this.loc
     const slot = this.table.claim(l[i * 4]!, l[i * 4 + 1]!, l[i * 4 + 2]!, l[i * 4 + 3]!, now)
-    if (slot === -1) {
-      this.table.countFull()
-      this.onFull?.()
-    } else this.claimed.push(slot)
+    if (slot === -1) this.onFull?.()
+    else this.claimed.push(slot)
     return slot
   }
 

@@ -4,22 +4,16 @@
  * 64-bit key fingerprint, an expiry and the CELLS doubles a limit kind packs
  * its state into.
  *
- * Where a key goes is SipHash-1-3 (siphash.ts) of the key under a random
- * 128-bit seed drawn when the table is made and kept in its header, so every
- * thread of the process hashes alike and nobody outside it can compute keys
- * that share a bucket. A key has two candidate buckets (both named by its
- * hash) and lives in one of them: a new key goes to the one holding fewer
- * live counters ("two choices"), so buckets fill evenly and a bucket runs
- * out of room only when the table is nearly full.
+ * A key's place is SipHash-1-3 (siphash.ts) of the key under a random seed
+ * drawn when the table is made and kept in its header: every thread of the
+ * process hashes alike, nobody outside it can compute keys that share a
+ * bucket. The hash names two buckets and a new key goes to the one holding
+ * fewer live counters ("two choices"), so buckets fill evenly.
  *
- * Room for a new key is taken only from slots that carry no information: an
- * empty slot or one whose state has expired (a kind's `expireAt` is when
- * forgetting its state is lossless: a refilled bucket, an ended window or
- * budget period, a closed breaker's quiet minutes). A counter whose state
- * still differs from a fresh key's is never dropped for another key: when
- * both buckets hold only such counters, claim() finds no slot and the store
- * refuses that check (fail-closed, `full`), rather than hand anybody a
- * fresh counter.
+ * Room for a new key comes only from slots that carry no information: empty,
+ * or expired (a kind's `expireAt` is when forgetting its state is lossless).
+ * A live counter is never dropped for another key: when both buckets hold
+ * only live ones, claim() finds no slot and the store refuses the check.
  *
  * Each bucket has a lock word taken with Atomics (lock.ts: spin, then Atomics.wait):
  * a caller locks every bucket it touches in ascending bucket order, so two
@@ -27,9 +21,8 @@
  * the slots happen only under their bucket's lock (the lock's seq-cst
  * Atomics order the plain typed-array accesses between them).
  *
- * Keys are told apart by fingerprint only: two distinct keys share a slot
- * only if their 64-bit hashes are equal, about n²/2⁶⁵ for n keys
- * (3·10⁻⁸ for a million keys), in which case they share one counter.
+ * Keys are told apart by their 64-bit hash only: two distinct keys share a
+ * counter only if it collides, about n²/2⁶⁵ for n keys (3·10⁻⁸ for a million).
  */
 import { randomBytes } from 'node:crypto'
 import { CELLS } from '../../algorithms/algorithm.js'
@@ -50,12 +43,7 @@ const B_FULL = 0
 const B_EXPIRED = 1
 /** Byte offset of the 16-byte hash seed in the header. */
 const SEED_AT = 48
-/**
- * The expiry of a slot claimed during a store call and not written yet: no
- * state (it is in the past), yet not free for another key of the same call.
- * Only the caller, holding the bucket's lock, ever sees it (release() or a
- * write replaces it before the lock is let go).
- */
+/** Expiry of a slot claimed and not written yet: no state, not free either; only its claimer (holding the lock) sees it. */
 export const RESERVED = -1
 
 export class SharedTable {
@@ -120,11 +108,6 @@ export class SharedTable {
     return Number(Atomics.load(this.counters, B_EXPIRED))
   }
 
-  /** Count one refused check (the store calls it when claim() found no slot). */
-  countFull(): void {
-    Atomics.add(this.counters, B_FULL, 1n)
-  }
-
   /**
    * Where `key` goes: its two candidate buckets and its 64-bit fingerprint,
    * written to out[i * 4 …] (bucket, other bucket, fingerprint high, low).
@@ -176,18 +159,18 @@ export class SharedTable {
   }
 
   /**
-   * A slot for a new fingerprint (not in either bucket: find() said so), its
-   * expiry set to RESERVED: in the bucket of the two holding fewer live
-   * counters, an empty slot or one whose state has expired by `now`
-   * (forgetting it is lossless). -1 when both buckets hold only live
-   * counters: no slot is taken from another key (`soonest` then says when
-   * the first of them expires). Caller holds both locks.
+   * A slot for a new fingerprint (in neither bucket: find() said so), its
+   * expiry set to RESERVED: an empty or expired slot of the bucket holding
+   * fewer live counters. -1 when both hold only live counters (counted in
+   * `full`; `soonest` says when the first of them expires). Caller holds both locks.
    */
   claim(b1: number, b2: number, f1: number, f2: number, now: number): number {
     const live1 = this.live(b1, now)
+    const soonest1 = this.soonest
     const live2 = b2 === b1 ? WAYS : this.live(b2, now)
     if (live1 === WAYS && live2 === WAYS) {
-      this.soonest = Math.min(this.firstExpiry(b1), this.firstExpiry(b2))
+      this.soonest = Math.min(this.soonest, soonest1)
+      Atomics.add(this.counters, B_FULL, 1n)
       return -1
     }
     const bucket = live1 <= live2 ? b1 : b2
@@ -217,21 +200,21 @@ export class SharedTable {
     Atomics.sub(this.header, H_USED, 1)
   }
 
-  /** Slots of `bucket` holding a counter that carries information at `now` (or reserved by the caller). */
+  /** Slots of `bucket` holding a live counter at `now` (or reserved by the caller); `soonest`: the first of their expiries. */
   private live(bucket: number, now: number): number {
     const fp = this.fp
     const exp = this.expireAt
     let n = 0
+    this.soonest = Infinity
     for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) {
-      if ((fp[s * 2] !== 0 || fp[s * 2 + 1] !== 0) && (exp[s]! > now || exp[s] === RESERVED)) n++
+      if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) continue
+      if (exp[s] === RESERVED) n++
+      else if (exp[s]! > now) {
+        n++
+        if (exp[s]! < this.soonest) this.soonest = exp[s]!
+      }
     }
     return n
-  }
-
-  private firstExpiry(bucket: number): number {
-    let t = Infinity
-    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.expireAt[s] !== RESERVED) t = Math.min(t, this.expireAt[s]!)
-    return t
   }
 
   /**
