@@ -157,6 +157,19 @@ describe('the shared table: room only from counters without information', () => 
     assert.equal(store.applyNow([tbCheck('tb:enforced:x', 5, 1, 0)], NOW)[0]!.value, 4, 'the enforce group was committed')
   })
 
+  it("a key's own expired counter is not taken by another key of the same request: it is charged, the other refused", () => {
+    const t = SharedTable.create(64 * 1024, SEED)
+    const store = new SharedMemoryStore({ table: t })
+    const victim = 'tb:victim:5'
+    const [own, ...fillers] = aimAt(t, victim, 2 * WAYS)
+    for (const k of fillers) store.applyNow([spent(k)], NOW)
+    store.applyNow([tbCheck(own!, 5, 1, 5)], NOW) // full again 5 s later
+    const out = store.applyNow([tbCheck(own!, 5, 1, 1), { ...spent(victim), shadow: true }], NOW + 10)
+    assert.equal(out[0]!.allowed, true)
+    assert.equal(out[1]!.full, true, "its slot was the only room, and it is its key's")
+    assert.equal(store.applyNow([tbCheck(own!, 5, 1, 0)], NOW + 10)[0]!.value, 4, 'charged')
+  })
+
   it('an adjustment of a key with no room is dropped, never made room for', () => {
     const t = SharedTable.create(64 * 1024, SEED)
     const store = new SharedMemoryStore({ table: t })
@@ -203,6 +216,16 @@ describe('the memory store: room only from counters without information', () => 
     assert.equal(store.size, 10)
     assert.equal(store.bytesUsed, bytes)
     assert.equal(store.applyNow([tbCheck('tb:new:x', 5, 1, 1)], NOW)[0]!.value, 4, 'its first request was not charged')
+  })
+
+  it("a key's own expired counter is not taken by another key of the same request", () => {
+    const store = new MemoryStore({ maxBytes: bound(10, 'tb:m:0') })
+    store.applyNow([tbCheck('tb:m:0', 5, 1, 5)], NOW) // the least recently used, full again 5 s later
+    for (let i = 1; i < 10; i++) store.applyNow([spent(`tb:m:${i}`)], NOW)
+    const out = store.applyNow([tbCheck('tb:m:0', 5, 1, 1), { ...spent('tb:m:x'), shadow: true }], NOW + 10)
+    assert.equal(out[0]!.allowed, true)
+    assert.equal(out[1]!.full, true)
+    assert.equal(store.applyNow([tbCheck('tb:m:0', 5, 1, 0)], NOW + 10)[0]!.value, 4, 'charged')
   })
 
   it('keys longer than V8 hashes (16,383 characters) do not collide in its Map: 4,000 of them in seconds', () => {

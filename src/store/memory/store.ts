@@ -161,8 +161,16 @@ export class MemoryStore extends InProcessStore {
    * dropping a live counter (counted).
    */
   private slotFor(key: string, s: Step<unknown>, now: number): number {
-    const found = this.counters.index.get(key)
-    if (found !== undefined) return found
+    const t = this.counters
+    const found = t.index.get(key)
+    if (found !== undefined) {
+      // The key's own expired counter: reserved like a new one, or another key of this call could take its room.
+      if (t.expireAt[found]! <= now && t.expireAt[found] !== RESERVED) {
+        t.expireAt[found] = RESERVED
+        this.reserved.push(found)
+      }
+      return found
+    }
     if (s.expireAt <= now) return -2
     const slot = this.counters.add(key, now)
     if (slot === -1) {

@@ -16,6 +16,9 @@ import { fullRetryAfter, InProcessStore } from '../in-process.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
 import { RESERVED, SLOT_BYTES, type SharedTable } from './table.js'
 
+/** slotOf before a check's slot is looked up. */
+const UNKNOWN = -3
+
 export interface SharedStoreOptions {
   table: SharedTable
   /** Clock (epoch ms) for the expiry sweep, which then runs every second; no sweep timer without it. */
@@ -34,6 +37,8 @@ export class SharedMemoryStore extends InProcessStore {
   private loc = new Int32Array(4 * 8)
   /** The distinct buckets of one call, ascending (scratch). */
   private held = new Int32Array(16)
+  /** Per check: its key's slot once looked up (UNKNOWN before; -1: none; -2: none needed), so each check looks once (scratch). */
+  private slotOf = new Int32Array(8)
   /** Slots claimed by this call (scratch): released at its end if nothing was written to them. */
   private claimed: number[] = []
 
@@ -93,7 +98,9 @@ export class SharedMemoryStore extends InProcessStore {
     if (this.loc.length < n * 4) {
       this.loc = new Int32Array(n * 4)
       this.held = new Int32Array(n * 2)
+      this.slotOf = new Int32Array(n)
     }
+    this.slotOf.fill(UNKNOWN, 0, n)
     let held = 0
     for (let i = 0; i < n; i++) {
       this.table.locate(checks[i]!.key, this.loc, i)
@@ -126,18 +133,28 @@ export class SharedMemoryStore extends InProcessStore {
   }
 
   /**
-   * The slot check i's new state `s` will be written to: its key's, else one
-   * claimed now; -2 when the state carries no information (nothing to keep);
-   * -1 when the table has no slot for it (counted, reported).
+   * The slot check i's new state `s` will be written to (remembered in
+   * slotOf for write()): its key's, else one claimed now; -2 when the state
+   * carries no information (nothing to keep); -1 when the table has no slot
+   * for it (counted, reported).
    */
   private slotFor(i: number, s: Step<unknown>, now: number): number {
-    const found = this.find(i)
-    if (found !== -1) return found
-    if (s.expireAt <= now) return -2
-    const l = this.loc
-    const slot = this.table.claim(l[i * 4]!, l[i * 4 + 1]!, l[i * 4 + 2]!, l[i * 4 + 3]!, now)
-    if (slot === -1) this.onFull?.()
-    else this.claimed.push(slot)
+    const t = this.table
+    let slot = this.slotOf[i] === UNKNOWN ? this.find(i) : this.slotOf[i]!
+    if (slot >= 0) {
+      // The key's own expired counter: claimed like a new slot, or another key of this call could take it.
+      if (t.expireAt[slot]! <= now && t.expireAt[slot] !== RESERVED) {
+        t.expireAt[slot] = RESERVED
+        this.claimed.push(slot)
+      }
+    } else if (s.expireAt <= now) slot = -2
+    else {
+      const l = this.loc
+      slot = t.claim(l[i * 4]!, l[i * 4 + 1]!, l[i * 4 + 2]!, l[i * 4 + 3]!, now)
+      if (slot === -1) this.onFull?.()
+      else this.claimed.push(slot)
+    }
+    this.slotOf[i] = slot
     return slot
   }
 
@@ -186,16 +203,17 @@ export class SharedMemoryStore extends InProcessStore {
   private stored(i: number, limit: Check['limit'], now: number): unknown {
     const t = this.table
     const slot = this.find(i)
+    this.slotOf[i] = slot
     // A RESERVED slot (claimed earlier in this call, not written) reads as no state.
     if (slot === -1 || t.expireAt[slot]! <= now) return undefined
     return limit.kind.load(t.cells, slot * CELLS)
   }
 
-  /** Write check i's state to its key's slot (slotFor() found or claimed it; none: the state carries nothing to keep). */
+  /** Write check i's state to the slot slotFor() found or claimed for it (none: the state carries nothing to keep). */
   private write(i: number, limit: Check['limit'], s: Step<unknown>): void {
     const t = this.table
-    const slot = this.find(i)
-    if (slot === -1) return
+    const slot = this.slotOf[i]!
+    if (slot < 0) return
     limit.kind.save(s.state, t.cells, slot * CELLS)
     // A state that carries nothing still must not read as RESERVED (which release() would free).
     t.expireAt[slot] = s.expireAt === RESERVED ? 0 : s.expireAt

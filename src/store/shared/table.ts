@@ -160,35 +160,26 @@ export class SharedTable {
 
   /**
    * A slot for a new fingerprint (in neither bucket: find() said so), its
-   * expiry set to RESERVED: an empty or expired slot of the bucket holding
-   * fewer live counters. -1 when both hold only live counters (counted in
-   * `full`; `soonest` says when the first of them expires). Caller holds both locks.
+   * expiry set to RESERVED: an empty or expired slot, in the bucket holding
+   * fewer counters first. -1 when both hold only live counters (counted in
+   * `full`; `soonest` says when the first of them expires). Caller holds
+   * both locks. Fewest reads first: find() has just read both buckets'
+   * fingerprints, their expiries are read only when no slot is empty.
    */
   claim(b1: number, b2: number, f1: number, f2: number, now: number): number {
-    const live1 = this.live(b1, now)
-    const soonest1 = this.soonest
-    const live2 = b2 === b1 ? WAYS : this.live(b2, now)
-    if (live1 === WAYS && live2 === WAYS) {
-      this.soonest = Math.min(this.soonest, soonest1)
+    const first = b2 === b1 || this.occupied(b1) <= this.occupied(b2) ? b1 : b2
+    let slot = this.freeSlot(first, now)
+    if (slot === -1 && b2 !== b1) slot = this.freeSlot(first === b1 ? b2 : b1, now)
+    if (slot === -1) {
+      this.soonest = Math.min(this.firstExpiry(b1), this.firstExpiry(b2))
       Atomics.add(this.counters, B_FULL, 1n)
       return -1
     }
-    const bucket = live1 <= live2 ? b1 : b2
-    const fp = this.fp
-    const exp = this.expireAt
-    let chosen = -1
-    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) {
-      if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) {
-        chosen = s
-        Atomics.add(this.header, H_USED, 1)
-        break
-      }
-      if (chosen === -1 && exp[s]! <= now && exp[s] !== RESERVED) chosen = s // an empty one may still follow
-    }
-    fp[chosen * 2] = f1
-    fp[chosen * 2 + 1] = f2
-    exp[chosen] = RESERVED
-    return chosen
+    if (this.fp[slot * 2] === 0 && this.fp[slot * 2 + 1] === 0) Atomics.add(this.header, H_USED, 1)
+    this.fp[slot * 2] = f1
+    this.fp[slot * 2 + 1] = f2
+    this.expireAt[slot] = RESERVED
+    return slot
   }
 
   /** Give back a slot claim() returned whose state was never written (its check did not commit). Caller holds the lock. */
@@ -200,21 +191,25 @@ export class SharedTable {
     Atomics.sub(this.header, H_USED, 1)
   }
 
-  /** Slots of `bucket` holding a live counter at `now` (or reserved by the caller); `soonest`: the first of their expiries. */
-  private live(bucket: number, now: number): number {
-    const fp = this.fp
-    const exp = this.expireAt
+  private occupied(bucket: number): number {
     let n = 0
-    this.soonest = Infinity
-    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) {
-      if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) continue
-      if (exp[s] === RESERVED) n++
-      else if (exp[s]! > now) {
-        n++
-        if (exp[s]! < this.soonest) this.soonest = exp[s]!
-      }
-    }
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.fp[s * 2] !== 0 || this.fp[s * 2 + 1] !== 0) n++
     return n
+  }
+
+  /** An empty slot of `bucket`, else one whose counter has expired by `now` (not one claimed by this call), else -1. */
+  private freeSlot(bucket: number, now: number): number {
+    const fp = this.fp
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) return s
+    const exp = this.expireAt
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (exp[s]! <= now && exp[s] !== RESERVED) return s
+    return -1
+  }
+
+  private firstExpiry(bucket: number): number {
+    let t = Infinity
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.expireAt[s] !== RESERVED) t = Math.min(t, this.expireAt[s]!)
+    return t
   }
 
   /**
