@@ -11,8 +11,23 @@
  *   jitter seeds). A hit is one Map lookup; an LRU's recency upkeep on every
  *   hit cost the decision gateway about 1 % of its CPU, and evicting all at
  *   once only means recomputing values that are cheap to recompute.
+ *
+ * Their keys come from requests, and a JS Map hashes them with V8's string
+ * hash: seeded at random per process (`--hash-seed=0`, the default), so
+ * colliding keys cannot be computed from outside, except that a string
+ * longer than MAX_MAP_KEY is hashed by its length alone (V8's
+ * String::kMaxHashCalcLength, deps/v8/src/strings/string-hasher-inl.h): such
+ * keys of one length all collide, and each insertion walks all of them (on
+ * Node 20, 5,000 of them took 20 s). The memos skip such keys (computed
+ * afresh each time); callers of boundedCache check mapKeyOk() first.
  */
 import { LRUCache } from 'lru-cache'
+
+/** Longest string V8 hashes by its content (String::kMaxHashCalcLength). */
+export const MAX_MAP_KEY = 16_383
+
+/** Whether `k` may be a Map key without the collisions of V8's length-only hash of long strings. */
+export const mapKeyOk = (k: unknown): boolean => typeof k !== 'string' || k.length <= MAX_MAP_KEY
 
 export type BoundedCache<K extends {}, V extends {}> = LRUCache<K, V>
 
@@ -27,10 +42,11 @@ export class BoundedMemo<K, V> {
   constructor(private readonly max: number) {}
 
   get(key: K): V | undefined {
-    return this.map.get(key)
+    return mapKeyOk(key) ? this.map.get(key) : undefined
   }
 
   set(key: K, value: V): void {
+    if (!mapKeyOk(key)) return
     if (this.map.size >= this.max) this.map.clear()
     this.map.set(key, value)
   }
@@ -48,10 +64,12 @@ export class BoundedMemo3<V> {
   constructor(private readonly max: number) {}
 
   get(a: string, b: string, c: string): V | undefined {
+    if (!mapKeyOk(a) || !mapKeyOk(b) || !mapKeyOk(c)) return undefined
     return this.tree.get(a)?.get(b)?.get(c)
   }
 
   set(a: string, b: string, c: string, value: V): void {
+    if (!mapKeyOk(a) || !mapKeyOk(b) || !mapKeyOk(c)) return
     if (this.size >= this.max) {
       this.tree.clear()
       this.size = 0

@@ -15,7 +15,7 @@ import { ByteBudget } from './grpc/byte-budget.js'
 import { createGrpcMetrics } from './grpc/metrics.js'
 import { RlsSource } from './grpc/rls-source.js'
 import { startGrpc } from './grpc/server.js'
-import { decisionRecorder, engineObserver, evictionLog, leaseTableFullLog } from './observe/engine-observer.js'
+import { decisionRecorder, engineObserver, leaseTableFullLog, storeFullLog } from './observe/engine-observer.js'
 import { LlmExchange } from './llm/exchange.js'
 import { llmHooks } from './observe/llm-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
@@ -49,7 +49,7 @@ function openStore(s: Readonly<Settings>, log: Logger, thread: ThreadContext | u
   return createStore(s.storeConfig, {
     clock,
     log: storeLog,
-    onEvict: evictionLog(log, clock),
+    onFull: storeFullLog(log, clock),
     onLeaseTableFull: leaseTableFullLog(log, clock),
     shared,
   })

@@ -16,6 +16,7 @@ export type Reason =
   | 'store_unavailable_fail_open'
   | 'ambiguous_request'
   | TargetRefusal
+  | 'store_full'
   | RejectReason
 
 /**
@@ -40,7 +41,7 @@ export interface LlmReservation {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed. */
+  /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
   status: 200 | 400 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'

@@ -2,7 +2,8 @@
  * The store's outcomes → the Decision: the first enforce reject wins (its
  * algorithm's reason and headers, jittered Retry-After); otherwise allow with
  * the headers of the most restrictive enforce limit, warn/throttle advice,
- * and the LLM reservations whose group was committed.
+ * and the LLM reservations whose group was committed. A check the store had
+ * no room for (`full`) is refused 503 store_full, not over its limit.
  */
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
@@ -41,15 +42,16 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     const p = planned[i]!
     const algorithm = p.algorithm
     obs.outcome?.(i, o.allowed, o.value, algorithm.describe?.(p.limit, o.value))
-    if (p.rule === p.policy.breaker && !p.shadow) obs.breakerState?.(p.policy.id, !o.allowed)
+    // A refusal for want of room says nothing of the breaker or a loop.
+    if (p.rule === p.policy.breaker && !p.shadow && o.full !== true) obs.breakerState?.(p.policy.id, !o.allowed)
     if (!o.allowed) {
-      if (p.rule === p.policy.loop) obs.loopDetected?.(p.policy.id, 'reject')
+      if (p.rule === p.policy.loop && o.full !== true) obs.loopDetected?.(p.policy.id, 'reject')
       // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
       if (p.shadow)
         obs.shadowReject({
           policyId: p.policy.id,
           ruleName: p.rule.name,
-          reason: algorithm.rejectReason,
+          reason: o.full === true ? 'store_full' : algorithm.rejectReason,
           key: logKey(p.rule, checks[i]!.key, p.composite),
         })
       else if (rejectedAt === -1) rejectedAt = i
@@ -72,6 +74,21 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
   if (rejectedAt !== -1) {
     const p = planned[rejectedAt]!
     const o = outcomes[rejectedAt]!
+    if (o.full === true)
+      return {
+        allowed: false,
+        status: 503,
+        reason: 'store_full',
+        mode: 'enforce',
+        policyId: p.policy.id,
+        ruleName: p.rule.name,
+        key: logKey(p.rule, checks[rejectedAt]!.key, p.composite),
+        cost: checks[rejectedAt]!.cost,
+        retryAfterS: o.retryAfter,
+        matchedPolicies: ids,
+        descriptors,
+        llm: committedLlm(plan, outcomes, false),
+      }
     const reason = p.algorithm.rejectReason
     const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
     return {

@@ -127,13 +127,13 @@ function throttledWarning(log: Logger, clock: () => number, countField: string, 
   }
 }
 
-/** The in-process store's evictions, logged at most every 10 s with their count. */
-export function evictionLog(log: Logger, clock: () => number): () => void {
+/** Checks the in-process store refused for want of room, logged at most every 10 s with their count. */
+export function storeFullLog(log: Logger, clock: () => number): () => void {
   return throttledWarning(
     log,
     clock,
-    'evictions',
-    'in-process store full: least recently used counters evicted (a flood of new limit keys?); see fairvisor_store_evictions_total and FAIRVISOR_SHARED_DICT_SIZE',
+    'requests',
+    'in-process store full: new limit keys refused (503 store_full), live counters are never dropped for them (a flood of new limit keys?); see fairvisor_store_full_total and FAIRVISOR_SHARED_DICT_SIZE / FAIRVISOR_SHARED_TABLE_SIZE',
   )
 }
 

@@ -1,6 +1,6 @@
 /**
  * One log line per interval for events that can come once per request (a
- * store outage, a missing limit key under a flood of bad tokens, evictions):
+ * store outage, a missing limit key under a flood of bad tokens, a full store):
  * the first event logs at once, later ones are counted and reported with the
  * next line, so a flood costs a line per second, not a line per request.
  */

@@ -12,7 +12,8 @@ import { applyWorkerAggregators } from './worker-metrics.js'
 
 /** What the scrape-time store gauges read (the in-process store; others have no bound). */
 export interface StoreFill {
-  evictions: number
+  /** Checks refused because the store had no room for a new counter without dropping a live one. */
+  full: number
   bytesUsed: number
   maxBytes: number
 }
@@ -213,16 +214,16 @@ export function createMetrics() {
       labelNames: ['store'],
       registers: r,
     }),
-    // A flood of new keys evicts the least recently used counters: visible here, not silent.
-    storeEvictions: new Counter({
-      name: 'fairvisor_store_evictions_total',
-      help: 'Counters evicted from the in-process store to stay within FAIRVISOR_SHARED_DICT_SIZE (least recently used first).',
+    // The in-process store never drops a live counter for a new key: the new key's request is refused instead, and counted here.
+    storeFull: new Counter({
+      name: 'fairvisor_store_full_total',
+      help: 'Checks the in-process store refused (503 store_full) because it had no room for a new counter without dropping a live one (FAIRVISOR_SHARED_DICT_SIZE, FAIRVISOR_SHARED_TABLE_SIZE).',
       registers: r,
       collect() {
         const f = live?.storeFill?.()
         if (!f) return
         this.reset()
-        this.inc(f.evictions)
+        this.inc(f.full)
       },
     }),
     storeFill: new Gauge({

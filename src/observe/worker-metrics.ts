@@ -23,8 +23,8 @@ export const WORKER_AGGREGATORS: Readonly<Record<string, Aggregator>> = {
   fairvisor_saas_reachable: 'max',
   fairvisor_config_info: 'max',
   fairvisor_build_info: 'max',
-  // The in-process table is shared by the workers: each reads the same fill and eviction count.
-  fairvisor_store_evictions_total: 'max',
+  // The in-process table is shared by the workers: each reads the same fill and refusal count.
+  fairvisor_store_full_total: 'max',
   fairvisor_store_fill_ratio: 'max',
 }
 

@@ -6,7 +6,7 @@
  * its token pays the signature check once, and a flood of one bad token
  * costs one check.
  */
-import { boundedCache } from '../bounded-cache.js'
+import { boundedCache, mapKeyOk } from '../bounded-cache.js'
 import { readFileSync } from 'node:fs'
 import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose'
 import { SettingError } from '../errors.js'
@@ -74,11 +74,11 @@ export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefin
   if (!source) return undefined
   const cache = boundedCache<string, { claims: Claims | null; untilMs: number }>(CACHE_MAX)
   const remember = (token: string, claims: Claims | null, untilMs: number): void => {
-    cache.set(token, { claims, untilMs })
+    if (mapKeyOk(token)) cache.set(token, { claims, untilMs })
   }
   return {
     async verify(token, nowMs) {
-      const hit = cache.get(token)
+      const hit = mapKeyOk(token) ? cache.get(token) : undefined
       if (hit && hit.untilMs > nowMs) return hit.claims
       try {
         const { payload } = await jwtVerify(token, source.key as Uint8Array, {

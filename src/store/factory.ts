@@ -19,7 +19,7 @@ import type { Store } from './store.js'
 export interface StoreWiring {
   clock: () => number
   log: StoreLog
-  onEvict: MemoryStoreOptions['onEvict']
+  onFull: MemoryStoreOptions['onFull']
   /** A request on a leased limit found no cell in the lease table (decided exactly). */
   onLeaseTableFull?: () => void
   /** The worker threads' shared counter table and lease table (their memory), and this thread's id, when the gateway runs several. */
@@ -30,8 +30,8 @@ export function createStore(config: StoreConfig, w: StoreWiring): Store {
   switch (config.kind) {
     case 'memory':
       return w.shared?.table
-        ? new SharedMemoryStore({ table: new SharedTable(w.shared.table, w.shared.threadId), clock: w.clock, onEvict: w.onEvict })
-        : new MemoryStore({ maxBytes: config.maxBytes, clock: w.clock, onEvict: w.onEvict })
+        ? new SharedMemoryStore({ table: new SharedTable(w.shared.table, w.shared.threadId), clock: w.clock, onFull: w.onFull })
+        : new MemoryStore({ maxBytes: config.maxBytes, clock: w.clock, onFull: w.onFull })
     case 'redis': {
       const { target, timeoutMs } = config
       const store =

@@ -3,6 +3,14 @@
  * over a table every worker thread shares) have in common: they answer
  * synchronously, never fail, are ready at once and sweep expired counters
  * once a second. A subclass supplies applyNow, adjust, fill and the sweep.
+ *
+ * Both are bounded, and both make room for a new key only from counters that
+ * carry no information (expired: a kind's `expireAt` is when forgetting its
+ * state is lossless). A live counter is never dropped for another key, which
+ * would hand its key a fresh limit; when there is no such room the check is
+ * refused (`full`, answered 503 store_full whatever FAIRVISOR_FAIL_POLICY
+ * says: the store is up, and letting the request through unlimited is what a
+ * flood of new keys would be after).
  */
 import type { Step } from '../algorithms/algorithm.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
@@ -55,7 +63,8 @@ export abstract class InProcessStore implements Store {
 
   abstract adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
 
-  abstract fill(): { evictions: number; bytesUsed: number; maxBytes: number }
+  /** Fill for the metrics: checks refused for want of room (`full`), bytes charged and the bound. */
+  abstract fill(): { full: number; bytesUsed: number; maxBytes: number }
 
   /** One sweep-timer tick: drop counters that have expired by `now` (seconds). */
   protected abstract sweepExpired(now: number): void
@@ -76,4 +85,9 @@ export abstract class InProcessStore implements Store {
   async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper)
   }
+}
+
+/** Retry-After (s) of a check refused for want of room: when the first counter that filled its candidates expires. */
+export function fullRetryAfter(soonest: number, now: number): number {
+  return Number.isFinite(soonest) ? Math.max(1, Math.ceil(soonest - now)) : 1
 }

@@ -24,6 +24,12 @@ export interface Outcome {
   value: number
   /** Seconds until the cost would fit (0 when allowed). */
   retryAfter: number
+  /**
+   * Refused because the bounded in-process store had no room for this key's
+   * counter without dropping another key's live state (not over the limit:
+   * the engine answers 503 store_full).
+   */
+  full?: boolean
 }
 
 /** One slot per check; `undefined` for a check not evaluated because an earlier one of its group rejected. */
@@ -62,8 +68,8 @@ export interface Store {
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
   state(): StoreState
-  /** A bounded in-process store's fill and evictions (metrics); absent for shared stores. */
-  fill?(): { evictions: number; bytesUsed: number; maxBytes: number }
+  /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for shared stores. */
+  fill?(): { full: number; bytesUsed: number; maxBytes: number }
   /** The leasing layer in front of a shared store: checks decided exactly because the lease table had no cell for their key (metrics). */
   leaseTableFull?(): number
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */

@@ -98,8 +98,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
   const fill =
     table &&
-    ((): { evictions: number; bytesUsed: number; maxBytes: number } => ({
-      evictions: table.evictions,
+    ((): { full: number; bytesUsed: number; maxBytes: number } => ({
+      full: table.full,
       bytesUsed: table.used * SLOT_BYTES,
       maxBytes: table.bytes,
     }))

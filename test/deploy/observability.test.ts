@@ -119,7 +119,7 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
       'fairvisor_decisions_total',
       'fairvisor_store_errors_total',
       'store_unavailable_fail_open',
-      'fairvisor_store_evictions_total',
+      'fairvisor_store_full_total',
       'fairvisor_store_fill_ratio',
       'fairvisor_config_reload_total',
       'fairvisor_tokens_consumed_total',
@@ -142,7 +142,7 @@ describe('Grafana dashboard and Prometheus alerts against a running gateway', ()
     }
     const page = readFileSync(join(ROOT, 'docs/deploy.md'), 'utf8')
     for (const r of rules) assert.ok(page.includes(`| \`${r.alert}\` |`), `docs/deploy.md does not list ${r.alert}`)
-    for (const name of ['FairvisorStoreErrors', 'FairvisorFailingOpen', 'FairvisorReloadFailing', 'FairvisorStoreEvictions']) {
+    for (const name of ['FairvisorStoreErrors', 'FairvisorFailingOpen', 'FairvisorReloadFailing', 'FairvisorStoreFull']) {
       assert.ok(
         rules.some((r) => r.alert === name),
         `no ${name} alert`,

@@ -1,7 +1,7 @@
 /**
  * Protection never disappears silently (the real gateway process, a real
- * backend): tiny client-chosen costs are raised to min_cost, evictions from a
- * flooded in-process store are counted and logged, missing limit keys are
+ * backend): tiny client-chosen costs are raised to min_cost, new keys refused
+ * by a full in-process store are counted and logged, missing limit keys are
  * counted with throttled log lines, a backend cut mid-body is logged as an
  * aborted response with the status the client got, and debug logging writes
  * one line per decision.
@@ -56,7 +56,7 @@ describe('protection is visible', () => {
     }
   })
 
-  test('a flood of new keys: evictions are counted, the fill level shown, and one warn line logged', async () => {
+  test('a flood of new keys fills the store: the new keys are refused (503 store_full), counted and logged once; no spent counter is dropped', async () => {
     const backend = await startBackend()
     const gw = await startGateway({
       FAIRVISOR_BACKEND_URL: backend.url,
@@ -66,21 +66,29 @@ describe('protection is visible', () => {
     try {
       assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200)
       assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 429)
-      assert.equal(await metric(gw, 'fairvisor_store_evictions_total'), 0)
-      // 1m holds ≈ 10,000 counters (80 bytes + key): 12,000 new keys, 32 at a time.
+      assert.equal(await metric(gw, 'fairvisor_store_full_total'), 0)
+      // 1m holds ≈ 10,000 counters (80 bytes + key): 12,000 new keys, 32 at a time, each spending its only token.
       let next = 0
+      const codes = new Map<number, number>()
       await Promise.all(
         Array.from({ length: 32 }, async () => {
-          while (next < 12_000) await status(gw, '/x', { 'x-user': `flood-${next++}` })
+          while (next < 12_000) {
+            const c = await status(gw, '/x', { 'x-user': `flood-${next++}` })
+            codes.set(c, (codes.get(c) ?? 0) + 1)
+          }
         }),
       )
-      const evicted = await metric(gw, 'fairvisor_store_evictions_total')
-      assert.ok(evicted > 1000, `evictions counted: ${evicted}`)
+      const refused = codes.get(503) ?? 0
+      assert.equal((codes.get(200) ?? 0) + refused, 12_000, `statuses: ${JSON.stringify([...codes])}`)
+      assert.ok(refused > 1000, `${refused} new keys refused`)
+      assert.equal(await metric(gw, 'fairvisor_store_full_total'), refused)
+      assert.equal(await metricValue(gw, 'fairvisor_decisions_total', 'reason="store_full"'), refused)
       assert.ok((await metric(gw, 'fairvisor_store_fill_ratio')) > 0.9)
       await gw.waitForLog((l) => String(l.msg).startsWith('in-process store full'))
       const warns = gw.logs.filter((l) => String(l.msg).startsWith('in-process store full'))
       assert.equal(warns.length, 1, 'one throttled line for the whole flood')
-      assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 200, "the documented risk: the victim's bucket was evicted")
+      assert.equal(await status(gw, '/x', { 'x-user': 'victim' }), 429, "the victim's spent bucket was kept")
+      assert.equal(await status(gw, '/x', { 'x-user': 'flood-0' }), 429, 'so was every counter the flood did get')
     } finally {
       await gw.stop()
       await backend.close()

@@ -59,6 +59,31 @@ describe('shared-memory store across threads', () => {
     for (const r of results) assert.equal(1e9 - r.own, r.bucket + r.counter)
   })
 
+  it("every thread of a table places keys alike (the seed is in the buffer), and another table's seed differs", async () => {
+    const table = SharedTable.create(1 << 20)
+    const keys = Array.from({ length: 200 }, (_, i) => `tb:per_user:u${i}`)
+    const place = (t: SharedTable): number[] =>
+      keys.flatMap((k) => {
+        const out = new Int32Array(4)
+        t.locate(k, out, 0)
+        return [...out]
+      })
+    const w = new Worker(
+      `
+      const { workerData, parentPort, threadId } = require('node:worker_threads')
+      ;(async () => {
+        const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
+        const t = new SharedTable(workerData.buffer, threadId)
+        parentPort.postMessage(workerData.keys.flatMap((k) => { const out = new Int32Array(4); t.locate(k, out, 0); return [...out] }))
+      })()`,
+      { eval: true, workerData: { buffer: table.buffer, keys } },
+    )
+    const [fromThread] = (await once(w, 'message')) as [number[]]
+    await w.terminate()
+    assert.deepEqual(fromThread, place(table))
+    assert.notDeepEqual(place(SharedTable.create(1 << 20)), place(table))
+  })
+
   it('a thread that dies holding a bucket lock: its locks are released for the others, the stored counters stay', async () => {
     const table = SharedTable.create(2 * 1024 * 1024)
     const store = new SharedMemoryStore({ table })
@@ -68,34 +93,44 @@ describe('shared-memory store across threads', () => {
       `
       const { workerData, parentPort, threadId } = require('node:worker_threads')
       ;(async () => {
-        const { SharedTable, hashKey } = await import(${JSON.stringify(dist('store/shared/table.js'))})
+        const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
         const t = new SharedTable(workerData.buffer, threadId)
-        const loc = new Int32Array(3)
-        hashKey('tb:kept', t.buckets, loc, 0)
-        t.lock(loc[0])
-        parentPort.postMessage('locked')
+        const loc = new Int32Array(4)
+        t.locate('tb:kept', loc, 0)
+        // Both candidate buckets of the key, ascending, as the store takes them.
+        const buckets = [...new Set([loc[0], loc[1]])].sort((a, b) => a - b)
+        for (const b of buckets) t.lock(b)
+        parentPort.postMessage(buckets.length)
         for (;;) {}
       })()`,
       { eval: true, workerData: { buffer: table.buffer } },
     )
-    await once(stuck, 'message')
+    const [locked] = (await once(stuck, 'message')) as [number]
     const id = stuck.threadId
     await stuck.terminate()
-    assert.equal(table.releaseLocksOf(id), 1)
+    assert.equal(table.releaseLocksOf(id), locked)
     const [o] = store.applyNow([k], 1000)
     assert.deepEqual(o, { allowed: true, value: 6, retryAfter: 0 })
   })
 
-  it('a full bucket evicts the slot closest to expiry and counts it; expired slots are emptied by the sweep', () => {
-    const table = SharedTable.create(64 * 1024) // few buckets: keys collide into them quickly
+  it('a flood of 4× as many keys as slots: every slot used, the rest refused and counted, nothing dropped; the sweep empties expired slots', () => {
+    const table = SharedTable.create(64 * 1024) // few buckets
     let seen = 0
-    const store = new SharedMemoryStore({ table, onEvict: () => seen++ })
-    const n = table.slots * 4 // the keys are fixed, so which buckets fill is too
-    for (let i = 0; i < n; i++) store.applyNow([tbCheck(`tb:flood:${i}`, 10, 1, 1)], 1000)
-    assert.ok(table.evictions > 0 && table.evictions === seen, `evictions ${table.evictions}, seen ${seen}`)
+    const store = new SharedMemoryStore({ table, onFull: () => seen++ })
+    const n = table.slots * 4
+    let granted = 0
+    for (let i = 0; i < n; i++) if (store.applyNow([tbCheck(`tb:flood:${i}`, 10, 1, 1)], 1000)[0]!.allowed) granted++
+    // Two choices per key: the table fills to its last slot before any key is refused.
+    assert.equal(granted, table.slots)
+    assert.equal(table.full, n - table.slots)
+    assert.equal(seen, table.full)
     assert.equal(table.used, table.slots)
     assert.equal(store.fill().bytesUsed, table.slots * 48)
     assert.ok(store.fill().bytesUsed <= store.fill().maxBytes)
+    // Every granted key still holds its spent token (a cost-0 look stores nothing).
+    let spent = 0
+    for (let i = 0; i < n; i++) if (store.applyNow([tbCheck(`tb:flood:${i}`, 10, 1, 0)], 1000)[0]!.value === 9) spent++
+    assert.equal(spent, table.slots)
     table.sweep(1000 + 2, table.buckets) // every bucket is full again after 1 s
     assert.equal(table.used, 0)
     assert.equal(table.expired, table.slots)

@@ -1,7 +1,7 @@
 /** boundedMemo and BoundedMemo3 (src/bounded-cache.ts): the decision path's memos stay bounded, and a hit returns what was set. */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { BoundedMemo3, boundedMemo } from '../../src/bounded-cache.js'
+import { BoundedMemo3, boundedMemo, MAX_MAP_KEY } from '../../src/bounded-cache.js'
 
 test('boundedMemo: a value set is found again until the memo is full', () => {
   const m = boundedMemo<string, number>(3)
@@ -36,4 +36,23 @@ test('BoundedMemo3: keys are the three parts, not their joined text; reaching ma
   assert.deepEqual([m.get('a|b', 'c', 'd'), m.get('a', 'b|c', 'd'), m.get('x', 'y', 'z')], [1, 5, 3])
   m.set('p', 'q', 'r', 4)
   assert.deepEqual([m.get('a|b', 'c', 'd'), m.get('x', 'y', 'z'), m.get('p', 'q', 'r')], [undefined, undefined, 4])
+})
+
+test('keys V8 would hash by their length alone (over 16,383 characters) are not memoised: 4,000 of them cost no collisions', () => {
+  const m = boundedMemo<string, number>(10_000)
+  const m3 = new BoundedMemo3<number>(10_000)
+  const pad = 'p'.repeat(MAX_MAP_KEY)
+  const t0 = process.hrtime.bigint()
+  for (let i = 0; i < 4000; i++) {
+    const k = `${pad}${String(i).padStart(6, '0')}`
+    m.set(k, i)
+    m3.set(k, 'ip', 'sub', i)
+    assert.equal(m.get(k), undefined)
+    assert.equal(m3.get(k, 'ip', 'sub'), undefined)
+  }
+  const s = Number(process.hrtime.bigint() - t0) / 1e9
+  assert.ok(s < 3, `${s.toFixed(1)} s`)
+  // One character shorter: memoised as before.
+  m.set(pad, 1)
+  assert.equal(m.get(pad), 1)
 })

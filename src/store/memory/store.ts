@@ -1,20 +1,18 @@
 /**
- * In-process store, bounded like an nginx shared dict. Counter state lives in
- * typed arrays indexed by slot (a Map only holds key → slot; each kind packs
- * its state into CELLS doubles), so a million counters cost tens of bytes
- * each instead of one JS object apiece. Slots form
- * a doubly linked list in recency order: the least recently used bucket is
- * evicted when the byte bound is reached, and a periodic sweep from the cold
- * end drops buckets that would be full again (forgetting them is lossless).
- * Node runs JS on one thread, so a whole apply() is atomic by construction.
+ * In-process store, bounded like an nginx shared dict (its counters, their
+ * byte bound and the room rule are in counters.ts). A periodic sweep from
+ * the cold end drops counters that have expired (forgetting them is
+ * lossless); a new key whose counter finds no room is refused (`full`, see
+ * in-process.ts). Node runs JS on one thread, so a whole apply() is atomic
+ * by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { earlierStaged, InProcessStore, stagedByKey } from '../in-process.js'
+import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
+import { storedKey } from '../stored-key.js'
+import { Counters, RESERVED } from './counters.js'
 
-/** Bytes charged per bucket on top of its key's length: slot arrays, Map entry, key string header. */
-export const ENTRY_OVERHEAD_BYTES = 80
-const NIL = -1
+export { ENTRY_OVERHEAD_BYTES } from './counters.js'
 
 export interface MemoryStoreOptions {
   /** Byte bound (FAIRVISOR_SHARED_DICT_SIZE). */
@@ -23,49 +21,42 @@ export interface MemoryStoreOptions {
   initialSlots?: number
   /** Clock (epoch ms) for the idle sweep, which then runs every second; no sweep timer without it. */
   clock?: () => number
-  /** Called on each eviction (a flood of new keys is pushing counters out; observe/ logs it, throttled). */
-  onEvict?: () => void
+  /** Called on each check refused for want of room (a flood of new keys?; observe/ logs it, throttled). */
+  onFull?: () => void
 }
 
 export class MemoryStore extends InProcessStore {
   readonly maxBytes: number
-  private readonly onEvict: (() => void) | undefined
-  private readonly index = new Map<string, number>()
-  private keys: (string | undefined)[] = []
-  /** CELLS doubles per slot: the kind's packed state. */
-  private cells: Float64Array
-  private expireAt: Float64Array
-  private prev: Int32Array
-  private next: Int32Array
-  private head = NIL // most recently used
-  private tail = NIL // least recently used
-  private freeSlots: number[] = []
-  private used = 0
-  private bytes = 0
-  evictions = 0
+  private readonly onFull: (() => void) | undefined
+  private readonly counters: Counters
+  /** Slots added by the current call (dropped at its end if not written). */
+  private reserved: number[] = []
+  /** Checks refused for want of room. */
+  full = 0
   expired = 0
 
   constructor(opts: MemoryStoreOptions) {
     super(opts.clock)
     this.maxBytes = opts.maxBytes
-    this.onEvict = opts.onEvict
-    const n = opts.initialSlots ?? 1024
-    this.cells = new Float64Array(n * CELLS)
-    this.expireAt = new Float64Array(n)
-    this.prev = new Int32Array(n)
-    this.next = new Int32Array(n)
+    this.onFull = opts.onFull
+    this.counters = new Counters(opts.maxBytes, opts.initialSlots ?? 1024)
   }
 
   get size(): number {
-    return this.index.size
+    return this.counters.index.size
   }
 
   get bytesUsed(): number {
-    return this.bytes
+    return this.counters.bytes
   }
 
-  fill(): { evictions: number; bytesUsed: number; maxBytes: number } {
-    return { evictions: this.evictions, bytesUsed: this.bytes, maxBytes: this.maxBytes }
+  /** Whether `key` holds a counter, expired or not (tests). */
+  has(key: string): boolean {
+    return this.counters.index.has(storedKey(key))
+  }
+
+  fill(): { full: number; bytesUsed: number; maxBytes: number } {
+    return { full: this.full, bytesUsed: this.counters.bytes, maxBytes: this.maxBytes }
   }
 
   applyNow(checks: readonly Check[], now: number): Outcomes {
@@ -81,6 +72,13 @@ export class MemoryStore extends InProcessStore {
       if (c.shadow ? shadowRejected : enforceRejected) continue
       const earlier = earlierStaged(checks, staged, byKey, i)
       const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(c.key, c.limit, now), c.limit, c.cost, now)
+      if ((r.allowed || r.commit) && this.slotFor(storedKey(c.key), r, now) === -1) {
+        // No room for this key's counter: refused, and nothing of its group is written.
+        out[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.counters.soonest, now), full: true }
+        if (c.shadow) shadowRejected = true
+        else enforceRejected = true
+        continue
+      }
       out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
       if (r.allowed) {
         staged[i] = r
@@ -97,124 +95,94 @@ export class MemoryStore extends InProcessStore {
       if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
       this.write(c, s)
     }
+    // Slots added for checks whose group was not committed.
+    for (const slot of this.reserved) if (this.counters.expireAt[slot] === RESERVED) this.counters.remove(slot)
+    this.reserved.length = 0
     return out
   }
 
   /** The usual request: one check, its own group. One index lookup serves the read and the write. */
   private applyOne(c: Check, now: number): Outcomes {
     const kind = c.limit.kind
-    const slot = this.index.get(c.key)
-    const live = slot !== undefined && this.expireAt[slot]! > now
-    const r = kind.step(live ? kind.load(this.cells, slot * CELLS) : undefined, c.limit, c.cost, now)
-    if (r.allowed || r.commit) this.writeAt(c, r, slot)
+    const key = storedKey(c.key)
+    const t = this.counters
+    let slot = t.index.get(key)
+    const live = slot !== undefined && t.expireAt[slot]! > now
+    const r = kind.step(live ? kind.load(t.cells, slot! * CELLS) : undefined, c.limit, c.cost, now)
+    if (r.allowed || r.commit) {
+      if (slot === undefined) slot = this.slotFor(key, r, now)
+      if (slot === -1) return [{ allowed: false, value: 0, retryAfter: fullRetryAfter(t.soonest, now), full: true }]
+      if (slot >= 0) this.writeAt(slot, c.limit, r)
+      this.reserved.length = 0 // written (or nothing to keep)
+    }
     return [{ allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }]
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
     for (const a of adjustments) {
       const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now)
-      if (r !== undefined) this.write(a, r)
+      // No room for a new counter: the adjustment is dropped (counted), never made room for.
+      if (r !== undefined && this.slotFor(storedKey(a.key), r, now) !== -1) this.write(a, r)
     }
+    this.reserved.length = 0
     done(null)
   }
 
   private stored(key: string, limit: Check['limit'], now: number): unknown {
-    const slot = this.index.get(key)
-    if (slot === undefined || this.expireAt[slot]! <= now) return undefined
-    return limit.kind.load(this.cells, slot * CELLS)
+    const slot = this.counters.index.get(storedKey(key))
+    // A RESERVED slot (added earlier in this call, not written) reads as no state.
+    if (slot === undefined || this.counters.expireAt[slot]! <= now) return undefined
+    return limit.kind.load(this.counters.cells, slot * CELLS)
   }
 
+  /** Write a state to its key's slot (slotFor() found or added it; none: the state carries nothing to keep). */
   private write(c: { key: string; limit: Check['limit'] }, s: Step<unknown>): void {
-    this.writeAt(c, s, this.index.get(c.key))
+    const slot = this.counters.index.get(storedKey(c.key))
+    if (slot !== undefined) this.writeAt(slot, c.limit, s)
   }
 
-  /** write(), with the key's slot already looked up (undefined: the key has none yet). */
-  private writeAt(c: { key: string; limit: Check['limit'] }, s: Step<unknown>, found: number | undefined): void {
-    const key = c.key
-    let slot = found
-    if (slot === undefined) {
-      const cost = ENTRY_OVERHEAD_BYTES + key.length
-      while (this.bytes + cost > this.maxBytes && this.tail !== NIL) {
-        this.remove(this.tail)
-        this.evictions++
-        this.onEvict?.()
+  private writeAt(slot: number, limit: Check['limit'], s: Step<unknown>): void {
+    const t = this.counters
+    t.touch(slot)
+    limit.kind.save(s.state, t.cells, slot * CELLS)
+    // A state that carries nothing must still not read as RESERVED (the end of the call would drop it).
+    t.expireAt[slot] = s.expireAt === RESERVED ? 0 : s.expireAt
+  }
+
+  /**
+   * The slot `key`'s new state `s` goes to: its own, else a new one (dropped
+   * at the end of the call if not written); -2 when the state carries no
+   * information (nothing to keep); -1 when there is no room without
+   * dropping a live counter (counted).
+   */
+  private slotFor(key: string, s: Step<unknown>, now: number): number {
+    const t = this.counters
+    const found = t.index.get(key)
+    if (found !== undefined) {
+      // The key's own expired counter: reserved like a new one, or another key of this call could take its room.
+      if (t.expireAt[found]! <= now && t.expireAt[found] !== RESERVED) {
+        t.expireAt[found] = RESERVED
+        this.reserved.push(found)
       }
-      slot = this.allocate()
-      this.keys[slot] = key
-      this.index.set(key, slot)
-      this.bytes += cost
-      this.linkHead(slot)
-    } else if (slot !== this.head) {
-      this.unlink(slot)
-      this.linkHead(slot)
+      return found
     }
-    c.limit.kind.save(s.state, this.cells, slot * CELLS)
-    this.expireAt[slot] = s.expireAt
+    if (s.expireAt <= now) return -2
+    const slot = this.counters.add(key, now)
+    if (slot === -1) {
+      this.full++
+      this.onFull?.()
+    } else this.reserved.push(slot)
+    return slot
   }
 
   protected sweepExpired(now: number): void {
     this.sweep(now)
   }
 
-  /** Drop up to `maxScan` buckets from the cold end that are full again by `now`. */
+  /** Drop up to `maxScan` counters from the cold end that have expired by `now`. */
   sweep(now: number, maxScan = 10_000): number {
-    let slot = this.tail
-    let dropped = 0
-    for (let n = 0; n < maxScan && slot !== NIL; n++) {
-      const before = this.prev[slot]!
-      if (this.expireAt[slot]! <= now) {
-        this.remove(slot)
-        dropped++
-      }
-      slot = before
-    }
+    const dropped = this.counters.sweep(now, maxScan)
     this.expired += dropped
     return dropped
-  }
-
-  private allocate(): number {
-    const free = this.freeSlots.pop()
-    if (free !== undefined) return free
-    if (this.used === this.expireAt.length) this.grow()
-    return this.used++
-  }
-
-  private grow(): void {
-    const n = this.expireAt.length * 2
-    const widen = <T extends Float64Array | Int32Array>(a: T, per = 1): T => {
-      const b = new (a.constructor as new (n: number) => T)(n * per)
-      b.set(a)
-      return b
-    }
-    this.cells = widen(this.cells, CELLS)
-    this.expireAt = widen(this.expireAt)
-    this.prev = widen(this.prev)
-    this.next = widen(this.next)
-  }
-
-  private remove(slot: number): void {
-    const key = this.keys[slot]!
-    this.index.delete(key)
-    this.bytes -= ENTRY_OVERHEAD_BYTES + key.length
-    this.keys[slot] = undefined
-    this.unlink(slot)
-    this.freeSlots.push(slot)
-  }
-
-  private linkHead(slot: number): void {
-    this.prev[slot] = NIL
-    this.next[slot] = this.head
-    if (this.head !== NIL) this.prev[this.head] = slot
-    this.head = slot
-    if (this.tail === NIL) this.tail = slot
-  }
-
-  private unlink(slot: number): void {
-    const p = this.prev[slot]!
-    const n = this.next[slot]!
-    if (p !== NIL) this.next[p] = n
-    else this.head = n
-    if (n !== NIL) this.prev[n] = p
-    else this.tail = p
   }
 }

@@ -8,6 +8,10 @@
  *
  * Set-associative like the counter table (table.ts): a key hashes to a group
  * of WAYS cells, each group has a lock word (lock.ts) and a generation word.
+ * The hash is SipHash-1-3 under a random seed kept in the table's header (the
+ * same for every thread of the process, unknown outside it), so nobody can
+ * compute keys that share a group. A full group never drops a live cell: the
+ * key is decided exactly instead.
  * Every read and write of a cell happens under its group's lock, so each
  * transition below is atomic across threads:
  *
@@ -31,10 +35,13 @@
 import { EPSILON } from '../../algorithms/algorithm.js'
 import { bucketLimit, type BucketLimit, type LeaseConfig } from '../../algorithms/token-bucket.js'
 import type { Adjustment } from '../store.js'
+import { randomBytes } from 'node:crypto'
 import { freeIfOwned, lockOwner, lockWord, ownerThread, unlockWord } from './lock.js'
-import { hashKey } from './table.js'
+import { sipHash, sipKey } from './siphash.js'
 
 const WAYS = 4
+/** Header: groups and cells used (int32 each), then the 16-byte hash seed. */
+const HEADER_BYTES = 24
 /** Longest key a cell holds. */
 export const KEY_UNITS = 120
 /** Cells per process by default (FAIRVISOR_LEASE_TABLE_KEYS): hot keys are few; ~2.6 MB. */
@@ -96,7 +103,10 @@ export class LeaseTable {
   private readonly dbl: Float64Array
   private readonly keys: Uint16Array
   private readonly me: number
-  private readonly loc = new Int32Array(3)
+  /** The SipHash key, read once from the header. */
+  private readonly seed: Int32Array
+  /** The located key's hash: high, low (its fingerprint; the low half names its group). */
+  private readonly loc = new Int32Array(2)
   /** Set by take(): the figure of a SPENT (tokens the bucket would show), the generation to wait on after a WAIT. */
   value = 0
   group = 0
@@ -106,11 +116,13 @@ export class LeaseTable {
   /** take()s of this thread decided exactly because the key's group had no cell to spare (the table is too small for the hot keys). */
   full = 0
 
-  /** A table of `cells` cells, rounded up to whole groups of WAYS. */
-  static create(cells = DEFAULT_CELLS): LeaseTable {
+  /** A table of `cells` cells, rounded up to whole groups of WAYS; `seed` (16 bytes) for tests, else random. */
+  static create(cells = DEFAULT_CELLS, seed: Uint8Array = randomBytes(16)): LeaseTable {
     const groups = Math.max(1, Math.ceil(cells / WAYS))
+    sipKey(seed) // checks its length
     const buffer = new SharedArrayBuffer(layout(groups).total)
     new Int32Array(buffer, 0, 2)[0] = groups
+    new Uint8Array(buffer, 8, 16).set(seed)
     return new LeaseTable(buffer, 0)
   }
 
@@ -127,6 +139,7 @@ export class LeaseTable {
     this.gens = new Int32Array(buffer, l.gens, this.groups)
     this.keys = new Uint16Array(buffer, l.keys, cells * KEY_UNITS)
     this.me = lockOwner(threadId)
+    this.seed = sipKey(new Uint8Array(buffer, 8, 16).slice())
   }
 
   /** Cells in use (leases, fetches, exact-mode keys) in the whole process. */
@@ -313,16 +326,18 @@ export class LeaseTable {
     return n
   }
 
+  /** The group of `key`; its fingerprint is left in loc (never (0, 0): that marks an empty cell). */
   private locate(key: string): number {
-    hashKey(key, this.groups, this.loc, 0)
-    return this.loc[0]!
+    sipHash(this.seed, key, true, 1, 3, this.loc, 0)
+    if (this.loc[0] === 0 && this.loc[1] === 0) this.loc[1] = 1
+    return (this.loc[1]! >>> 0) % this.groups
   }
 
   /** The cell of the located key in group `g`, or -1. */
   private find(g: number): number {
     const n = this.ints
-    const f1 = this.loc[1]!
-    const f2 = this.loc[2]!
+    const f1 = this.loc[0]!
+    const f2 = this.loc[1]!
     for (let c = g * WAYS; c < (g + 1) * WAYS; c++) {
       if (n[c * INTS + FP1] === f1 && n[c * INTS + FP2] === f2 && n[c * INTS + STATE] !== EMPTY) return c
     }
@@ -349,8 +364,8 @@ export class LeaseTable {
       }
     }
     if (c !== -1) {
-      n[c * INTS + FP1] = this.loc[1]!
-      n[c * INTS + FP2] = this.loc[2]!
+      n[c * INTS + FP1] = this.loc[0]!
+      n[c * INTS + FP2] = this.loc[1]!
     }
     return c
   }
@@ -388,7 +403,7 @@ export class LeaseTable {
 
 function layout(groups: number): { dbl: number; ints: number; locks: number; gens: number; keys: number; total: number } {
   const cells = groups * WAYS
-  const dbl = 8 // after the header (groups, used)
+  const dbl = HEADER_BYTES // 8-byte aligned
   const ints = dbl + cells * DOUBLES * 8
   const locks = ints + cells * INTS * 4
   const gens = locks + groups * 4

@@ -5,11 +5,19 @@
  * groups stay all-or-nothing across threads exactly as the single-thread
  * memory store makes them by running on one thread; the maths is the kinds'
  * own `step` / `adjust` on their packed cells, as in memory.ts.
+ *
+ * A check whose key needs a new slot claims it while its buckets are locked,
+ * before anything is written; when the table has no slot for it without
+ * dropping another key's live counter (table.ts), the check is refused with
+ * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { earlierStaged, InProcessStore, stagedByKey } from '../in-process.js'
+import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
-import { hashKey, SLOT_BYTES, type SharedTable } from './table.js'
+import { RESERVED, SLOT_BYTES, type SharedTable } from './table.js'
+
+/** slotOf before a check's slot is looked up. */
+const UNKNOWN = -3
 
 /** Calls of up to this many checks sort their buckets by insertion. */
 const SORT_BY_INSERTION = 16
@@ -20,28 +28,32 @@ export interface SharedStoreOptions {
   clock?: () => number
   /** Buckets each sweep tick empties of expired slots (shared cursor over all threads). */
   sweepBuckets?: number
-  /** Called on each eviction (observe/ logs it, throttled). */
-  onEvict?: () => void
+  /** Called on each check refused for want of a slot (observe/ logs it, throttled). */
+  onFull?: () => void
 }
 
 export class SharedMemoryStore extends InProcessStore {
   readonly table: SharedTable
-  private readonly onEvict: (() => void) | undefined
+  private readonly onFull: (() => void) | undefined
   private readonly sweepBuckets: number
-  /** Per check: bucket, fingerprint high, fingerprint low (scratch, grown on demand). */
-  private loc = new Int32Array(3 * 8)
+  /** Per check: its two buckets, fingerprint high, fingerprint low (scratch, grown on demand). */
+  private loc = new Int32Array(4 * 8)
   /** The distinct buckets of one call, ascending (scratch). */
-  private held = new Int32Array(8)
+  private held = new Int32Array(16)
+  /** Per check: its key's slot once looked up (UNKNOWN before; -1: none; -2: none needed), so each check looks once (scratch). */
+  private slotOf = new Int32Array(8)
+  /** Slots claimed by this call (scratch): released at its end if nothing was written to them. */
+  private claimed: number[] = []
 
   constructor(opts: SharedStoreOptions) {
     super(opts.clock)
     this.table = opts.table
-    this.onEvict = opts.onEvict
+    this.onFull = opts.onFull
     this.sweepBuckets = opts.sweepBuckets ?? 4096
   }
 
-  fill(): { evictions: number; bytesUsed: number; maxBytes: number } {
-    return { evictions: this.table.evictions, bytesUsed: this.table.used * SLOT_BYTES, maxBytes: this.table.bytes }
+  fill(): { full: number; bytesUsed: number; maxBytes: number } {
+    return { full: this.table.full, bytesUsed: this.table.used * SLOT_BYTES, maxBytes: this.table.bytes }
   }
 
   protected sweepExpired(now: number): void {
@@ -54,19 +66,19 @@ export class SharedMemoryStore extends InProcessStore {
     try {
       return this.evaluate(checks, n, now)
     } finally {
-      for (let i = 0; i < held; i++) this.table.unlock(this.held[i]!)
+      this.unlockAll(held)
     }
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
     for (const a of adjustments) {
-      this.locate([a])
-      const bucket = this.loc[0]!
+      const held = this.locate([a])
       try {
         const r = a.limit.kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now)
-        if (r !== undefined) this.write(0, a.limit, r, now)
+        // No slot for a new counter: the adjustment is dropped (counted), never made room for.
+        if (r !== undefined && this.slotFor(0, r, now) !== -1) this.write(0, a.limit, r)
       } finally {
-        this.table.unlock(bucket)
+        this.unlockAll(held)
       }
     }
     done(null)
@@ -74,51 +86,96 @@ export class SharedMemoryStore extends InProcessStore {
 
   /** Whether `key` holds a state that has not expired by `now` (tests, benchmarks). */
   has(key: string, now: number): boolean {
-    this.locate([{ key }])
+    const held = this.locate([{ key }])
     try {
-      const s = this.table.find(this.loc[0]!, this.loc[1]!, this.loc[2]!)
+      const s = this.find(0)
       return s !== -1 && this.table.expireAt[s]! > now
     } finally {
-      this.table.unlock(this.loc[0]!)
+      this.unlockAll(held)
     }
   }
 
-  /** Hash every key, then lock their distinct buckets in ascending order. Returns how many are held. */
+  /** Hash every key, then lock their distinct buckets (two per key) in ascending order. Returns how many are held. */
   private locate(checks: readonly { key: string }[]): number {
     const n = checks.length
-    if (this.loc.length < n * 3) {
-      this.loc = new Int32Array(n * 3)
-      this.held = new Int32Array(n)
+    if (this.loc.length < n * 4) {
+      this.loc = new Int32Array(n * 4)
+      this.held = new Int32Array(n * 2)
+      this.slotOf = new Int32Array(n)
     }
-    const buckets = this.table.buckets
-    for (let i = 0; i < n; i++) hashKey(checks[i]!.key, buckets, this.loc, i)
+    this.slotOf.fill(UNKNOWN, 0, n)
+    for (let i = 0; i < n; i++) this.table.locate(checks[i]!.key, this.loc, i)
     const held = n <= SORT_BY_INSERTION ? this.insertDistinct(n) : this.sortDistinct(n)
     for (let i = 0; i < held; i++) this.table.lock(this.held[i]!)
     return held
   }
 
-  /** The buckets of n checks into `held`, sorted and distinct, by insertion (a few checks: no allocation). */
+  /** The two buckets of each of n checks into `held`, sorted and distinct, by insertion (a few checks: no allocation). */
   private insertDistinct(n: number): number {
     let held = 0
     for (let i = 0; i < n; i++) {
-      const b = this.loc[i * 3]!
-      let j = held
-      while (j > 0 && this.held[j - 1]! > b) j--
-      if (j > 0 && this.held[j - 1] === b) continue
-      this.held.copyWithin(j + 1, j, held)
-      this.held[j] = b
-      held++
+      for (let k = 0; k < 2; k++) {
+        const b = this.loc[i * 4 + k]!
+        let j = held
+        while (j > 0 && this.held[j - 1]! > b) j--
+        if (j > 0 && this.held[j - 1] === b) continue
+        this.held.copyWithin(j + 1, j, held)
+        this.held[j] = b
+        held++
+      }
     }
     return held
   }
 
   /** The same by a sort: insertion would take n²/4 moves for the thousands of checks a Rate Limit Service call may carry. */
   private sortDistinct(n: number): number {
-    for (let i = 0; i < n; i++) this.held[i] = this.loc[i * 3]!
-    this.held.subarray(0, n).sort()
+    for (let i = 0; i < n; i++) {
+      this.held[2 * i] = this.loc[i * 4]!
+      this.held[2 * i + 1] = this.loc[i * 4 + 1]!
+    }
+    this.held.subarray(0, 2 * n).sort()
     let held = 1
-    for (let i = 1; i < n; i++) if (this.held[i] !== this.held[held - 1]) this.held[held++] = this.held[i]!
+    for (let i = 1; i < 2 * n; i++) if (this.held[i] !== this.held[held - 1]) this.held[held++] = this.held[i]!
     return held
+  }
+
+  /** Free the slots this call claimed and did not write, then unlock its `held` buckets. */
+  private unlockAll(held: number): void {
+    const claimed = this.claimed
+    for (let i = 0; i < claimed.length; i++) this.table.release(claimed[i]!)
+    claimed.length = 0
+    for (let i = 0; i < held; i++) this.table.unlock(this.held[i]!)
+  }
+
+  private find(i: number): number {
+    const l = this.loc
+    return this.table.find(l[i * 4]!, l[i * 4 + 1]!, l[i * 4 + 2]!, l[i * 4 + 3]!)
+  }
+
+  /**
+   * The slot check i's new state `s` will be written to (remembered in
+   * slotOf for write()): its key's, else one claimed now; -2 when the state
+   * carries no information (nothing to keep); -1 when the table has no slot
+   * for it (counted, reported).
+   */
+  private slotFor(i: number, s: Step<unknown>, now: number): number {
+    const t = this.table
+    let slot = this.slotOf[i] === UNKNOWN ? this.find(i) : this.slotOf[i]!
+    if (slot >= 0) {
+      // The key's own expired counter: claimed like a new slot, or another key of this call could take it.
+      if (t.expireAt[slot]! <= now && t.expireAt[slot] !== RESERVED) {
+        t.expireAt[slot] = RESERVED
+        this.claimed.push(slot)
+      }
+    } else if (s.expireAt <= now) slot = -2
+    else {
+      const l = this.loc
+      slot = t.claim(l[i * 4]!, l[i * 4 + 1]!, l[i * 4 + 2]!, l[i * 4 + 3]!, now)
+      if (slot === -1) this.onFull?.()
+      else this.claimed.push(slot)
+    }
+    this.slotOf[i] = slot
+    return slot
   }
 
   /** memory.ts's applyNow, on the locked slots. */
@@ -133,12 +190,19 @@ export class SharedMemoryStore extends InProcessStore {
       if (c.shadow ? shadowRejected : enforceRejected) continue
       const earlier = earlierStaged(checks, staged, byKey, i)
       const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(i, c.limit, now), c.limit, c.cost, now)
+      if ((r.allowed || r.commit) && this.slotFor(i, r, now) === -1) {
+        // No room for this key's counter: refused, and nothing of its group is written.
+        out[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.table.soonest, now), full: true }
+        if (c.shadow) shadowRejected = true
+        else enforceRejected = true
+        continue
+      }
       out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
       if (r.allowed) {
         staged[i] = r
         byKey?.set(c.key, r)
       } else {
-        if (r.commit) this.write(i, c.limit, r, now)
+        if (r.commit) this.write(i, c.limit, r)
         if (c.shadow) shadowRejected = true
         else enforceRejected = true
       }
@@ -147,26 +211,27 @@ export class SharedMemoryStore extends InProcessStore {
       const s = staged[i]
       const c = checks[i]!
       if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
-      this.write(i, c.limit, s, now)
+      this.write(i, c.limit, s)
     }
     return out
   }
 
   private stored(i: number, limit: Check['limit'], now: number): unknown {
     const t = this.table
-    const slot = t.find(this.loc[i * 3]!, this.loc[i * 3 + 1]!, this.loc[i * 3 + 2]!)
+    const slot = this.find(i)
+    this.slotOf[i] = slot
+    // A RESERVED slot (claimed earlier in this call, not written) reads as no state.
     if (slot === -1 || t.expireAt[slot]! <= now) return undefined
     return limit.kind.load(t.cells, slot * CELLS)
   }
 
-  private write(i: number, limit: Check['limit'], s: Step<unknown>, now: number): void {
+  /** Write check i's state to the slot slotFor() found or claimed for it (none: the state carries nothing to keep). */
+  private write(i: number, limit: Check['limit'], s: Step<unknown>): void {
     const t = this.table
-    const b = this.loc[i * 3]!
-    const f1 = this.loc[i * 3 + 1]!
-    const f2 = this.loc[i * 3 + 2]!
-    let slot = t.find(b, f1, f2)
-    if (slot === -1) slot = t.claim(b, f1, f2, now, this.onEvict)
+    const slot = this.slotOf[i]!
+    if (slot < 0) return
     limit.kind.save(s.state, t.cells, slot * CELLS)
-    t.expireAt[slot] = s.expireAt
+    // A state that carries nothing still must not read as RESERVED (which release() would free).
+    t.expireAt[slot] = s.expireAt === RESERVED ? 0 : s.expireAt
   }
 }

@@ -1,8 +1,19 @@
 /**
  * The counter table every worker thread shares: one SharedArrayBuffer of a
- * fixed size, set-associative (a key hashes to one bucket of WAYS slots and
- * lives in one of them), each slot holding a 64-bit key fingerprint, an
- * expiry and the CELLS doubles a limit kind packs its state into.
+ * fixed size, set-associative (WAYS slots per bucket), each slot holding a
+ * 64-bit key fingerprint, an expiry and the CELLS doubles a limit kind packs
+ * its state into.
+ *
+ * A key's place is SipHash-1-3 (siphash.ts) of the key under a random seed
+ * drawn when the table is made and kept in its header: every thread of the
+ * process hashes alike, nobody outside it can compute keys that share a
+ * bucket. The hash names two buckets and a new key goes to the one holding
+ * fewer live counters ("two choices"), so buckets fill evenly.
+ *
+ * Room for a new key comes only from slots that carry no information: empty,
+ * or expired (a kind's `expireAt` is when forgetting its state is lossless).
+ * A live counter is never dropped for another key: when both buckets hold
+ * only live ones, claim() finds no slot and the store refuses the check.
  *
  * Each bucket has a lock word taken with Atomics (lock.ts: spin, then Atomics.wait):
  * a caller locks every bucket it touches in ascending bucket order, so two
@@ -10,14 +21,15 @@
  * the slots happen only under their bucket's lock (the lock's seq-cst
  * Atomics order the plain typed-array accesses between them).
  *
- * Keys are told apart by fingerprint only: two distinct keys share a slot
- * only if their 64-bit fingerprints are equal, about n²/2⁶⁵ for n keys
- * (3·10⁻⁸ for a million keys), in which case they share one counter.
+ * Keys are told apart by their 64-bit hash only: two distinct keys share a
+ * counter only if it collides, about n²/2⁶⁵ for n keys (3·10⁻⁸ for a million).
  */
+import { randomBytes } from 'node:crypto'
 import { CELLS } from '../../algorithms/algorithm.js'
 import { freeIfOwned, lockOwner, lockWord, unlockWord } from './lock.js'
+import { sipHash, sipKey } from './siphash.js'
 
-/** Slots per bucket: a full bucket evicts its slot closest to expiry. */
+/** Slots per bucket. */
 const WAYS = 16
 /** Bytes per slot: fingerprint (2 × int32), expiry (double), CELLS doubles; plus a lock word per bucket. */
 export const SLOT_BYTES = 8 + 8 + CELLS * 8
@@ -27,8 +39,12 @@ const H_BUCKETS = 0
 const H_USED = 1
 const H_SWEEP = 2
 // Header bigint64 words (byte offset 16).
-const B_EVICTIONS = 0
+const B_FULL = 0
 const B_EXPIRED = 1
+/** Byte offset of the 16-byte hash seed in the header. */
+const SEED_AT = 48
+/** Expiry of a slot claimed and not written yet: no state, not free either; only its claimer (holding the lock) sees it. */
+export const RESERVED = -1
 
 export class SharedTable {
   readonly buffer: SharedArrayBuffer
@@ -43,13 +59,19 @@ export class SharedTable {
   readonly cells: Float64Array
   /** This thread's lock word value. */
   private readonly me: number
+  /** The SipHash key, read once from the header. */
+  private readonly seed: Int32Array
+  /** After a claim() that found no slot: the soonest expiry among the counters that filled both buckets. */
+  soonest = 0
 
-  /** A new zeroed table of at most `maxBytes` bytes. */
-  static create(maxBytes: number): SharedTable {
+  /** A new zeroed table of at most `maxBytes` bytes; `seed` (16 bytes) for tests, else random. */
+  static create(maxBytes: number, seed: Uint8Array = randomBytes(16)): SharedTable {
     const buckets = Math.floor((maxBytes - HEADER_BYTES) / (WAYS * SLOT_BYTES + 4))
     if (buckets < 1) throw new RangeError(`a shared table needs more than ${HEADER_BYTES + WAYS * SLOT_BYTES + 4} bytes`)
+    sipKey(seed) // checks its length
     const buffer = new SharedArrayBuffer(layout(buckets).total)
     new Int32Array(buffer, 0, 4)[H_BUCKETS] = buckets
+    new Uint8Array(buffer, SEED_AT, 16).set(seed)
     return new SharedTable(buffer, 0)
   }
 
@@ -66,6 +88,7 @@ export class SharedTable {
     this.expireAt = new Float64Array(buffer, l.expireAt, this.slots)
     this.cells = new Float64Array(buffer, l.cells, this.slots * CELLS)
     this.me = lockOwner(threadId)
+    this.seed = sipKey(new Uint8Array(buffer, SEED_AT, 16).slice())
   }
 
   get bytes(): number {
@@ -76,12 +99,28 @@ export class SharedTable {
     return Atomics.load(this.header, H_USED)
   }
 
-  get evictions(): number {
-    return Number(Atomics.load(this.counters, B_EVICTIONS))
+  /** Checks refused because both buckets of their key held only live counters (every thread's). */
+  get full(): number {
+    return Number(Atomics.load(this.counters, B_FULL))
   }
 
   get expired(): number {
     return Number(Atomics.load(this.counters, B_EXPIRED))
+  }
+
+  /**
+   * Where `key` goes: its two candidate buckets and its 64-bit fingerprint,
+   * written to out[i * 4 …] (bucket, other bucket, fingerprint high, low).
+   * Allocation-free: the hot path hashes every key of every request.
+   */
+  locate(key: string, out: Int32Array, i: number): void {
+    const at = i * 4
+    sipHash(this.seed, key, true, 1, 3, out, at + 2)
+    const h = out[at + 2]!
+    const l = out[at + 3]!
+    if (h === 0 && l === 0) out[at + 3] = 1 // (0, 0) marks an empty slot
+    out[at] = (l >>> 0) % this.buckets
+    out[at + 1] = (h >>> 0) % this.buckets
   }
 
   lock(bucket: number): void {
@@ -104,8 +143,13 @@ export class SharedTable {
     return n
   }
 
-  /** The slot holding fingerprint (f1, f2) in `bucket`, or -1. Caller holds the bucket's lock. */
-  find(bucket: number, f1: number, f2: number): number {
+  /** The slot holding fingerprint (f1, f2) in bucket `b1` or `b2`, or -1. Caller holds both locks. */
+  find(b1: number, b2: number, f1: number, f2: number): number {
+    const s = this.findIn(b1, f1, f2)
+    return s !== -1 || b2 === b1 ? s : this.findIn(b2, f1, f2)
+  }
+
+  private findIn(bucket: number, f1: number, f2: number): number {
     const fp = this.fp
     const first = bucket * WAYS
     for (let s = first; s < first + WAYS; s++) {
@@ -115,36 +159,57 @@ export class SharedTable {
   }
 
   /**
-   * A slot for a new fingerprint in `bucket`: an empty one, else one whose
-   * state has expired by `now` (forgetting it is lossless), else the one that
-   * expires first (an eviction: the least state lost). Caller holds the lock.
+   * A slot for a new fingerprint (in neither bucket: find() said so), its
+   * expiry set to RESERVED: an empty or expired slot, in the bucket holding
+   * fewer counters first. -1 when both hold only live counters (counted in
+   * `full`; `soonest` says when the first of them expires). Caller holds
+   * both locks. Fewest reads first: find() has just read both buckets'
+   * fingerprints, their expiries are read only when no slot is empty.
    */
-  claim(bucket: number, f1: number, f2: number, now: number, onEvict: (() => void) | undefined): number {
+  claim(b1: number, b2: number, f1: number, f2: number, now: number): number {
+    const first = b2 === b1 || this.occupied(b1) <= this.occupied(b2) ? b1 : b2
+    let slot = this.freeSlot(first, now)
+    if (slot === -1 && b2 !== b1) slot = this.freeSlot(first === b1 ? b2 : b1, now)
+    if (slot === -1) {
+      this.soonest = Math.min(this.firstExpiry(b1), this.firstExpiry(b2))
+      Atomics.add(this.counters, B_FULL, 1n)
+      return -1
+    }
+    if (this.fp[slot * 2] === 0 && this.fp[slot * 2 + 1] === 0) Atomics.add(this.header, H_USED, 1)
+    this.fp[slot * 2] = f1
+    this.fp[slot * 2 + 1] = f2
+    this.expireAt[slot] = RESERVED
+    return slot
+  }
+
+  /** Give back a slot claim() returned whose state was never written (its check did not commit). Caller holds the lock. */
+  release(slot: number): void {
+    if (this.expireAt[slot] !== RESERVED) return
+    this.fp[slot * 2] = 0
+    this.fp[slot * 2 + 1] = 0
+    this.expireAt[slot] = 0
+    Atomics.sub(this.header, H_USED, 1)
+  }
+
+  private occupied(bucket: number): number {
+    let n = 0
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.fp[s * 2] !== 0 || this.fp[s * 2 + 1] !== 0) n++
+    return n
+  }
+
+  /** An empty slot of `bucket`, else one whose counter has expired by `now` (not one claimed by this call), else -1. */
+  private freeSlot(bucket: number, now: number): number {
     const fp = this.fp
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) return s
     const exp = this.expireAt
-    const first = bucket * WAYS
-    let soonest = first
-    let chosen = -1
-    for (let s = first; s < first + WAYS; s++) {
-      if (fp[s * 2] === 0 && fp[s * 2 + 1] === 0) {
-        chosen = s
-        Atomics.add(this.header, H_USED, 1)
-        break
-      }
-      if (exp[s]! <= now) {
-        chosen = s
-        break
-      }
-      if (exp[s]! < exp[soonest]!) soonest = s
-    }
-    if (chosen === -1) {
-      chosen = soonest
-      Atomics.add(this.counters, B_EVICTIONS, 1n)
-      onEvict?.()
-    }
-    fp[chosen * 2] = f1
-    fp[chosen * 2 + 1] = f2
-    return chosen
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (exp[s]! <= now && exp[s] !== RESERVED) return s
+    return -1
+  }
+
+  private firstExpiry(bucket: number): number {
+    let t = Infinity
+    for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.expireAt[s] !== RESERVED) t = Math.min(t, this.expireAt[s]!)
+    return t
   }
 
   /**
@@ -184,34 +249,4 @@ function layout(buckets: number): { locks: number; fp: number; expireAt: number;
   const fp = cells + slots * CELLS * 8
   const lockStart = fp + slots * 8
   return { locks: lockStart, fp, expireAt, cells, total: lockStart + buckets * 4 }
-}
-
-/**
- * The key's bucket and 64-bit fingerprint: two 32-bit multiplicative hashes
- * (FNV-1a and a murmur-style one, each with a final avalanche) over its
- * UTF-16 code units. Written into `out` to keep the hot path allocation-free.
- */
-export function hashKey(key: string, buckets: number, out: Int32Array, i: number): void {
-  let h1 = 0x811c9dc5
-  let h2 = 0x9747b28c
-  for (let j = 0; j < key.length; j++) {
-    const c = key.charCodeAt(j)
-    h1 = Math.imul(h1 ^ c, 0x01000193)
-    h2 = Math.imul(h2 ^ c, 0x5bd1e995)
-    h2 ^= h2 >>> 15
-  }
-  h1 = fmix(h1)
-  h2 = fmix(h2 ^ key.length)
-  if (h1 === 0 && h2 === 0) h2 = 1 // (0, 0) marks an empty slot
-  out[i * 3] = (h1 >>> 0) % buckets
-  out[i * 3 + 1] = h1
-  out[i * 3 + 2] = h2
-}
-
-function fmix(h: number): number {
-  h ^= h >>> 16
-  h = Math.imul(h, 0x85ebca6b)
-  h ^= h >>> 13
-  h = Math.imul(h, 0xc2b2ae35)
-  return h ^ (h >>> 16)
 }
