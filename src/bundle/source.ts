@@ -13,7 +13,8 @@ import { readFileSync } from 'node:fs'
 import type { CompiledBundle } from './compile.js'
 import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadOptions, type LoadResult } from './load.js'
 
-export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic'
+/** `unchanged`: the file holds the bytes already in force (a SIGHUP with nothing new): not a failure. */
+export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic' | 'unchanged'
 
 export interface ReloadReport {
   result: ReloadResult
@@ -76,6 +77,8 @@ export class BundleSource {
     const hash = bundleHash(bytes)
     if (onlyIfChanged && hash === this.lastTried) return undefined
     this.lastTried = hash
+    // The bytes in force, read again (SIGHUP): nothing to apply and nothing wrong.
+    if (this.bundle?.hash === hash) return this.emit({ result: 'unchanged', file, version: this.bundle.version, errors: [], warnings: [] })
     return this.emit(this.apply(loadBundleBytes(bytes, file, this.clock(), this.opts)))
   }
 

@@ -6,6 +6,7 @@ import type { Metrics } from './metrics.js'
 export interface ReloadEvent {
   result: string
   file: string | undefined
+  version?: number
   warnings: readonly string[]
   errors: readonly string[]
 }
@@ -17,6 +18,8 @@ export function logReload(
   applied: { version: number; hash: string; policies: readonly unknown[] } | null,
 ): void {
   metrics.reloads.inc({ result: r.result })
+  // A reload of the bytes in force (a SIGHUP with nothing new, a config-reloader's periodic signal) is not a failure.
+  if (r.result === 'unchanged') return log.info({ file: r.file, version: r.version, result: r.result }, 'bundle unchanged')
   for (const w of r.warnings) log.warn({ file: r.file }, w)
   // Errors of an applied bundle are the policies dropped at start-up: logged at error too.
   for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
