@@ -1,4 +1,5 @@
 /** Each bundle (re)load, as log lines and the reload counter; an applied bundle also updates fairvisor_config_info. */
+import type { WatchOptions } from '../file-watch.js'
 import type { Logger } from './logger.js'
 import type { Metrics } from './metrics.js'
 
@@ -27,4 +28,15 @@ export function logReload(
   metrics.configInfo.reset()
   metrics.configInfo.set({ version: String(applied.version), hash: applied.hash }, 1)
   log.info({ file: r.file, version: applied.version, hash: applied.hash, policies: applied.policies.length }, 'bundle applied')
+}
+
+/** What the bundle's watch itself reports: its failures, and its directory going away and coming back. */
+export function bundleWatchLog(log: Logger, file: string | undefined): WatchOptions {
+  return {
+    onError: (err) => log.error({ err: { message: err.message }, file }, 'bundle watcher failed; the loaded bundle stays'),
+    onDirectory: (state, dir) =>
+      state === 'gone'
+        ? log.warn({ dir, file }, 'bundle directory removed; the loaded bundle stays, and the directory is watched for its return')
+        : log.info({ dir, file }, 'bundle directory (re)created; watching it again'),
+  }
 }
