@@ -1,6 +1,7 @@
-/** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations and reads the clock. */
+/** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations (clock.ts reads the clock). */
 import type { AddressInfo } from 'node:net'
 import type { CompiledBundle } from './bundle/compile.js'
+import { clock } from './clock.js'
 import { BundleSource } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
 import { Engine } from './engine/evaluate.js'
@@ -32,7 +33,7 @@ import { threadId } from 'node:worker_threads'
 import { listenOnFd, sharedListeners, type ThreadContext } from './workers/context.js'
 import { VERSION } from './version.js'
 
-export const clock = (): number => Date.now()
+export { clock }
 export interface Gateway {
   address: AddressInfo
   adminAddress: AddressInfo | undefined

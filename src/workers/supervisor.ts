@@ -10,7 +10,8 @@
  */
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import { clock } from '../main.js'
+// Not from main.js: the gateway's modules are the workers' to load, not this thread's (start-up time).
+import { clock } from '../clock.js'
 import { createLogger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
 import { onReloadSignal } from '../reload-signal.js'
