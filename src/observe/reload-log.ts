@@ -12,6 +12,12 @@ export interface ReloadEvent {
   errors: readonly string[]
 }
 
+/** fairvisor_config_info: the bundle in force. */
+export function showConfig(metrics: Metrics, applied: { version: number; hash: string }): void {
+  metrics.configInfo.reset()
+  metrics.configInfo.set({ version: String(applied.version), hash: applied.hash }, 1)
+}
+
 export function logReload(
   log: Logger,
   metrics: Metrics,
@@ -25,8 +31,7 @@ export function logReload(
   // Errors of an applied bundle are the policies dropped at start-up: logged at error too.
   for (const e of r.errors) log.error({ file: r.file, result: r.result }, e)
   if (r.result !== 'applied' || applied === null) return
-  metrics.configInfo.reset()
-  metrics.configInfo.set({ version: String(applied.version), hash: applied.hash }, 1)
+  showConfig(metrics, applied)
   log.info({ file: r.file, version: applied.version, hash: applied.hash, policies: applied.policies.length }, 'bundle applied')
 }
 

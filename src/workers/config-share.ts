@@ -9,9 +9,10 @@
  * the file was replaced by an older or broken one, runs the last good bundle.
  *
  * The watches are armed before the first read and before any worker starts,
- * so a file replaced at any moment of start-up reaches every worker. A reload
- * is reported (log line, counter, fairvisor_config_info) once every worker
- * runs it; meanwhile /readyz answers 503 (generations.ts).
+ * so a file replaced at any moment of start-up reaches every worker. An
+ * applied bundle is shown in fairvisor_config_info at once, and logged and
+ * counted once every worker runs it; meanwhile /readyz answers 503 in every
+ * worker (generations.ts), so it never names another version than the metric.
  */
 import type { Worker } from 'node:worker_threads'
 import { BundleSource, type ReloadReport } from '../bundle/source.js'
@@ -20,7 +21,7 @@ import type { FileWatcher } from '../file-watch.js'
 import { RlsSource } from '../grpc/rls-source.js'
 import type { Logger } from '../observe/logger.js'
 import type { Metrics } from '../observe/metrics.js'
-import { bundleWatchLog, logReload } from '../observe/reload-log.js'
+import { bundleWatchLog, logReload, showConfig } from '../observe/reload-log.js'
 import type { Settings } from '../settings.js'
 import { Generations } from './generations.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
@@ -117,9 +118,11 @@ export class ConfigShare {
   private onReport(r: ReloadReport): void {
     let acks: Promise<(number | null)[]> = Promise.resolve([])
     if (r.result === 'applied') {
-      // The new generation first: until every worker runs it, /readyz answers 503 in each.
+      // The new generation first: until every worker runs it, /readyz answers 503 in each, so the version a
+      // 200 names is always the one fairvisor_config_info shows from now on.
       const generation = ++this.generation
       this.generations.supervisor = generation
+      showConfig(this.metrics, this.bundles.current!)
       const accepted = this.bundles.accepted
       acks = Promise.all(
         [...this.workers].map((w) => {
