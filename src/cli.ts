@@ -5,9 +5,10 @@
  * one line and exits 2. Anything unknown on the command line exits 2 too, and
  * never falls through to serving: a typo must not start a gateway.
  */
+import { holdReloadSignal } from './reload-signal.js'
 import { SettingError } from './errors.js'
 import { loadSettings } from './settings.js'
-import { startGateway, type Gateway } from './main.js'
+import type { Gateway } from './main.js'
 import { VERSION } from './version.js'
 
 type Command = (args: string[]) => Promise<number>
@@ -19,7 +20,7 @@ async function serve(): Promise<number> {
     // Several worker threads: the supervisor runs them (workers/supervisor.ts) and handles the signals.
     if (settings.workers > 1) return await (await import('./workers/supervisor.js')).runSupervisor(settings)
     // Some settings (JWT key files) are only checked as their parts start: both stages exit 2.
-    gw = await startGateway(settings)
+    gw = await (await import('./main.js')).startGateway(settings)
   } catch (err) {
     if (err instanceof SettingError) {
       process.stderr.write(`fairvisor: invalid setting ${err.message}\n`)
@@ -81,6 +82,9 @@ function usageError(message: string): number {
   process.stderr.write(`fairvisor: ${message}\nrun fairvisor --help for the commands, their flags and the settings\n`)
   return 2
 }
+
+// Before the gateway's modules load (a few hundred ms): a SIGHUP from then on is a reload, never a death.
+if (process.argv[2] === undefined || process.argv[2] === 'serve') holdReloadSignal()
 
 main(process.argv.slice(2)).then(
   (code) => {

@@ -1,6 +1,8 @@
-/** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations and reads the clock. */
+/** Wiring: settings → observe → store → bundle source → engine → listeners. The only module that names concrete implementations (clock.ts reads the clock). */
 import type { AddressInfo } from 'node:net'
 import { binder, closeServer } from './bind-listeners.js'
+import type { CompiledBundle } from './bundle/compile.js'
+import { clock } from './clock.js'
 import { BundleSource } from './bundle/source.js'
 import { watchBundle } from './bundle/watch.js'
 import { Engine } from './engine/evaluate.js'
@@ -20,7 +22,8 @@ import { LlmExchange } from './llm/exchange.js'
 import { llmHooks } from './observe/llm-observer.js'
 import { createLogger, type Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
-import { logReload } from './observe/reload-log.js'
+import { bundleWatchLog, logReload } from './observe/reload-log.js'
+import { onReloadSignal } from './reload-signal.js'
 import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import { NetworkData } from './request/network-data.js'
@@ -31,11 +34,12 @@ import { threadId } from 'node:worker_threads'
 import { listenOnFd, sharedListeners, type ThreadContext } from './workers/context.js'
 import { VERSION } from './version.js'
 
-export const clock = (): number => Date.now()
+export { clock }
 export interface Gateway {
   address: AddressInfo
   adminAddress: AddressInfo | undefined
-  bundles: BundleSource
+  /** The bundle in force (null while none is). */
+  bundle(): CompiledBundle | null
   metrics: Metrics
   log: Logger
   decide: Decide
@@ -71,31 +75,32 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
     throw new SettingError('FAIRVISOR_STORE', `the ${store.kind} store refused the connection: ${err.message}`)
   })
   if (!reachable) log.warn({ store: store.kind }, 'store not reachable at start-up; the fail policy applies until it is')
-  const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
-  if (!thread) bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
+  // One thread reads, watches and reloads the bundle itself. A worker thread never reads the file: it runs
+  // what its supervisor applied (workers/worker-config.ts), which reads, watches and reports for all.
+  const own = thread ? undefined : ownConfig(settings, log, metrics)
+  const bundle = thread ? () => thread.config.bundle() : () => own!.bundles.current
   metrics.bindLiveState({
-    bundle: () => bundles.current,
+    bundle,
     nowMs: clock,
     storeFill: () => store.fill?.(),
     leaseTableFull: () => store.leaseTableFull?.(),
   })
-  if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
-  else bundles.reload()
+  await own?.start()
   const engine = new Engine({
     store,
     failPolicy: settings.failPolicy,
     observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock),
   })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
-  const decide = createDecider({ engine, bundle: () => bundles.current, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
+  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
-  const admin = adminRoutes(() => bundles.current, store, settings.failPolicy, metrics, thread?.metricsText)
+  const admin = adminRoutes(bundle, store, settings.failPolicy, metrics, thread?.metricsText, thread && (() => thread.config.inSync()))
   const separateAdmin = settings.adminPort !== undefined // in both modes
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const llm = {
-    bundle: () => bundles.current,
+    bundle,
     exchange: (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks, settings.llmMaxEventBytes),
   }
   const main = createRoutes({
@@ -108,13 +113,11 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
     llm,
   })
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener. Bound first: a port in use stops start-up before anything listens.
-  const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
-  rls?.reload()
   // With worker threads every worker serves gRPC on its descriptor of the socket the supervisor bound, as for HTTP,
   // and charges the one byte budget the supervisor made for the process.
   const grpcBudget = new ByteBudget(settings.grpcMaxBufferedBytes, thread?.grpcBudget, thread?.workerId)
   // Every listener bound before anything reports listening; one that cannot listen stops start-up naming its setting (exit 2).
-  const bind = binder(settings.host, () => Promise.allSettled([proxy?.close(), store.close()]))
+  const bind = binder(settings.host, () => Promise.allSettled([proxy?.close(), store.close(), own?.close()]))
   const grpc =
     settings.grpcPort === undefined
       ? undefined
@@ -125,10 +128,10 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             encodedSlashes: settings.encodedSlashes,
             store,
             failPolicy: settings.failPolicy,
-            rlsConfig: () => rls?.current ?? new Map(),
+            rlsConfig: () => (thread ? thread.config.rls() : own!.rls?.current) ?? new Map(),
             rlsResponseHeaders: settings.rlsResponseHeaders,
             rlsMaxDescriptors: settings.rlsMaxDescriptors,
-            bundleLoaded: () => bundles.current !== null,
+            bundleLoaded: () => bundle() !== null,
             clock,
             metrics: createGrpcMetrics(metrics.registry, () => grpcBudget.held),
             log,
@@ -155,30 +158,7 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
       bind.opened(() => closeServer(adminListener.server)),
       bind.failed('FAIRVISOR_ADMIN_PORT', settings.adminPort!),
     ))
-  // Hot reload on every way the file can be replaced (see bundle/watch.ts); SIGHUP forces a reload
-  // and also sets the watch up anew, whatever became of the directory it was on. Workers reload when their supervisor says.
-  const watcher = thread
-    ? undefined
-    : watchBundle(bundles, {
-        onError: (err) =>
-          log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
-        onDirectory: (state, dir) =>
-          state === 'gone'
-            ? log.warn(
-                { dir, file: settings.configFile },
-                'bundle directory removed; the loaded bundle stays, and the directory is watched for its return',
-              )
-            : log.info({ dir, file: settings.configFile }, 'bundle directory (re)created; watching it again'),
-      })
-  const onHup = (): void => {
-    bundles.reload()
-    void watcher?.rearm()
-    rls?.reload()
-  }
-  if (!thread) process.on('SIGHUP', onHup)
-  await watcher?.ready
   await net.watch(log)
-  await rls?.watch()
   const started = {
     mode: settings.mode,
     host: address.address,
@@ -190,13 +170,15 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
     version: VERSION,
   }
   log.info(started, thread ? 'worker listening' : `fairvisor listening on ${address.address}:${address.port}`)
+  // SIGHUPs that came while starting (held since the process began, see reload-signal.ts) make one reload now.
+  const offHup = own ? onReloadSignal(own.onHup) : undefined
 
   let closing: Promise<void> | undefined
   const shutdown = (): Promise<void> =>
     (closing ??= (async () => {
       log.info({ timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests')
-      process.off('SIGHUP', onHup)
-      await Promise.all([watcher?.close(), net.close(), rls?.close()])
+      offHup?.()
+      await Promise.all([own?.close(), net.close()])
       await Promise.all([
         listener.shutdown(settings.shutdownTimeoutMs),
         adminListener?.shutdown(settings.shutdownTimeoutMs),
@@ -206,5 +188,35 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
       log.info('shutdown complete')
     })())
 
-  return { address, adminAddress, bundles, metrics, log, decide, shutdown }
+  return { address, adminAddress, bundle, metrics, log, decide, shutdown }
+}
+
+/**
+ * The bundle and the RLS configuration of a gateway on one thread: read,
+ * watched and reloaded here. The watches are armed before the first read, so
+ * a file replaced at any moment of start-up is seen.
+ */
+function ownConfig(settings: Readonly<Settings>, log: Logger, metrics: Metrics) {
+  const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
+  bundles.onReload((r) => logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null))
+  const rls = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log)
+  // Hot reload on every way the file can be replaced (see bundle/watch.ts).
+  const watcher = watchBundle(bundles, bundleWatchLog(log, settings.configFile))
+  return {
+    bundles,
+    rls,
+    async start(): Promise<void> {
+      await Promise.all([watcher.ready, rls?.watch()])
+      if (settings.configFile === undefined) log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
+      else bundles.reload()
+      rls?.reload()
+    },
+    /** SIGHUP forces a reload and sets the watch up anew, whatever became of the directory it was on. */
+    onHup(): void {
+      bundles.reload()
+      void watcher.rearm()
+      rls?.reload()
+    },
+    close: (): Promise<unknown> => Promise.all([watcher.close(), rls?.close()]),
+  }
 }

@@ -8,12 +8,17 @@
  * its version is not consumed, so the fixed file can carry the same version.
  * Only at start-up, when there is nothing to keep, do the valid policies of
  * such a bundle load without the bad ones; each dropped policy is an error.
+ *
+ * The bytes of the bundle in force are kept (`accepted`) so that worker
+ * threads build the very same bundle from them (`buildAccepted`) without
+ * reading the file, which may hold something else by then.
  */
 import { readFileSync } from 'node:fs'
 import type { CompiledBundle } from './compile.js'
 import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadOptions, type LoadResult } from './load.js'
 
-export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic'
+/** `unchanged`: the file holds the bytes already in force (a SIGHUP with nothing new): not a failure. */
+export type ReloadResult = 'applied' | 'invalid' | 'not_monotonic' | 'unchanged'
 
 export interface ReloadReport {
   result: ReloadResult
@@ -26,8 +31,28 @@ export interface ReloadReport {
 
 export type BundleSourceOptions = LoadOptions
 
+/** A bundle as applied: its exact bytes, where they were read and when (validation's `now`). Cheap to post to a worker. */
+export interface AcceptedBundle {
+  bytes: Uint8Array
+  file: string
+  now: number
+}
+
+/**
+ * The bundle `a` describes, built again in this thread: the same bytes,
+ * options and `now` give the same bundle (validation and compilation are
+ * pure), so a worker runs exactly what its supervisor accepted. Throws if it
+ * does not load, which only a different signing key could cause.
+ */
+export function buildAccepted(a: AcceptedBundle, opts: BundleSourceOptions = {}): CompiledBundle {
+  const r = loadBundleBytes(Buffer.from(a.bytes.buffer, a.bytes.byteOffset, a.bytes.byteLength), a.file, a.now, opts)
+  if (!r.ok) throw new Error(`the accepted bundle did not load again: ${r.errors.join('; ')}`)
+  return r.bundle
+}
+
 export class BundleSource {
   private bundle: CompiledBundle | null = null
+  private acceptedNow: AcceptedBundle | undefined
   private readonly listeners: ((r: ReloadReport) => void)[] = []
   /** Hash of the bytes last tried (applied or not), so the watcher skips events that changed nothing. */
   private lastTried: string | undefined
@@ -40,6 +65,11 @@ export class BundleSource {
 
   get current(): CompiledBundle | null {
     return this.bundle
+  }
+
+  /** The bytes of the bundle in force (undefined while none is). */
+  get accepted(): AcceptedBundle | undefined {
+    return this.acceptedNow
   }
 
   onReload(fn: (r: ReloadReport) => void): void {
@@ -76,7 +106,12 @@ export class BundleSource {
     const hash = bundleHash(bytes)
     if (onlyIfChanged && hash === this.lastTried) return undefined
     this.lastTried = hash
-    return this.emit(this.apply(loadBundleBytes(bytes, file, this.clock(), this.opts)))
+    // The bytes in force, read again (SIGHUP): nothing to apply and nothing wrong.
+    if (this.bundle?.hash === hash) return this.emit({ result: 'unchanged', file, version: this.bundle.version, errors: [], warnings: [] })
+    const now = this.clock()
+    const report = this.apply(loadBundleBytes(bytes, file, now, this.opts))
+    if (report.result === 'applied') this.acceptedNow = { bytes, file, now }
+    return this.emit(report)
   }
 
   private emit(report: ReloadReport): ReloadReport {

@@ -1,7 +1,9 @@
 /**
  * The RLS configuration in force (FAIRVISOR_RLS_CONFIG), reloaded when its
  * file or directory changes and on SIGHUP; a configuration that does not load
- * is logged and the last good one stays.
+ * is logged and the last good one stays. With worker threads only the
+ * supervisor has one: it hands each configuration it loads to the workers
+ * (`onLoaded`), which never read the file.
  */
 import { watchPath, type FileWatcher } from '../file-watch.js'
 import type { Logger } from '../observe/logger.js'
@@ -14,6 +16,7 @@ export class RlsSource {
   constructor(
     private readonly path: string,
     private readonly log: Logger,
+    private readonly onLoaded: (config: RlsConfig) => void = () => {},
   ) {}
 
   /** True when the configuration loaded (and replaced the one in force). */
@@ -21,6 +24,7 @@ export class RlsSource {
     try {
       this.current = loadRlsConfig(this.path)
       this.log.info({ file: this.path, domains: [...this.current.keys()] }, 'rls config loaded')
+      this.onLoaded(this.current)
       return true
     } catch (err) {
       this.log.error({ file: this.path, err: { message: (err as Error).message } }, 'rls config rejected; the last good one stays')

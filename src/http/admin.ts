@@ -6,17 +6,21 @@ import { livez, readyz, storeHealth, type Readiness } from './health.js'
 import { sendJson } from './respond.js'
 import type { Handler } from './server.js'
 
-/** `metricsText`: where /metrics comes from (default: this thread's registry; worker threads ask their supervisor for the sum). */
+/**
+ * `metricsText`: where /metrics comes from (default: this thread's registry; worker threads ask their supervisor for the sum).
+ * `bundleInSync`: with worker threads, whether every worker runs the supervisor's bundle.
+ */
 export function adminRoutes(
   bundle: Readiness['bundle'],
   store: Store,
   failPolicy: FailPolicy,
   metrics: Metrics,
   metricsText = (): Promise<string> => metrics.registry.metrics(),
+  bundleInSync?: Readiness['bundleInSync'],
 ): Map<string, Handler> {
   return new Map<string, Handler>([
     ['/livez', livez],
-    ['/readyz', readyz({ bundle, store: () => storeHealth(store, failPolicy) })],
+    ['/readyz', readyz({ bundle, store: () => storeHealth(store, failPolicy), bundleInSync })],
     [
       '/metrics',
       (_req: IncomingMessage, res: ServerResponse) => {

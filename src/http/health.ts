@@ -1,4 +1,7 @@
-/** /livez and /readyz (docs/behaviour.md §1). Readiness is a loaded bundle plus a usable store. */
+/**
+ * /livez and /readyz (docs/behaviour.md §1). Readiness is a loaded bundle, the
+ * same in every worker thread, plus a usable store.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FailPolicy, Store, StoreState } from '../store/store.js'
 import { sendJson } from './respond.js'
@@ -8,6 +11,8 @@ export interface Readiness {
   bundle(): { version: number; hash: string; loadedAt: number } | null
   /** Store state for operators (`ok`, `degraded`, …); `ready: false` fails /readyz. */
   store(): { state: string; ready: boolean }
+  /** With worker threads: every worker runs the supervisor's bundle (false for the moment a reload reaches them all). */
+  bundleInSync?(): boolean
 }
 
 /**
@@ -40,6 +45,9 @@ export function readyz(readiness: Readiness) {
     const b = readiness.bundle()
     const store = readiness.store()
     if (!b) return sendJson(res, 503, { status: 'not_ready', reason: 'no_policy_loaded', store: store.state })
+    // One answer for the process: never a version some worker does not run.
+    if (readiness.bundleInSync?.() === false)
+      return sendJson(res, 503, { status: 'not_ready', reason: 'bundle_reloading', store: store.state })
     if (!store.ready) return sendJson(res, 503, { status: 'not_ready', reason: 'store_unavailable', store: store.state })
     sendJson(res, 200, {
       status: 'ready',

@@ -201,7 +201,12 @@ export function createMetrics() {
       labelNames: ['policy'],
       registers: r,
     }),
-    reloads: new Counter({ name: 'fairvisor_config_reload_total', help: 'Bundle loads by result.', labelNames: ['result'], registers: r }),
+    reloads: new Counter({
+      name: 'fairvisor_config_reload_total',
+      help: 'Bundle loads by result (unchanged: the bytes in force, read again).',
+      labelNames: ['result'],
+      registers: r,
+    }),
     storeErrors: new Counter({
       name: 'fairvisor_store_errors_total',
       help: 'Store calls that failed or missed their deadline.',
@@ -250,7 +255,7 @@ export function createMetrics() {
   }
   applyWorkerAggregators(registry)
   m.saasReachable.set(0)
-  for (const result of ['applied', 'invalid', 'not_monotonic']) m.reloads.inc({ result }, 0)
+  for (const result of ['applied', 'invalid', 'not_monotonic', 'unchanged']) m.reloads.inc({ result }, 0)
   for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)
   // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
   const hot = {

@@ -1,5 +1,7 @@
 /** What a worker thread's gateway gets from its supervisor (supervisor.ts, worker.ts) on top of the settings. */
 import type { AddressInfo, Server } from 'node:net'
+import type { CompiledBundle } from '../bundle/compile.js'
+import type { RlsConfig } from '../grpc/rls-config.js'
 import type { NetworkShare } from '../request/network-data.js'
 
 export interface ThreadContext {
@@ -19,6 +21,17 @@ export interface ThreadContext {
   grpcBudget: SharedArrayBuffer | undefined
   /** /metrics summed over all workers, from the supervisor. */
   metricsText(): Promise<string>
+  /** The bundle and RLS configuration the supervisor applied (worker-config.ts): a worker never reads those files. */
+  config: WorkerConfig
+}
+
+export interface WorkerConfig {
+  /** The supervisor's bundle as this thread built it; null while the supervisor has none. */
+  bundle(): CompiledBundle | null
+  /** The supervisor's RLS configuration (FAIRVISOR_RLS_CONFIG). */
+  rls(): RlsConfig | undefined
+  /** Every running worker runs the supervisor's bundle (/readyz is 503 otherwise). */
+  inSync(): boolean
 }
 
 /** This thread's servers listening on a shared socket (worker.ts tells the supervisor once none accepts any more). */

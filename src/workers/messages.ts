@@ -1,11 +1,16 @@
 /** The messages between the supervisor (main thread) and its worker threads. */
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
+import type { AcceptedBundle } from '../bundle/source.js'
+import type { RlsConfig } from '../grpc/rls-config.js'
 import type { SharedNetworkBytes } from '../request/network-data.js'
 
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[]
 
 export type ToWorker =
-  | { type: 'reload' }
+  /** The supervisor applied a bundle (generation: see generations.ts); undefined while it has none. */
+  | { type: 'bundle'; bundle: AcceptedBundle | undefined; generation: number }
+  /** The supervisor loaded the RLS configuration (FAIRVISOR_RLS_CONFIG). */
+  | { type: 'rls'; config: RlsConfig }
   | { type: 'collect'; id: number }
   | { type: 'metrics-text'; id: number; text?: string; error?: string }
   | { type: 'shutdown' }
@@ -15,7 +20,8 @@ export type ToWorker =
 export type FromWorker =
   | { type: 'ready'; port: number; adminPort: number | undefined }
   | { type: 'fatal'; setting: boolean; message: string }
-  | { type: 'reloaded'; version: number | null }
+  /** The bundle generation this worker runs now, after the one `asked` for (error: why it could not build that one). */
+  | { type: 'reloaded'; asked: number; generation: number; error?: string }
   | { type: 'closing' }
   | { type: 'collected'; id: number; json: MetricsJson }
   | { type: 'metrics'; id: number }
@@ -32,4 +38,11 @@ export interface WorkerData {
   grpcFd: number | undefined
   /** The process's gRPC byte budget (grpc/byte-budget.ts), with FAIRVISOR_GRPC_PORT. */
   grpcBudget: SharedArrayBuffer | undefined
+  /** The supervisor's bundle and its generation when this worker started (its later ones come as 'bundle' messages). */
+  bundle: AcceptedBundle | undefined
+  generation: number
+  /** The table of generations.ts. */
+  generations: SharedArrayBuffer
+  /** The supervisor's RLS configuration, with FAIRVISOR_RLS_CONFIG. */
+  rls: RlsConfig | undefined
 }

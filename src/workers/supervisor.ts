@@ -4,23 +4,24 @@
  * the lease table with a shared store, the network data files), and runs
  * one gateway per worker thread on them. It restarts a worker that dies (its
  * in-flight requests fail; the tables, the socket and the other workers go
- * on), reloads the bundle in every worker before reporting a reload, and
- * drains them all on SIGTERM / SIGINT. /metrics: metrics-sum.ts.
+ * on), alone reads and watches the bundle and hands it to every worker
+ * (config-share.ts), and drains them all on SIGTERM / SIGINT. /metrics:
+ * metrics-sum.ts.
  */
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import { BundleSource } from '../bundle/source.js'
 import { SettingError } from '../errors.js'
-import { watchPath } from '../file-watch.js'
-import { clock } from '../main.js'
+// Not from main.js: the gateway's modules are the workers' to load, not this thread's (start-up time).
+import { clock } from '../clock.js'
 import { createLogger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
-import { logReload } from '../observe/reload-log.js'
+import { onReloadSignal } from '../reload-signal.js'
 import type { Settings } from '../settings.js'
 import { ByteBudget } from '../grpc/byte-budget.js'
 import { LeaseTable } from '../store/shared/leases.js'
 import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
+import { ConfigShare } from './config-share.js'
 import { Sockets } from './sockets.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 import { MetricsSum } from './metrics-sum.js'
@@ -95,7 +96,11 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     log.fatal({ err: { message: (err as Error).message } }, 'cannot bind the listening port')
     return 1
   }
-  const bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
+  // The bundle and the RLS configuration: read and watched here only, before any worker starts.
+  const config = new ConfigShare(settings, log, metrics, clock)
+  await config.start()
+  // SIGHUPs held since the process began (reload-signal.ts) make one reload now; later ones reach starting workers too.
+  const offHup = onReloadSignal(config.onHup)
   const fill =
     table &&
     ((): { full: number; bytesUsed: number; maxBytes: number } => ({
@@ -103,27 +108,29 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
       bytesUsed: table.used * SLOT_BYTES,
       maxBytes: table.bytes,
     }))
-  metrics.bindLiveState({ bundle: () => bundles.current, nowMs: clock, storeFill: fill })
+  metrics.bindLiveState({ bundle: () => config.bundles.current, nowMs: clock, storeFill: fill })
   let stopping = false
   const sums = new MetricsSum(metrics.registry, () => live().map((s) => s.worker))
   const restarted = new Map<number, () => void>()
   const readyBefore = new Set<number>()
-  const acks = new Map<Worker, (version: number | null) => void>()
   let failed: (m: Extract<FromWorker, { type: 'fatal' }>) => void = () => {}
   const failure = new Promise<Extract<FromWorker, { type: 'fatal' }>>((resolve) => (failed = resolve))
 
   const post = (w: Worker, m: ToWorker): void => w.postMessage(m)
 
   async function start(id: number): Promise<void> {
-    const data: WorkerData = {
+    const fds = await socks.dup()
+    const data: Omit<WorkerData, keyof ReturnType<ConfigShare['forWorker']>> = {
       workerId: id,
       table: table?.buffer,
       leases: leases?.buffer,
       grpcBudget,
       net: net.bytes(),
-      ...(await socks.dup()),
+      ...fds,
     }
-    const worker = new Worker(ENTRY, { workerData: data, env })
+    // The worker and the bundle it starts on in one tick: a bundle applied later is posted to it (config-share.ts).
+    const worker = new Worker(ENTRY, { workerData: { ...data, ...config.forWorker() } satisfies WorkerData, env })
+    config.started(worker)
     const slot: Slot = { id, worker, threadId: worker.threadId, ready: false }
     slots[id - 1] = slot
     let readyNow: () => void = () => {}
@@ -133,13 +140,13 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
         slot.ready = true
         readyNow()
       } else if (m.type === 'fatal') failed(m)
-      else if (m.type === 'reloaded') acks.get(worker)?.(m.version)
+      else if (m.type === 'reloaded') config.onReloaded(worker, id, m)
       else sums.onMessage(worker, m)
     })
     worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
     worker.on('exit', (code) => {
       slot.ready = false
-      acks.get(worker)?.(null)
+      config.exited(worker, id)
       sums.exited(worker)
       // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others.
       const freed = (table?.releaseLocksOf(slot.threadId) ?? 0) + (leases?.releaseOf(slot.threadId) ?? 0)
@@ -160,37 +167,12 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     restarted.get(id)?.()
   }
 
-  /** Reload in this thread (the report), then in every worker, and report once they all run it. */
-  let reloading = Promise.resolve()
-  const reload = (force: boolean): Promise<void> =>
-    (reloading = reloading.then(async () => {
-      const r = force ? bundles.reload() : bundles.reloadIfChanged()
-      if (r === undefined) return
-      if (r.result === 'applied') {
-        const versions = await Promise.all(
-          live().map((s) =>
-            new Promise<number | null>((resolve) => {
-              acks.set(s.worker, resolve)
-              post(s.worker, { type: 'reload' })
-            }).finally(() => acks.delete(s.worker)),
-          ),
-        )
-        const behind = versions.filter((v) => v !== null && v < bundles.current!.version).length
-        if (behind > 0)
-          log.warn(
-            { behind, version: bundles.current!.version },
-            'some workers could not load the bundle the supervisor applied; they keep theirs',
-          )
-      }
-      logReload(log, metrics, r, r.result === 'applied' ? bundles.current : null)
-    }))
-
   const started = Promise.all(Array.from({ length: settings.workers }, (_, i) => start(i + 1)))
-  // While the workers start (each loads the bundle itself), this thread loads it for the reload reports.
-  if (settings.configFile !== undefined) logReload(log, metrics, bundles.reload(), bundles.current)
   const first = await Promise.race([started.then(() => undefined), failure])
   if (first !== undefined) {
     stopping = true
+    offHup()
+    await config.close()
     await Promise.all(slots.map((s) => s?.worker.terminate()))
     socks.close()
     await net.close()
@@ -198,16 +180,6 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     else log.fatal({ err: { message: first.message } }, 'a worker could not start')
     return first.setting ? 2 : 1
   }
-  const onHup = (): void => void reload(true)
-  process.on('SIGHUP', onHup)
-  const watcher =
-    settings.configFile === undefined
-      ? undefined
-      : watchPath(settings.configFile, () => void reload(false), {
-          onError: (err) =>
-            log.error({ err: { message: err.message }, file: settings.configFile }, 'bundle watcher failed; the loaded bundle stays'),
-        })
-  await watcher?.ready
   await net.watch(log)
   log.info(
     {
@@ -238,7 +210,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     },
     async stop(signal) {
       stopping = true
-      process.off('SIGHUP', onHup)
+      offHup()
       // This thread's descriptors first: once the workers close theirs, the port refuses connections.
       socks.close()
       const exited = slots.map((s) => new Promise<void>((resolve) => s.worker.once('exit', () => resolve())))
@@ -258,7 +230,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
         log.warn({ timeoutMs: settings.shutdownTimeoutMs }, 'a worker did not finish draining; ending it')
         for (const s of slots) void s.worker.terminate()
       }, settings.shutdownTimeoutMs + 5000)
-      await Promise.all([watcher?.close(), net.close(), ...exited])
+      await Promise.all([config.close(), net.close(), ...exited])
       clearTimeout(deadline)
       log.info('shutdown complete')
     },

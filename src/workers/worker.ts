@@ -1,14 +1,15 @@
 /**
  * A worker thread's entry: one whole gateway (main.ts's startGateway) on its
  * descriptor of the shared listening socket and on the shared counter table,
- * driven by the supervisor's messages (reload, metrics, shutdown).
+ * driven by the supervisor's messages (bundle, metrics, shutdown).
  */
 import { parentPort, workerData } from 'node:worker_threads'
 import { SettingError } from '../errors.js'
 import { startGateway, type Gateway } from '../main.js'
-import { loadSettings } from '../settings.js'
+import { loadSettings, type Settings } from '../settings.js'
 import { sharedListeners } from './context.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
+import { WorkerConfigFeed } from './worker-config.js'
 
 const port = parentPort!
 const data = workerData as WorkerData
@@ -27,24 +28,44 @@ function metricsText(): Promise<string> {
   })
 }
 
-let gw: Gateway
-try {
-  gw = await startGateway(loadSettings(), {
-    ...data,
-    net: { bytes: data.net, subscribe: (fn) => void netChanged.push(fn) },
-    metricsText,
-  })
-} catch (err) {
+function fatal(err: unknown): never {
   send({ type: 'fatal', setting: err instanceof SettingError, message: (err as Error).message })
   process.exit(1)
 }
 
+let settings: Readonly<Settings>
+let config: WorkerConfigFeed
+try {
+  settings = loadSettings()
+  config = new WorkerConfigFeed(data.workerId, data, { signingKey: settings.bundleSigningKey }, send)
+} catch (err) {
+  fatal(err)
+}
+
+// Listening from now on: a bundle the supervisor applies while this gateway starts is built at once (the
+// gateway starts on it); the other messages wait for the gateway.
+let gw: Gateway | undefined
+const early: ToWorker[] = []
 port.on('message', (m: ToWorker) => {
+  if (config.onMessage(m)) return
+  if (gw === undefined) early.push(m)
+  else handle(gw, m)
+})
+
+try {
+  gw = await startGateway(settings, {
+    ...data,
+    net: { bytes: data.net, subscribe: (fn) => void netChanged.push(fn) },
+    metricsText,
+    config,
+  })
+} catch (err) {
+  fatal(err)
+}
+for (const m of early.splice(0)) handle(gw, m)
+
+function handle(gw: Gateway, m: ToWorker): void {
   switch (m.type) {
-    case 'reload':
-      gw.bundles.reload()
-      send({ type: 'reloaded', version: gw.bundles.current?.version ?? null })
-      break
     case 'collect':
       void gw.metrics.registry.getMetricsAsJSON().then((json) => send({ type: 'collected', id: m.id, json }))
       break
@@ -67,5 +88,5 @@ port.on('message', (m: ToWorker) => {
       break
     }
   }
-})
+}
 send({ type: 'ready', port: gw.address.port, adminPort: gw.adminAddress?.port })

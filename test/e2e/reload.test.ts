@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { perIpBundle } from '../helpers/bundles.js'
 import { configMapVolume, type ConfigMapVolume } from '../helpers/configmap.js'
+import { waitFor } from '../helpers/wait.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
 async function readyVersion(gw: GatewayProcess): Promise<number | undefined> {
@@ -202,12 +203,26 @@ describe('bad reloads, SIGHUP and bucket state', () => {
     assert.equal(r.headers.get('ratelimit-limit'), '5')
   })
 
-  test('SIGHUP reloads the file (unchanged bytes: one more not_monotonic; new bytes: applied)', async () => {
+  test('SIGHUP reloads the file (the bytes in force: `unchanged` at info, no failure counted; new bytes: applied)', async () => {
+    // The file back to the bundle in force (the watcher reads it: unchanged too), then SIGHUP.
+    const unchangedAtFirst = await metric(gw, 'unchanged')
+    writeFileSync(file, perIpBundle(11, 5))
+    await waitFor(async () => (await metric(gw, 'unchanged')) === unchangedAtFirst + 1, 'the watcher read the file back', 15_000, 50)
     const before = await metric(gw, 'not_monotonic')
+    const unchanged = await metric(gw, 'unchanged')
     const logsBefore = gw.logs.length
     gw.proc.kill('SIGHUP')
-    await gw.waitForLog((l) => l.result === 'not_monotonic' && gw.logs.indexOf(l) >= logsBefore, 20_000)
-    assert.equal(await metric(gw, 'not_monotonic'), before + 1)
+    const line = await gw.waitForLog((l) => l.result === 'unchanged' && gw.logs.indexOf(l) >= logsBefore, 20_000)
+    assert.equal(line.level, 'info')
+    assert.equal(line.msg, 'bundle unchanged')
+    assert.equal(line.version, 11)
+    assert.equal(await metric(gw, 'unchanged'), unchanged + 1)
+    assert.equal(await metric(gw, 'not_monotonic'), before, 'a reload of the bytes in force is not a refused one')
+    assert.equal(
+      gw.logs.slice(logsBefore).filter((l) => l.level === 'error').length,
+      0,
+      'nothing at error for a SIGHUP that changes nothing',
+    )
     // SIGHUP right after a write applies it at once, before the watcher's debounce;
     // the watcher then sees the same bytes and reloads nothing.
     const t0 = performance.now()
@@ -216,7 +231,8 @@ describe('bad reloads, SIGHUP and bucket state', () => {
     const ms = await waitForVersion(gw, 13, t0)
     console.log(`SIGHUP after write: applied after ${Math.round(ms)} ms`)
     await new Promise((r) => setTimeout(r, 300))
-    assert.equal(await metric(gw, 'not_monotonic'), before + 1, 'the watcher did not reload the same bytes again')
+    assert.equal(await metric(gw, 'not_monotonic'), before, 'the watcher did not reload the same bytes again')
+    assert.equal(await metric(gw, 'unchanged'), unchanged + 1, 'the watcher did not reload the same bytes again')
     const r = await fetch(`${gw.url}/x`)
     await r.arrayBuffer()
     assert.equal(r.headers.get('ratelimit-limit'), '7')

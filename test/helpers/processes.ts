@@ -34,7 +34,8 @@ export interface GatewayProcess {
 
 export async function startGateway(
   env: Record<string, string | undefined>,
-  opts: { cwd?: string; timeoutMs?: number } = {},
+  /** onSpawn: called at once with the process (to signal it or write its files while it starts). */
+  opts: { cwd?: string; timeoutMs?: number; onSpawn?: (proc: ChildProcess) => void } = {},
 ): Promise<GatewayProcess> {
   const proc = spawn(process.execPath, [CLI], {
     cwd: opts.cwd ?? ROOT,
@@ -49,6 +50,7 @@ export async function startGateway(
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  opts.onSpawn?.(proc)
   const logs: LogLine[] = []
   const stderr: string[] = []
   const waiters: { pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = []

@@ -2,7 +2,9 @@
  * BundleSource on real files: a reload never lowers protection silently (a
  * bundle with a failing policy is refused whole once one is loaded, and its
  * version is not consumed); at start-up the valid policies load and every
- * dropped one is an error; with a signing key only signed bundles load.
+ * dropped one is an error; with a signing key only signed bundles load; the
+ * accepted bytes build the same bundle again (what a worker thread runs),
+ * whatever the file holds by then.
  */
 import assert from 'node:assert/strict'
 import { createHash, createHmac } from 'node:crypto'
@@ -10,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
-import { BundleSource, type ReloadReport } from '../../src/bundle/source.js'
+import { BundleSource, buildAccepted, type ReloadReport } from '../../src/bundle/source.js'
 import { signBundle, verifySigned } from '../../src/bundle/signature.js'
 import { loadSettings } from '../../src/settings.js'
 
@@ -92,6 +94,47 @@ describe('a reload never lowers protection silently', () => {
   })
 })
 
+describe('the accepted bytes: the bundle a worker builds', () => {
+  test('the same bundle (version, hash, load time, policies dropped at start-up) whatever the file holds since', () => {
+    const { src, file } = source('accepted.json', JSON.stringify({ bundle_version: 4, policies: [policy('a'), BAD, policy('b', 9)] }))
+    const first = src.reload()
+    assert.equal(first.result, 'applied')
+    assert.equal(first.errors.length, 2, 'the bad policy dropped at start-up')
+    const built = buildAccepted(src.accepted!)
+    assert.deepEqual(
+      [built.version, built.hash, built.loadedAt, built.policies.map((p) => p.id)],
+      [4, src.current!.hash, src.current!.loadedAt, ['a', 'b']],
+    )
+    // Refused, older, broken: the accepted bytes stay those of the bundle in force.
+    for (const [text, result] of [
+      [JSON.stringify({ bundle_version: 5, policies: [policy('c'), BAD] }), 'invalid'],
+      [good(3), 'not_monotonic'],
+      ['{"bundle_version": 9, "policies": [', 'invalid'],
+    ] as const) {
+      writeFileSync(file, text)
+      assert.equal(src.reload().result, result)
+      const again = buildAccepted(src.accepted!)
+      assert.deepEqual([again.version, again.hash, again.policies.length], [4, built.hash, 2])
+    }
+  })
+
+  test('built with the load time of the accept: an expiry passed since changes nothing', () => {
+    const expires = new Date(NOW + 1000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+    const { src } = source('expiring.json', JSON.stringify({ bundle_version: 1, expires_at: expires, policies: [policy('a')] }))
+    assert.equal(src.reload().result, 'applied')
+    assert.equal(src.accepted!.now, NOW)
+    assert.equal(buildAccepted(src.accepted!).version, 1)
+  })
+
+  test('the bytes in force read again are `unchanged`, not a refusal', () => {
+    const { src, reports } = source('same.json', good(7))
+    src.reload()
+    const r = src.reload()
+    assert.deepEqual([r.result, r.version, r.errors], ['unchanged', 7, []])
+    assert.equal(reports.length, 2)
+  })
+})
+
 describe('signed bundles', () => {
   const KEY = 'k'.repeat(16) + 'e'.repeat(16)
   const body = Buffer.from(good(1))
@@ -110,6 +153,13 @@ describe('signed bundles', () => {
     const { src } = source('signed.json', signed, KEY)
     assert.equal(src.reload().result, 'applied')
     assert.equal(src.current!.hash, createHash('sha1').update(signed).digest('base64'))
+  })
+
+  test('with a key, the accepted signed bytes build again under the key (a worker has the same settings)', () => {
+    const signed = signBundle(body, KEY)
+    const { src } = source('signed-accepted.json', signed, KEY)
+    assert.equal(src.reload().result, 'applied')
+    assert.equal(buildAccepted(src.accepted!, { signingKey: KEY }).hash, createHash('sha1').update(signed).digest('base64'))
   })
 
   test('a signature line ending in CRLF is accepted', () => {
