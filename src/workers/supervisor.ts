@@ -35,6 +35,8 @@ interface Slot {
   /** worker.threadId, kept: once the thread has stopped (before its 'exit' event) worker.threadId reads -1. */
   threadId: number
   ready: boolean
+  /** Started and not exited: it takes messages (a starting worker applies them once it serves). */
+  running: boolean
 }
 
 /** Runs until SIGTERM / SIGINT; resolves with the process exit code. */
@@ -81,7 +83,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const slots: Slot[] = []
   const live = (): Slot[] => slots.filter((s) => s.ready)
   // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
-  const net = new NetworkShare(settings, () => live().map((s) => s.worker))
+  // Changes go to starting workers too: one whose start data predates a change would otherwise miss it.
+  const net = new NetworkShare(settings, () => slots.filter((s) => s?.running).map((s) => s.worker))
   const separateAdmin = settings.adminPort !== undefined // in both modes
   let socks: Sockets
   try {
@@ -131,7 +134,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     // The worker and the bundle it starts on in one tick: a bundle applied later is posted to it (config-share.ts).
     const worker = new Worker(ENTRY, { workerData: { ...data, ...config.forWorker() } satisfies WorkerData, env })
     config.started(worker)
-    const slot: Slot = { id, worker, threadId: worker.threadId, ready: false }
+    const slot: Slot = { id, worker, threadId: worker.threadId, ready: false, running: true }
     slots[id - 1] = slot
     let readyNow: () => void = () => {}
     const ready = new Promise<void>((resolve) => (readyNow = resolve))
@@ -146,6 +149,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
     worker.on('exit', (code) => {
       slot.ready = false
+      slot.running = false
       config.exited(worker, id)
       sums.exited(worker)
       // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others.
