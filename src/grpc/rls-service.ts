@@ -5,7 +5,7 @@
  * the request's enforce descriptors in one store call, shadow ones in their
  * own group. Answers one DescriptorStatus per descriptor, in request order.
  */
-import { counterLimit } from '../algorithms/window-counter.js'
+import { counterLimit } from '../algorithms/kinds/window-counter/kind.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store.js'
 import { UNIT_CODE, UNIT_SECONDS, type RlsConfig, type RlsLimit } from './rls-config.js'
