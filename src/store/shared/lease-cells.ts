@@ -44,7 +44,7 @@ const LEFT = 1
 export const UNTIL = 2
 const SLICE = 3
 const TTL = 4
-/** The limit's PARAMS parameters. */
+/** The limit's PARAMS (3: sameLimit compares them unrolled) parameters. */
 const PARAM = 5
 export const DOUBLES = PARAM + PARAMS
 
@@ -191,13 +191,20 @@ export class LeaseCells {
     return this.dbl[c * DOUBLES + LEFT]! + this.dbl[c * DOUBLES + TOKENS]!
   }
 
-  /** Whether cell `c` leases this very limit and lease (a reload may have changed either). */
+  /** Whether cell `c` leases this very limit and lease (a reload may have changed either). On every spend: unrolled, no read past `params`. */
   protected sameLimit(c: number, limit: Limit, lease: LeaseDescription): boolean {
     const d = this.dbl
-    const o = c * DOUBLES
-    if (this.ints[c * INTS + KIND] !== limit.kind.id || d[o + SLICE] !== lease.tokens || d[o + TTL] !== lease.ttlMs) return false
-    for (let j = 0; j < PARAMS; j++) if (d[o + PARAM + j] !== (limit.params[j] ?? 0)) return false
-    return true
+    const o = c * DOUBLES + PARAM
+    const p = limit.params
+    const n = p.length
+    return (
+      d[o] === (n > 0 ? p[0] : 0) &&
+      d[o + 1] === (n > 1 ? p[1] : 0) &&
+      d[o + 2] === (n > 2 ? p[2] : 0) &&
+      d[o - PARAM + SLICE] === lease.tokens &&
+      d[o - PARAM + TTL] === lease.ttlMs &&
+      this.ints[c * INTS + KIND] === limit.kind.id
+    )
   }
 
   /**

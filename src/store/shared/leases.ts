@@ -35,26 +35,14 @@
  */
 import { randomBytes } from 'node:crypto'
 import { EPSILON, type LeaseDescription, type Limit } from '../../algorithms/algorithm.js'
-import {
-  DOUBLES,
-  EMPTY,
-  EXACT,
-  FETCHING,
-  INTS,
-  KEY_UNITS,
-  LEASE,
-  LeaseCells,
-  leaseBuffer,
-  OWNER,
-  SERIAL,
-  STATE,
-  TOKENS,
-  UNTIL,
-  WAYS,
-} from './lease-cells.js'
+import * as Cells from './lease-cells.js'
+import { LeaseCells } from './lease-cells.js'
 import { freeIfOwned, lockOwner, lockWord, unlockWord } from './lock.js'
 
 export { KEY_UNITS } from './lease-cells.js'
+
+// Module-local copies: V8 folds a module's own constants into hot code, not imported bindings (table.ts).
+const { DOUBLES, EMPTY, EXACT, FETCHING, INTS, KEY_UNITS, LEASE, leaseBuffer, OWNER, SERIAL, STATE, TOKENS, UNTIL, WAYS } = Cells
 /** Cells per process by default (FAIRVISOR_LEASE_TABLE_KEYS): hot keys are few; ~2.7 MB. */
 export const DEFAULT_CELLS = 8192
 /**
