@@ -17,7 +17,6 @@ import { finish } from './finish.js'
 import { killSwitchRetryAfter } from './kill-switch.js'
 import { Plan } from './plan.js'
 
-export type { Decision, EngineObserver, LlmReservation, PlannedLimit, Reason, ShadowReject } from './decision.js'
 
 const NO_BUNDLE: Decision = Object.freeze({ allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
 /** A target read two ways by common backends is refused before any policy (docs/behaviour.md §2): never shadowed. */

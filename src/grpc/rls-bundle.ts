@@ -5,8 +5,8 @@
  * Fairvisor policy (any algorithm, shadow, kill switches) can limit what
  * Envoy's rate limit filter asks about.
  */
-import type { Decision } from '../engine/evaluate.js'
-import type { Decide } from '../http/decide.js'
+import type { Decision } from '../engine/decision.js'
+import type { Decide } from '../decision/decide.js'
 import { readPath } from '../request/normalise.js'
 import type { Entry } from './rls-match.js'
 import { OVER_LIMIT, type DescriptorStatus } from './rls-service.js'

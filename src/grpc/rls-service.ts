@@ -11,7 +11,7 @@ import type { Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store
 import { UNIT_CODE, UNIT_SECONDS, type RlsConfig, type RlsLimit } from './rls-config.js'
 import { matchLimit, type Entry } from './rls-match.js'
 import { decideDescriptors, mergeDecision } from './rls-bundle.js'
-import type { Decide } from '../http/decide.js'
+import type { Decide } from '../decision/decide.js'
 
 export const OK = 1
 export const OVER_LIMIT = 2

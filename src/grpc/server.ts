@@ -5,7 +5,7 @@
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
 import type { AddressInfo, Server as NetServer } from 'node:net'
-import type { Decide } from '../http/decide.js'
+import type { Decide } from '../decision/decide.js'
 import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
 import type { FailPolicy, Store } from '../store/store.js'

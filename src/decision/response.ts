@@ -4,7 +4,7 @@
  * the decision API, the debug path and the gRPC ext_authz service all write
  * what this returns, so they cannot answer differently. Pure: no I/O.
  */
-import type { Decision } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'

@@ -5,7 +5,8 @@
  */
 import type { BlockList } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
-import type { Decision, Engine } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
+import type { Engine } from '../engine/evaluate.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
 import { rawHeader, RequestView, type RequestInput } from '../request/view.js'
