@@ -74,7 +74,9 @@ export function createShouldRateLimit(o: RlsOptions) {
       if (err instanceof InvalidGrpcRequest) return then(err)
       throw err // a bug, not a bad request: the server answers INTERNAL
     }
-    const domain = compileRls(o.config()).get(parsed.domain)
+    const config = o.config()
+    // No configuration (the bundle alone limits RLS calls): nothing to compile.
+    const domain = config.size === 0 ? undefined : compileRls(config).get(parsed.domain)
     const statuses: DescriptorStatus[] = parsed.descriptors.map(noLimitStatus)
     const planned = domain === undefined ? NONE : planDescriptors(domain, parsed.descriptors, statuses)
     const answer = (failed: boolean): void => {
