@@ -3,7 +3,7 @@
  * call deadline, reconnect pacing and the mapping of a failed call to a
  * StoreError, on which the engine applies the fail policy.
  */
-import { StoreError } from '../errors.js'
+import { StoreError, StoreUnavailableError } from '../errors.js'
 
 /** How a store on a server reports connection transitions and failures (the gateway's logger, or a test's). */
 export type StoreLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
@@ -30,5 +30,5 @@ export function storeError(backend: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err
   const e = err as Error & { code?: unknown }
   const code = typeof e?.code === 'string' ? `${e.code} ` : ''
-  return new StoreError(`${backend} call failed: ${code}${e?.message ?? String(err)}`, 'FV_STORE_UNAVAILABLE', { cause: err })
+  return new StoreUnavailableError(`${backend} call failed: ${code}${e?.message ?? String(err)}`, { cause: err })
 }
