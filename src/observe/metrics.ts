@@ -9,14 +9,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredCounter3, DeferredGauge, FastHistogram } from './hot-metrics.js'
 import { applyWorkerAggregators } from './worker-metrics.js'
-
-/** What the scrape-time store gauges read (the in-process store; others have no bound). */
-export interface StoreFill {
-  /** Checks refused because the store had no room for a new counter without dropping a live one. */
-  full: number
-  bytesUsed: number
-  maxBytes: number
-}
+import type { StoreFill } from '../store/store.js'
 
 /**
  * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
