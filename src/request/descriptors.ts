@@ -5,7 +5,8 @@
  */
 import { apiKey } from './api-key.js'
 import { IP_TYPES } from './asn-map.js'
-import { headerKey, type RequestView } from './view.js'
+import { headerKey } from './raw-headers.js'
+import type { RequestView } from './view.js'
 
 export type Extractor = (view: RequestView) => string | undefined
 
