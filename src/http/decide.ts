@@ -8,7 +8,8 @@ import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision, Engine } from '../engine/evaluate.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
-import { rawHeader, RequestView, type RequestInput } from '../request/view.js'
+import { rawHeader } from '../request/raw-headers.js'
+import { RequestView, type RequestInput } from '../request/view.js'
 
 /**
  * `then` runs once with the decision: at once when nothing waits (in-process
