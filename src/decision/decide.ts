@@ -12,7 +12,8 @@ import type { Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
 import type { Outcomes } from '../store/store.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
-import { rawHeader, RequestView, type RequestInput } from '../request/view.js'
+import { rawHeader } from '../request/raw-headers.js'
+import { RequestView, type RequestInput } from '../request/view.js'
 
 /**
  * `then` runs once with the decision: at once when nothing waits (in-process

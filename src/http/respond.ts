@@ -6,7 +6,8 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Duplex } from 'node:stream'
 import type { Decision } from '../engine/decision.js'
 import { type EncodedSlashes, readTarget } from '../request/target.js'
-import { rawHeader, type RequestInput } from '../request/view.js'
+import { rawHeader } from '../request/raw-headers.js'
+import type { RequestInput } from '../request/view.js'
 import type { DecisionResponse } from '../decision/response.js'
 
 /**

@@ -39,8 +39,11 @@ export interface DataLog {
 /** Each configured file's current bytes by setting name, in shared memory (what a worker thread is handed). */
 export type SharedNetworkBytes = Record<string, SharedArrayBuffer>
 
-/** What a worker thread's NetworkData gets from its supervisor instead of the files. */
-export interface NetworkShare {
+/**
+ * What a worker thread's NetworkData gets from its supervisor instead of the files
+ * (the supervisor's side is workers/network-share.ts).
+ */
+export interface NetworkFeed {
   bytes: SharedNetworkBytes
   /** Calls `fn` with a file's new bytes each time the supervisor has applied a change. */
   subscribe(fn: (setting: string, bytes: SharedArrayBuffer) => void): void
@@ -128,14 +131,14 @@ export class NetworkData {
 
   /**
    * Reads every configured file now; throws a SettingError naming the first bad one.
-   * `share`: a worker thread's, whose supervisor has read the files (their bytes) and watches them.
+   * `feed`: a worker thread's, whose supervisor has read the files (their bytes) and watches them.
    */
   constructor(
     files: NetworkFiles,
-    private readonly share?: NetworkShare,
+    private readonly feed?: NetworkFeed,
   ) {
     const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) =>
-      file === undefined ? undefined : new DataFile(setting, file, parse, share?.bytes[setting])
+      file === undefined ? undefined : new DataFile(setting, file, parse, feed?.bytes[setting])
     this.asnTypes = open('FAIRVISOR_ASN_MAP_FILE', files.asnMapFile, asnMap)
     this.countryDb = open('FAIRVISOR_GEOIP_COUNTRY_FILE', files.geoipCountryFile, geo)
     this.asnDb = open('FAIRVISOR_GEOIP_ASN_FILE', files.geoipAsnFile, geo)
@@ -187,9 +190,9 @@ export class NetworkData {
    * A worker thread's instead applies what its supervisor hands on.
    */
   async watch(log: DataLog, debounceMs?: number): Promise<void> {
-    if (this.share) {
+    if (this.feed) {
       const byName = new Map(this.files.map((f) => [f.setting, f]))
-      return this.share.subscribe((setting, bytes) => void byName.get(setting)?.apply(Buffer.from(bytes), log, 'data file updated'))
+      return this.feed.subscribe((setting, bytes) => void byName.get(setting)?.apply(Buffer.from(bytes), log, 'data file updated'))
     }
     for (const f of this.files) {
       const changed = (): void => {

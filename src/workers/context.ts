@@ -2,7 +2,7 @@
 import type { AddressInfo, Server } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
-import type { NetworkShare } from '../request/network-data.js'
+import type { NetworkFeed } from '../request/network-data.js'
 
 export interface ThreadContext {
   /** 1-based, stable across restarts of the same worker; logged as `worker`. */
@@ -13,7 +13,7 @@ export interface ThreadContext {
   leases: SharedArrayBuffer | undefined
   /** This worker's descriptor of the listening socket (and of the admin one). */
   /** The network data files, read and watched by the supervisor. */
-  net: NetworkShare
+  net: NetworkFeed
   listenFd: number
   adminFd: number | undefined
   grpcFd: number | undefined

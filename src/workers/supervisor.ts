@@ -19,7 +19,7 @@ import { onReloadSignal } from '../reload-signal.js'
 import type { Settings } from '../settings.js'
 import { ByteBudget } from '../grpc/byte-budget.js'
 import { LeaseTable } from '../store/shared/leases.js'
-import { SLOT_BYTES, SharedTable } from '../store/shared/table.js'
+import { SharedTable } from '../store/shared/table.js'
 import { VERSION } from '../version.js'
 import { ConfigShare } from './config-share.js'
 import { Sockets } from './sockets.js'
@@ -104,13 +104,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   await config.start()
   // SIGHUPs held since the process began (reload-signal.ts) make one reload now; later ones reach starting workers too.
   const offHup = onReloadSignal(config.onHup)
-  const fill =
-    table &&
-    ((): { full: number; bytesUsed: number; maxBytes: number } => ({
-      full: table.full,
-      bytesUsed: table.used * SLOT_BYTES,
-      maxBytes: table.bytes,
-    }))
+  const fill = table && (() => table.fill())
   metrics.bindLiveState({ bundle: () => config.bundles.current, nowMs: clock, storeFill: fill })
   let stopping = false
   const sums = new MetricsSum(metrics.registry, () => live().map((s) => s.worker))

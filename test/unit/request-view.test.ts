@@ -7,7 +7,7 @@ import { clientIp } from '../../src/request/client-ip.js'
 import { claimString, decodeBearer } from '../../src/request/jwt.js'
 import { compileDescriptor } from '../../src/request/descriptors.js'
 import { readTarget } from '../../src/request/target.js'
-import { headerKey } from '../../src/request/view.js'
+import { headerKey } from '../../src/request/raw-headers.js'
 import { AmbiguousRequest } from '../../src/errors.js'
 import { b64url, bearer, view } from './engine-harness.js'
 

@@ -26,6 +26,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { CELLS } from '../../algorithms/algorithm.js'
+import type { StoreFill } from '../store.js'
 import { freeIfOwned, lockOwner, lockWord, unlockWord } from './lock.js'
 import { sipHash, sipKey } from './siphash.js'
 
@@ -102,6 +103,11 @@ export class SharedTable {
   /** Checks refused because both buckets of their key held only live counters (every thread's). */
   get full(): number {
     return Number(Atomics.load(this.counters, B_FULL))
+  }
+
+  /** The table's fill for the metrics: every thread's refusals, the bytes of the slots in use, the table's size. */
+  fill(): StoreFill {
+    return { full: this.full, bytesUsed: this.used * SLOT_BYTES, maxBytes: this.bytes }
   }
 
   get expired(): number {
