@@ -8,7 +8,7 @@ import { watchBundle } from './bundle/watch.js'
 import { Engine } from './engine/evaluate.js'
 import { SettingError } from './errors.js'
 import { adminRoutes } from './http/admin.js'
-import { createDecider, type Decide } from './http/decide.js'
+import { createDecider, createLimitDecider, type Decide } from './decision/decide.js'
 import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
@@ -92,7 +92,8 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
     observer: engineObserver(log, metrics, store.kind, settings.failPolicy, clock),
   })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
-  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided: decisionRecorder(metrics, log) })
+  const decided = decisionRecorder(metrics, log)
+  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided })
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(bundle, store, settings.failPolicy, metrics, thread?.metricsText, thread && (() => thread.config.inSync()))
@@ -126,13 +127,11 @@ export async function startGateway(settings: Readonly<Settings>, thread?: Thread
             decide,
             exposeReason: settings.exposeReason,
             encodedSlashes: settings.encodedSlashes,
-            store,
-            failPolicy: settings.failPolicy,
+            decideLimits: createLimitDecider({ engine, clock, decided }),
             rlsConfig: () => (thread ? thread.config.rls() : own!.rls?.current) ?? new Map(),
             rlsResponseHeaders: settings.rlsResponseHeaders,
             rlsMaxDescriptors: settings.rlsMaxDescriptors,
             bundleLoaded: () => bundle() !== null,
-            clock,
             metrics: createGrpcMetrics(metrics.registry, () => grpcBudget.held),
             log,
             tls: settings.grpcTls,

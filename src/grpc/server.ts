@@ -5,16 +5,16 @@
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
 import type { AddressInfo, Server as NetServer } from 'node:net'
-import type { Decide } from '../http/decide.js'
+import type { Decide, DecideLimits } from '../decision/decide.js'
+import { OVER_LIMIT } from '../decision/rls-answer.js'
 import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
-import type { FailPolicy, Store } from '../store/store.js'
 import type { ByteBudget } from './byte-budget.js'
 import { createCheck, type CheckRequest } from './ext-authz.js'
 import type { GrpcMetrics } from './metrics.js'
 import { method } from './protos.js'
 import { descriptorCap } from './rls-cap.js'
-import { createShouldRateLimit, OVER_LIMIT, type RateLimitRequest } from './rls-service.js'
+import { createShouldRateLimit, type RateLimitRequest } from './rls-service.js'
 import type { RlsConfig } from './rls-config.js'
 import { GrpcStatus } from './status.js'
 import { createUnaryServer, listen, type UnaryMethod } from './unary-server.js'
@@ -25,15 +25,14 @@ export interface GrpcOptions {
   exposeReason: boolean
   /** FAIRVISOR_ENCODED_SLASHES: how ext_authz reads the paths Envoy describes. */
   encodedSlashes: EncodedSlashes
-  store: Store
-  failPolicy: FailPolicy
+  /** The engine, for the RLS configuration's limits (the bundle's are decided through `decide`). */
+  decideLimits: DecideLimits
   rlsConfig(): RlsConfig
   rlsResponseHeaders: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
-  clock(): number
   metrics: GrpcMetrics
   log: Logger
   /** PEM certificate and key (and a CA that client certificates must chain to): the listener speaks TLS. */
@@ -82,10 +81,8 @@ export async function startGrpc(
   at: { port: number; host: string } | { fd: number; shared: NetServer[] },
 ): Promise<GrpcListener> {
   const shouldRateLimit = createShouldRateLimit({
-    store: o.store,
     config: () => o.rlsConfig(),
-    failPolicy: o.failPolicy,
-    clock: o.clock,
+    decideLimits: o.decideLimits,
     responseHeaders: o.rlsResponseHeaders,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,

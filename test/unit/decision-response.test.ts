@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { Decision } from '../../src/engine/evaluate.js'
-import { decisionResponse } from '../../src/http/decision-response.js'
+import type { Decision } from '../../src/engine/decision.js'
+import { decisionResponse } from '../../src/decision/response.js'
 
 const limit = { policyId: 'api "v1"', limit: 10, remaining: 0, resetS: 7, windowS: 60 }
 const RL = [

@@ -10,7 +10,7 @@ import { parseLlmBody } from '../../src/llm/request-body.js'
 import { SseMeter } from '../../src/llm/sse-meter.js'
 import { collectUsage, deltaText, usageFromTail, type Usage } from '../../src/llm/usage.js'
 import { RequestView } from '../../src/request/view.js'
-import type { Decision } from '../../src/engine/evaluate.js'
+import type { Decision } from '../../src/engine/decision.js'
 import { compile, Harness, T0, bundle, policy } from './engine-harness.js'
 
 const chat = (content: string, extra: object = {}): Buffer =>

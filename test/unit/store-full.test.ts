@@ -7,8 +7,9 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { Engine, type Decision } from '../../src/engine/evaluate.js'
-import { decisionResponse } from '../../src/http/decision-response.js'
+import type { Decision } from '../../src/engine/decision.js'
+import { Engine } from '../../src/engine/evaluate.js'
+import { decisionResponse } from '../../src/decision/response.js'
 import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory/store.js'
 import { bundle, compile, policy, Recorder, rule, T0, tb, view } from './engine-harness.js'
 

@@ -1,11 +1,15 @@
 /**
- * The per-request decision, one function for the proxy, the decision API and
- * the debug path: verify the bearer token (when a key source is configured),
- * build the RequestView, evaluate against the current bundle, record metrics.
+ * The per-request decision, one function for the proxy, the decision API,
+ * gRPC ext_authz and the debug path: verify the bearer token (when a key
+ * source is configured), build the RequestView, evaluate against the current
+ * bundle, record metrics. A call that names its limits itself (a Rate Limit
+ * Service call) is decided by the same engine and recorded the same way.
  */
 import type { BlockList } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
-import type { Decision, Engine } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
+import type { Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
+import type { Outcomes } from '../store/store.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
 import { rawHeader } from '../request/raw-headers.js'
@@ -46,5 +50,22 @@ export function createDecider(o: DeciderOptions): Decide {
     if (token)
       jwt!.verify(token, o.clock()).then((verifiedClaims) => evaluate({ ...input, verifiedClaims }, collectDescriptors, start, then))
     else evaluate(input, collectDescriptors, start, then)
+  }
+}
+
+/** The decision on a call that names its limits (Engine.evaluateLimits), with each check's outcome. */
+export type DecideLimits = (
+  target: LimitTarget | undefined,
+  limits: readonly NamedLimit[],
+  then: (d: Decision, outcomes: Outcomes | undefined) => void,
+) => void
+
+export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'>): DecideLimits {
+  return (target, limits, then) => {
+    const start = process.hrtime.bigint()
+    o.engine.evaluateLimits(target, limits, o.clock(), (d, outcomes) => {
+      o.decided(d, start)
+      then(d, outcomes)
+    })
   }
 }

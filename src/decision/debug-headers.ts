@@ -3,7 +3,7 @@
  * debug session (docs/behaviour.md §8). Pure: the decision → response
  * function appends them on every transport.
  */
-import type { Decision } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
 import { isSecretDescriptor, shortHash } from '../engine/log-key.js'
 
 const MAX_DESCRIPTORS = 16

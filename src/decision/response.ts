@@ -4,7 +4,8 @@
  * the decision API, the debug path and the gRPC ext_authz service all write
  * what this returns, so they cannot answer differently. Pure: no I/O.
  */
-import type { Decision } from '../engine/evaluate.js'
+import { LLM_REJECTS, type LlmReject } from '../algorithms/llm-messages.js'
+import type { Decision, Reason } from '../engine/decision.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
@@ -32,16 +33,8 @@ export interface DecisionResponseOptions {
 /** An allowed request with no limit to report and no debug session: nothing to add (no allocation on the hot path). */
 const ALLOW_BARE: DecisionResponse = Object.freeze({ status: 200, headers: Object.freeze([]), body: '' })
 
-/** LLM reject messages, in the words the APIs' own rate-limit errors use (docs/behaviour.md §5 token_bucket_llm). */
-const LLM_MESSAGES: Partial<Record<string, string>> = {
-  prompt_tokens_exceeded: 'The prompt is longer than this API key may send in one request.',
-  max_tokens_per_request_exceeded: 'The prompt plus the requested completion exceed the tokens allowed per request.',
-  tpm_exceeded: 'Rate limit reached for tokens per minute. Please retry after the time given in Retry-After.',
-  tpd_exceeded: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.',
-}
-
-/** Rejects no retry can turn into a pass: the request itself is over the rule's per-request limits. */
-const NEVER_PASSES = new Set(['prompt_tokens_exceeded', 'max_tokens_per_request_exceeded'])
+/** The LLM algorithm's rejects (message, whether a retry can pass), looked up by any decision's reason. */
+const LLM = LLM_REJECTS as Readonly<Partial<Record<Reason, LlmReject>>>
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
@@ -61,8 +54,8 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
     return { status: 200, headers, body: '' }
   }
   let body: string
-  const llm = LLM_MESSAGES[d.reason]
-  if (llm !== undefined) body = rejectBody(o.path, llm)
+  const llm = LLM[d.reason]
+  if (llm !== undefined) body = rejectBody(o.path, llm.message)
   // An LLM SDK shows the message of an error in its API's shape.
   else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
   else {
@@ -79,7 +72,7 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
     for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
   }
   // The SDKs read x-should-retry before Retry-After.
-  if (NEVER_PASSES.has(d.reason)) headers.push('x-should-retry', 'false')
+  if (llm?.retryable === false) headers.push('x-should-retry', 'false')
   else if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
   if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)
