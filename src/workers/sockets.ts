@@ -58,8 +58,13 @@ export function sharedPorts(): Promise<boolean> {
 }
 
 async function reusePortShare(host: string, port: number): Promise<Share> {
+  // Alone first: a port another process holds is in use even when it shares it (SO_REUSEPORT would let this
+  // process join a second gateway started on the same port by mistake, and split its traffic).
+  const alone = createServer()
+  const free = await listenAt(alone, { host, port })
+  await closeServer(alone)
   const holder = createServer((c) => c.destroy())
-  const bound = await listenAt(holder, { host, port, reusePort: true })
+  const bound = await listenAt(holder, { host: free.address, port: free.port, reusePort: true })
   const at = { host: bound.address, port: bound.port, reusePort: true } as const
   const release = (): void => void (holder.listening && closeServer(holder))
   return { port: bound.port, forWorker: async () => at, idle() {}, settled: release, close: release }

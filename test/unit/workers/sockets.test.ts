@@ -3,6 +3,8 @@
 // port that cannot be had names its setting with nothing left bound. Node ≥ 22.12 shares the port with SO_REUSEPORT,
 // older Node hands each worker a duplicate descriptor: whichever path this Node takes is the one tested.
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { connect, createServer, type AddressInfo, type Server } from 'node:net'
 import { after, before, it } from 'node:test'
 import { SettingError } from '../../../src/errors.js'
@@ -65,4 +67,23 @@ it('a port that cannot be had: a SettingError naming its setting, and the ones b
   const bound: AddressInfo = await listenAt(again, { host: '127.0.0.1', port: freePort })
   assert.equal(bound.port, freePort)
   again.close()
+})
+
+it('a port another process shares with SO_REUSEPORT (a second gateway started by mistake) is in use all the same', async () => {
+  const code = `require('net').createServer().listen({ host: '127.0.0.1', port: 0, reusePort: true }, function () {
+    console.log(this.address().port)
+  })`
+  const other = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  try {
+    const [line] = (await once(other.stdout, 'data')) as [Buffer]
+    const port = Number(line.toString().trim())
+    // Bound after all (the bug), the sockets are let go again so the failure ends the test.
+    const err = await Sockets.bind({ host: '127.0.0.1', port, adminPort: undefined, grpcPort: undefined }).then(
+      (socks) => socks.close(),
+      (e: Error) => e,
+    )
+    assert.ok(err instanceof SettingError && err.variable === 'FAIRVISOR_PORT' && /EADDRINUSE/.test(err.message), String(err))
+  } finally {
+    other.kill()
+  }
 })
