@@ -3,7 +3,7 @@
  * on the host and ports of the settings, keeps its counters and data files
  * to itself, reads and watches the bundle itself, and reloads it on SIGHUP.
  */
-import { listenAll, LISTENERS, type ListenerName } from '../listeners.js'
+import { listenAll, LISTENERS } from '../listeners.js'
 import { createLogger } from '../observe/logger.js'
 import { logReload } from '../observe/reload-log.js'
 import { onReloadSignal } from '../reload-signal.js'
@@ -26,8 +26,7 @@ export function oneThread(settings: Readonly<Settings>, clock: () => number): Ru
       })
       return source
     },
-    listen: (servers) =>
-      listenAll(servers, (name: ListenerName) => ({ host: settings.host, port: LISTENERS[name].port(settings) }), settings),
+    listen: (servers) => listenAll(servers, (name) => ({ host: settings.host, port: LISTENERS[name].port(settings) }), settings),
     started(log, at, store) {
       const { address, port } = at.main!
       log.info(listeningFields(settings, address, ports(at), store), `fairvisor listening on ${address}:${port}`)

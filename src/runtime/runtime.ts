@@ -55,6 +55,11 @@ export function listeningFields(
   }
 }
 
+/** The port of each listener listening. */
+export function ports(at: Named<AddressInfo>): Named<number> {
+  return { main: at.main?.port, admin: at.admin?.port, grpc: at.grpc?.port }
+}
+
 export interface Runtime {
   /** This gateway's logger (a worker's lines carry `worker`, its id). */
   logger(level: LogLevel): Logger
@@ -77,9 +82,4 @@ export interface Runtime {
   started(log: Logger, at: Named<AddressInfo>, store: string): void
   /** Shutdown begins: no more reload requests. */
   stopping(): void
-}
-
-/** The port of each listener listening. */
-export function ports(at: Named<AddressInfo>): Named<number> {
-  return { main: at.main?.port, admin: at.admin?.port, grpc: at.grpc?.port }
 }

@@ -142,7 +142,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     kill: (id) => pool.kill(id),
     async stop(signal) {
       offHup()
-      // This thread's descriptors first: once the workers close theirs, the port refuses connections.
+      // This thread's hold on the ports first (its descriptors on Node 20): once the workers close theirs, the port refuses connections.
       socks.close()
       const exited = await pool.drain()
       log.info({ signal, timeoutMs: settings.shutdownTimeoutMs }, 'shutting down: draining in-flight requests in every worker')
