@@ -24,10 +24,21 @@
 import { readFileSync } from 'node:fs'
 import { watchPath, type FileWatcher } from '../file-watch.js'
 import { SettingError } from '../errors.js'
-import type { NetworkFiles } from '../settings.js'
 import { normaliseAsn, parseAsnMap } from './asn-map.js'
 import { GeoDatabase } from './geoip.js'
 import { isTorExit, parseTorExits } from './tor-exits.js'
+
+/** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced): settings, read by settings.ts. */
+export interface NetworkFiles {
+  /** ASN → network type map (FAIRVISOR_ASN_MAP_FILE) for ip:type. */
+  asnMapFile: string | undefined
+  /** MaxMind-format country (or city) database for ip:country when X-Country-Code is absent. */
+  geoipCountryFile: string | undefined
+  /** MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent. */
+  geoipAsnFile: string | undefined
+  /** Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent. */
+  torExitListFile: string | undefined
+}
 
 /** The two pino methods used here, so tests can pass a recorder. */
 export interface DataLog {

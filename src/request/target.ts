@@ -21,19 +21,16 @@ export interface PathSettings {
 /** Why a request is refused before any policy is consulted (400). */
 export type TargetRefusal = 'encoded_slash' | 'host_mismatch'
 
-/** The parts of a request (RequestInput, view.ts) its target gives. */
+/** The parts of a request's input (RequestInput, view.ts) a target gives. */
 export interface TargetParts {
-  /**
-   * Path without the query string, as readTarget reads it:
-   * normalised, the path selectors match first and the proxy forwards.
-   */
+  /** Normalised, without the query string: what the path selectors match first and the proxy forwards. */
   path: string
-  /** Other readings of the same path a backend may route it to (readTarget); matched too. */
+  /** Other readings of the same path a backend may route it to; matched too. */
   alsoPaths?: readonly string[]
-  /** Set when the target is refused (400) before any policy is consulted. */
-  refused?: TargetRefusal
   /** Query string without `?` ('' when none). */
   rawQuery: string
+  /** Set when the target is refused (400) before any policy is consulted. */
+  refused?: TargetRefusal
 }
 
 const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/
