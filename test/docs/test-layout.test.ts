@@ -16,7 +16,7 @@
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { test } from 'node:test'
+import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -173,15 +173,29 @@ test('every src file has a unit test at the same path, or is listed as covered b
   )
 })
 
-test('the covered-elsewhere list names only src files without a unit test, each covered by a test that exists', () => {
-  const gone = Object.keys(COVERED_ELSEWHERE).filter((f) => !SRC.includes(f))
-  assert.deepEqual(gone, [], 'these src files no longer exist: remove their entries')
-  const tested = Object.keys(COVERED_ELSEWHERE).filter((f) => existsSync(join(ROOT, unitTestOf(f))))
-  assert.deepEqual(tested, [], 'these src files now have a unit test: remove their entries')
-  const noTest = Object.entries(COVERED_ELSEWHERE).filter(([, t]) => !t.endsWith('.test.ts') || !existsSync(join(ROOT, t)))
-  assert.deepEqual(noTest, [], 'these entries name a test file that does not exist')
-  const sorted = Object.keys(COVERED_ELSEWHERE).sort()
-  assert.deepEqual(Object.keys(COVERED_ELSEWHERE), sorted, 'keep the list sorted, so an entry is found by its path')
+describe('the covered-elsewhere list', () => {
+  const listed = Object.keys(COVERED_ELSEWHERE)
+  test('names only src files that exist', () => {
+    assert.deepEqual(
+      listed.filter((f) => !SRC.includes(f)),
+      [],
+      'these src files no longer exist: remove their entries',
+    )
+  })
+  test('names only src files without a unit test', () => {
+    assert.deepEqual(
+      listed.filter((f) => existsSync(join(ROOT, unitTestOf(f)))),
+      [],
+      'these src files now have a unit test: remove their entries',
+    )
+  })
+  test('names for each a test file that exists', () => {
+    const noTest = Object.entries(COVERED_ELSEWHERE).filter(([, t]) => !t.endsWith('.test.ts') || !existsSync(join(ROOT, t)))
+    assert.deepEqual(noTest, [], 'these entries name a test file that does not exist')
+  })
+  test('is sorted, so an entry is found by its path', () => {
+    assert.deepEqual(listed, [...listed].sort())
+  })
 })
 
 test('test/unit/ holds only unit tests, each of a src file at the same path', () => {
