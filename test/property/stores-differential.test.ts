@@ -24,8 +24,8 @@ import type { PostgresStore } from '../../src/store/postgres/store.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { applyAsync, type Check, type Outcome } from '../../src/store/store.js'
-import { dropPrefix, openStore, uniquePrefix } from '../store/postgres-db.js'
-import { deleteKeys } from '../store/redis-servers.js'
+import { dropPrefix, openStore, uniquePrefix } from '../helpers/postgres-db.js'
+import { deleteKeys } from '../helpers/redis-servers.js'
 
 const REDIS_URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const EPS = 1e-9
