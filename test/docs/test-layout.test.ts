@@ -42,7 +42,6 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'algorithms/rate-meter.ts': 'test/property/expiry-lossless.test.ts', // the meter's expiry loses no count
   'algorithms/rls-limit.ts': 'test/unit/grpc/rls-compile.test.ts', // RLS limits compiled into engine limits
   'algorithms/window-counter.ts': 'test/property/expiry-lossless.test.ts', // window counters' expiry loses no count
-  'bind-listeners.ts': 'test/e2e/startup-refusals.test.ts', // a port in use refuses the start
   'bundle/breaker-reach.ts': 'test/e2e/breaker-example.test.ts', // the warning for a breaker one request can open
   'bundle/compile.ts': 'test/property/bundle.test.ts', // any valid bundle compiles
   'bundle/hosts.ts': 'test/unit/bundle/route-index.test.ts', // host selectors through the route index
@@ -123,13 +122,19 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'request/raw-headers.ts': 'test/unit/request/view.test.ts', // headers read as sent
   'request/tor-exits.ts': 'test/unit/request/network-data.test.ts', // the Tor exit list
   'request/trusted-proxies.ts': 'test/e2e/client-ip.test.ts', // FAIRVISOR_TRUSTED_PROXIES
+  'runtime/config-source.ts': 'test/e2e/reload.test.ts', // the bundle read, watched and reloaded in one thread
+  'runtime/one-thread.ts': 'test/e2e/startup-refusals.test.ts', // one thread listening on its named sockets; bind errors
+  'runtime/runtime.ts': 'test/e2e/lifecycle.test.ts', // the listening line and shutdown of either runtime
+  'runtime/worker-thread.ts': 'test/e2e/workers.test.ts', // a worker thread listening where the supervisor says
   'settings-env.ts': 'test/unit/settings.test.ts', // bad values refused, naming the variable
   'settings-grpc.ts': 'test/e2e/grpc-tls.test.ts', // the gRPC port, TLS files and RLS configuration
+  'settings-store.ts': 'test/unit/store/config.test.ts', // store settings from FAIRVISOR_STORE and its companions
   'store/batcher.ts': 'test/store/redis-behaviour.test.ts', // a batch's calls fail at their own deadline
   'store/factory.ts': 'test/e2e/store-startup.test.ts', // the store built from FAIRVISOR_STORE
   'store/in-process.ts': 'test/store/memory.test.ts', // the store contract on the in-process stores
   'store/memory/counters.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/memory/store.ts': 'test/store/memory.test.ts', // the store contract on the memory store
+  'store/open.ts': 'test/e2e/store-startup.test.ts', // the store opened, refused or not reachable at start
   'store/postgres/codec.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/postgres/conn.ts': 'test/store/postgres-behaviour.test.ts', // one statement per connection; no server: calls fail at once
   'store/postgres/sql.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
@@ -149,14 +154,12 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'unknown-settings.ts': 'test/unit/settings.test.ts', // unknown FAIRVISOR_* variables refused
   'version.ts': 'test/e2e/cli-usage.test.ts', // --version
   'workers/config-share.ts': 'test/e2e/workers-bundle.test.ts', // the bundle handed to every worker
-  'workers/context.ts': 'test/e2e/workers.test.ts', // a worker's start-up data
-  'workers/fd-echo.ts': 'test/e2e/workers.test.ts', // sockets handed to workers on Node 20
   'workers/generations.ts': 'test/e2e/workers-bundle.test.ts', // /readyz waits for every worker's bundle
   'workers/listen-handle.ts': 'test/e2e/workers.test.ts', // a listening socket per worker
   'workers/messages.ts': 'test/e2e/workers.test.ts', // supervisor and worker messages
   'workers/metrics-sum.ts': 'test/e2e/workers.test.ts', // /metrics summed over the workers
   'workers/network-share.ts': 'test/e2e/workers.test.ts', // network data handed to every worker
-  'workers/sockets.ts': 'test/e2e/workers.test.ts', // the listeners shared by the workers
+  'workers/pool.ts': 'test/e2e/workers-bundle.test.ts', // workers started, killed and restarted on the last good bundle
   'workers/supervisor.ts': 'test/e2e/workers.test.ts', // workers started, restarted, stopped
   'workers/worker-config.ts': 'test/e2e/workers-bundle.test.ts', // a worker runs the bundle the supervisor hands it
   'workers/worker.ts': 'test/e2e/workers.test.ts', // a worker thread serving requests
