@@ -19,7 +19,8 @@ export type ErrorCode =
   | 'FV_GRPC_SERVICE_MISSING'
   | 'FV_RLS_CONFIG_INVALID'
 
-export class FairvisorError extends Error {
+/** Abstract: what is thrown is one of the subclasses below, each with its code (test/unit/errors.test.ts). */
+export abstract class FairvisorError extends Error {
   readonly code: ErrorCode
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options)
@@ -61,8 +62,8 @@ type StoreCode = 'FV_STORE_UNAVAILABLE' | 'FV_STORE_TIMEOUT' | 'FV_STORE_PROTOCO
  * the engine answers it by the fail policy. Store code throws one of the
  * three subclasses below, so a caller tells them apart by class or code.
  */
-export class StoreError extends FairvisorError {
-  constructor(message: string, code: StoreCode = 'FV_STORE_UNAVAILABLE', options?: { cause?: unknown }) {
+export abstract class StoreError extends FairvisorError {
+  constructor(message: string, code: StoreCode, options?: { cause?: unknown }) {
     super(code, message, options)
     this.name = 'StoreError'
   }

@@ -5,22 +5,24 @@
  */
 import type { BlockList } from 'node:net'
 import { SettingError } from './errors.js'
-import { parseTrustedProxies } from './request/trusted-proxies.js'
-import { distinctPorts } from './bind-listeners.js'
-import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
-import { PREFIX_RE } from './store/postgres/sql.js'
-import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
-import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/shared/leases.js'
-import type { FailPolicy } from './store/store.js'
+import { distinctPorts } from './listeners.js'
+import type { NetworkFiles } from './request/network-data.js'
 import type { PathSettings } from './request/target.js'
+import { parseTrustedProxies } from './request/trusted-proxies.js'
+import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
+import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
+import { storeSettings, type StoreSettings } from './settings-store.js'
+import type { FailPolicy } from './store/store.js'
+import { recording, refuseUnknown } from './unknown-settings.js'
+import { defaultWorkers } from './workers/cores.js'
 
-export type { FailPolicy }
+export type { FailPolicy, NetworkFiles }
 export { parseTrustedProxies }
 
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings, PathSettings {
+export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -52,47 +54,19 @@ export interface Settings extends GrpcSettings, PathSettings {
   maxHeaderSize: number
   /** Graceful shutdown bound: in-flight requests get this long, then sockets are destroyed. Default 25000. */
   shutdownTimeoutMs: number
-  /** `memory`, a redis:// / rediss:// / redis+cluster:// / unix socket URL, or a postgres:// / postgresql:// URL. */
-  store: string
-  /** The same, parsed once, with the settings of that store: what the store factory builds from. */
-  storeConfig: StoreConfig
-  /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
-  sharedDictBytes: number
   /** Worker threads serving the listeners (FAIRVISOR_WORKERS); 1: one thread, as without workers. */
   workers: number
   /** Size in bytes of the counter table the workers share (FAIRVISOR_SHARED_TABLE_SIZE; default FAIRVISOR_SHARED_DICT_SIZE's value). */
   sharedTableBytes: number
-  /** Keys the process's lease table holds at once (FAIRVISOR_LEASE_TABLE_KEYS; shared stores only). Default 8192. */
-  leaseTableKeys: number
   failPolicy: FailPolicy
-  /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
-  storeTimeoutMs: number
-  /** PostgreSQL store: connections, table/function name prefix, UNLOGGED table. */
-  pgPoolSize: number
-  pgTablePrefix: string
-  pgUnlogged: boolean
   exposeReason: boolean
   debugSessionSecret: string | undefined
   jwtHmacSecret: string | undefined
   jwksFile: string | undefined
   jwksUrl: string | undefined
-  asnMapFile: string | undefined
-  /** MaxMind-format country (or city) database for ip:country when X-Country-Code is absent. */
-  geoipCountryFile: string | undefined
-  /** MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent. */
-  geoipAsnFile: string | undefined
-  /** Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent. */
-  torExitListFile: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
 }
-
-/** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced). */
-export type NetworkFiles = Pick<Settings, 'asnMapFile' | 'geoipCountryFile' | 'geoipAsnFile' | 'torExitListFile'>
-
-import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
-import { recording, refuseUnknown } from './unknown-settings.js'
-import { defaultWorkers } from './workers/cores.js'
 
 function backendUrl(env: Env, mode: Mode): URL | undefined {
   const raw = optional(env, 'FAIRVISOR_BACKEND_URL')
@@ -112,45 +86,6 @@ function backendUrl(env: Env, mode: Mode): URL | undefined {
   if (url.pathname !== '/' || url.search)
     throw new SettingError('FAIRVISOR_BACKEND_URL', `"${raw}" must be an origin without a path or query (requests keep their own path)`)
   return url
-}
-
-/**
- * The store deadline: the new name wins when both are set. Unset, 50 ms for
- * Redis and 500 ms for PostgreSQL, whose batched statement under a hot key
- * takes row locks and needs several times Redis' time (README, PostgreSQL).
- */
-function storeTimeout(env: Env, store: StoreTarget): number {
-  const dflt = store.kind === 'postgres' ? 500 : 50
-  const older = integer(env, 'FAIRVISOR_REDIS_TIMEOUT_MS', dflt, 1, 60_000)
-  return integer(env, 'FAIRVISOR_STORE_TIMEOUT_MS', older, 1, 60_000)
-}
-
-function tablePrefix(env: Env): string {
-  const raw = optional(env, 'FAIRVISOR_PG_TABLE_PREFIX') ?? 'fairvisor_'
-  if (!PREFIX_RE.test(raw))
-    throw new SettingError(
-      'FAIRVISOR_PG_TABLE_PREFIX',
-      `"${raw}" is not allowed; use lower-case letters, digits and _ (at most 41, not starting with a digit)`,
-    )
-  return raw
-}
-
-/** The store config: the parsed target with the settings of that store. */
-function storeConfig(
-  target: StoreTarget,
-  sizes: { maxBytes: number; timeoutMs: number; leaseKeys: number; poolSize: number; prefix: string; unlogged: boolean },
-): StoreConfig {
-  if (target.kind === 'memory') return { kind: 'memory', maxBytes: sizes.maxBytes }
-  if (target.kind === 'redis') return { kind: 'redis', target: target.target, timeoutMs: sizes.timeoutMs, leaseKeys: sizes.leaseKeys }
-  return {
-    kind: 'postgres',
-    target: target.target,
-    timeoutMs: sizes.timeoutMs,
-    leaseKeys: sizes.leaseKeys,
-    poolSize: sizes.poolSize,
-    prefix: sizes.prefix,
-    unlogged: sizes.unlogged,
-  }
 }
 
 /** Also read alone by `fairvisor test`, which needs no listener or backend settings. */
@@ -186,16 +121,7 @@ function parseSettings(env: Env): Readonly<Settings> {
   const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
-  const store = optional(env, 'FAIRVISOR_STORE') ?? 'memory'
-  const target = parseStoreUrl(store)
-  const sharedDictBytes = size(env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m')
-  const storeTimeoutMs = storeTimeout(env, target)
-  const leaseTableKeys = integer(env, 'FAIRVISOR_LEASE_TABLE_KEYS', DEFAULT_CELLS, MIN_CELLS, MAX_CELLS)
-  const pg = {
-    poolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
-    prefix: tablePrefix(env),
-    unlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
-  }
+  const store = storeSettings(env)
   // The gRPC listener's defaults follow the HTTP listener's.
   const http = {
     headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
@@ -221,17 +147,10 @@ function parseSettings(env: Env): Readonly<Settings> {
     keepAliveTimeoutMs: http.keepAliveTimeoutMs,
     maxHeaderSize: integer(env, 'FAIRVISOR_MAX_HEADER_SIZE', 16384, 1024, 1024 * 1024),
     shutdownTimeoutMs: integer(env, 'FAIRVISOR_SHUTDOWN_TIMEOUT_MS', 25000, 0, 600_000),
-    store,
-    storeConfig: storeConfig(target, { maxBytes: sharedDictBytes, timeoutMs: storeTimeoutMs, leaseKeys: leaseTableKeys, ...pg }),
-    sharedDictBytes,
+    ...store,
     workers: integer(env, 'FAIRVISOR_WORKERS', defaultWorkers(), 1, 256),
     sharedTableBytes: size(env, 'FAIRVISOR_SHARED_TABLE_SIZE', optional(env, 'FAIRVISOR_SHARED_DICT_SIZE') ?? '128m'),
-    leaseTableKeys,
     failPolicy: oneOf(env, 'FAIRVISOR_FAIL_POLICY', ['open', 'closed'] as const, 'open'),
-    storeTimeoutMs,
-    pgPoolSize: pg.poolSize,
-    pgTablePrefix: pg.prefix,
-    pgUnlogged: pg.unlogged,
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
     ...pathSettings(env),
     debugSessionSecret: secret(env, 'FAIRVISOR_DEBUG_SESSION_SECRET', MIN_KEY_LENGTH),

@@ -14,14 +14,11 @@ import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from '
 import { bucketLimit, resetSeconds, type BucketLimit } from './kinds/token-bucket/kind.js'
 import { counterLimit, type CounterLimit } from './kinds/window-counter/kind.js'
 
-// The minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store.
+/** The reasons its rejects carry: the minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store. */
+export type LlmRejectReason = 'tpm_exceeded' | 'tpd_exceeded' | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded'
+
 declare module './algorithm.js' {
-  interface RejectReasons {
-    tpm_exceeded: true
-    tpd_exceeded: true
-    prompt_tokens_exceeded: true
-    max_tokens_per_request_exceeded: true
-  }
+  interface RejectReasons extends Record<LlmRejectReason, true> {}
 }
 
 export interface StreamingConfig {

@@ -9,7 +9,9 @@ import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
 import { compileDescriptor, type Extractor } from '../request/descriptors.js'
-import { headerKey, type RequestView } from '../request/view.js'
+import { headerKey } from '../request/raw-headers.js'
+import type { RequestView } from '../request/view.js'
+import { BundleError } from '../errors.js'
 import { normaliseSelectorHost } from './hosts.js'
 import { foldPath, normalisePrefix, RouteIndex } from './route-index.js'
 import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
@@ -19,17 +21,16 @@ import { parseTimestamp } from './validate.js'
 
 export interface CompiledRule {
   name: string
-  /** The bundle's algorithm name (also for algorithms not implemented here). */
+  /** The bundle's algorithm name. */
   algorithmName: RawRule['algorithm']
-  /** Undefined for algorithms not implemented yet: the rule is skipped at request time. */
-  algorithm: Algorithm | undefined
-  /** False when the algorithm or a descriptor is not implemented: the rule is skipped at request time. */
+  algorithm: Algorithm
+  /** False when a limit key or match key does not compile (never in a validated bundle): the rule is skipped at request time. */
   supported: boolean
   keyNames: readonly string[]
   keys: readonly Extractor[]
   match: readonly { key: string; extract: Extractor; expected: string }[]
-  /** The normalised algorithm_config: the limit's kind and parameters (undefined when the algorithm is not implemented). */
-  limit: Limit | undefined
+  /** The normalised algorithm_config: the limit's kind and parameters. */
+  limit: Limit
   cost: (view: RequestView) => number
   /** The most one request can spend on this rule's limit: burst (token_bucket), budget (cost_based); Infinity otherwise. */
   costCap: number
@@ -115,19 +116,21 @@ function costFunction(source: string, fixed: number, dflt: number, min: number):
 
 function extractorOf(key: string): Extractor {
   const d = compileDescriptor(key)
-  // Unsupported descriptors are validated earlier; the rule is marked unsupported and never extracts.
+  // Descriptors are validated earlier; a rule with one that does not compile is not supported and never extracts.
   return d.ok ? d.extract : () => undefined
 }
 
 function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): CompiledRule {
   const c = raw.algorithm_config
   const algorithm = guard ?? ALGORITHMS.get(raw.algorithm)
+  // The schema's algorithm enum is this table's names: a validated rule always names one.
+  if (algorithm === undefined) throw new BundleError(`rule "${name}": unknown algorithm "${raw.algorithm}"`)
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
-  const prefix = algorithm?.keyPrefix ?? ''
-  const limit = algorithm?.normalise(c)
+  const prefix = algorithm.keyPrefix
+  const limit = algorithm.normalise(c)
   let llm: CompiledRule['llm']
-  if (algorithm?.llm === true && limit !== undefined) {
+  if (algorithm.llm === true) {
     const config = limit as LlmConfig
     if (config.estimator === 'tokenizer') tokenCounter(config.encoding) // loaded now, not on the first request
     llm = { config, dayPrefix: `${LLM_DAY.keyPrefix}${name}:`, shadowDayPrefix: `shadow:${LLM_DAY.keyPrefix}${name}:` }
@@ -136,19 +139,19 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     name,
     algorithmName: raw.algorithm,
     algorithm,
-    supported: algorithm !== undefined && descriptorsOk,
+    supported: descriptorsOk,
     keyNames,
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
     cost: costFunction(
-      String((algorithm?.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'),
+      String((algorithm.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'),
       Number(c.fixed_cost ?? 1),
       Number(c.default_cost ?? 1),
       Number(c.min_cost ?? 1),
     ),
-    costCap: limit === undefined ? Infinity : (algorithm?.capacity?.(limit) ?? Infinity),
+    costCap: algorithm.capacity?.(limit) ?? Infinity,
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
     llm,

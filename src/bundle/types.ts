@@ -65,6 +65,6 @@ export interface BundleIssue {
   policyIndex?: number
   policyId?: string
   ruleName?: string
-  /** A warning, not an error: the bundle loads (e.g. "not supported yet", a limit that can never be reached). */
+  /** A warning, not an error: the bundle loads (e.g. a selector path that is not normalised, a limit that can never be reached). */
   warning?: boolean
 }

@@ -18,12 +18,11 @@ import type { BundleIssue, RawPolicy, RawRule } from './types.js'
 function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
   for (const [i, key] of (rule.limit_keys ?? []).entries()) {
     const d = compileDescriptor(key)
-    if (!d.ok) out.push({ pointer: `${base}/limit_keys/${i}`, message: d.message, warning: d.unsupported })
+    if (!d.ok) out.push({ pointer: `${base}/limit_keys/${i}`, message: d.message })
   }
   for (const key of Object.keys(rule.match ?? {})) {
     const d = compileDescriptor(key)
-    if (!d.ok)
-      out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message, warning: d.unsupported })
+    if (!d.ok) out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message })
   }
   const algorithm = ALGORITHMS.get(rule.algorithm)
   if (algorithm !== undefined) checkConfig(algorithm, rule.algorithm_config, `${base}/algorithm_config`, out)

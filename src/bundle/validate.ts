@@ -171,14 +171,7 @@ function checkKillSwitches(killSwitches: readonly RawKillSwitch[], clean: (point
   for (const [i, k] of killSwitches.entries()) {
     if (!clean(`/kill_switches/${i}`) || !isObject(k) || typeof k.scope_key !== 'string') continue
     const d = compileDescriptor(k.scope_key)
-    if (d.ok) continue
-    if (d.unsupported)
-      out.push({
-        pointer: `/kill_switches/${i}/scope_key`,
-        message: `scope_key "${k.scope_key}" is not supported yet; this kill switch never fires`,
-        warning: true,
-      })
-    else out.push({ pointer: `/kill_switches/${i}/scope_key`, message: d.message.replace(/^descriptor /, 'scope_key ') })
+    if (!d.ok) out.push({ pointer: `/kill_switches/${i}/scope_key`, message: d.message.replace(/^descriptor /, 'scope_key ') })
   }
 }
 

@@ -3,7 +3,7 @@
  * form, the response headers of a decision, and the store decorator that
  * records each check's outcome.
  */
-import type { Decision, PlannedLimit } from '../engine/evaluate.js'
+import type { Decision, PlannedLimit } from '../engine/decision.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import type { MemoryStore } from '../store/memory/store.js'
 import { llmLines, type LlmReport } from './test-llm.js'

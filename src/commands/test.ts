@@ -17,7 +17,7 @@
  * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
  * or a bad data-file setting.
  */
-import type { Decision, EngineObserver, PlannedLimit } from '../engine/evaluate.js'
+import type { Decision, EngineObserver, PlannedLimit } from '../engine/decision.js'
 import { RecordingStore, responseHeaders, table, type RequestReport } from './test-report.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { Engine } from '../engine/evaluate.js'

@@ -6,8 +6,8 @@
  * signed form under that key, as for a gateway run with
  * FAIRVISOR_BUNDLE_SIGNING_KEY.
  *
- * Exit 0: it loads whole (warnings such as "not supported yet" are printed
- * and do not fail). Exit 1: it is rejected, or one of its policies fails —
+ * Exit 0: it loads whole (warnings such as a fixed_cost above burst are
+ * printed and do not fail). Exit 1: it is rejected, or one of its policies fails —
  * a reload refuses such a bundle whole, and at start-up the gateway loads it
  * without those policies; either way an operator wants to see it before
  * shipping. Exit 2: bad command line.

@@ -6,18 +6,18 @@
  * request whose limit-key input is ambiguous, refused 400); shadow
  * policies count on their own keys and only log. Planning is in plan.ts
  * (LLM rules: llm-plan.ts), turning outcomes into a Decision in finish.ts.
+ * A call that names its limits itself (a Rate Limit Service call) is decided
+ * here too (evaluateLimits): same store call, fail policy and observer.
  */
-import type { CompiledBundle } from '../bundle/compile.js'
+import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { AmbiguousRequest } from '../errors.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { RequestView } from '../request/view.js'
-import type { FailPolicy, Store } from '../store/store.js'
+import type { ApplyDone, Check, FailPolicy, Outcomes, Store } from '../store/store.js'
 import type { Decision, EngineObserver } from './decision.js'
 import { finish } from './finish.js'
 import { killSwitchRetryAfter } from './kill-switch.js'
 import { Plan } from './plan.js'
-
-export type { Decision, EngineObserver, LlmReservation, PlannedLimit, Reason, ShadowReject } from './decision.js'
 
 const NO_BUNDLE: Decision = Object.freeze({ allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
 /** A target read two ways by common backends is refused before any policy (docs/behaviour.md §2): never shadowed. */
@@ -26,6 +26,20 @@ const REFUSED: Readonly<Record<TargetRefusal, Decision>> = {
   host_mismatch: Object.freeze({ allowed: false, status: 400, reason: 'host_mismatch', mode: 'enforce', matchedPolicies: [] }),
 }
 const NO_MATCH: Decision = Object.freeze({ allowed: true, status: 200, reason: 'no_matching_policy', mode: 'enforce', matchedPolicies: [] })
+
+/** The compiled policy a call that names its limits is decided under, and the call as a request (Retry-After jitter, logs). */
+export interface LimitTarget {
+  policy: CompiledPolicy
+  view: RequestView
+}
+
+/** One limit such a call names (a Rate Limit Service descriptor): the rule, its counter-key part, its own cost. */
+export interface NamedLimit {
+  rule: CompiledRule
+  composite: string
+  cost: number
+  shadow: boolean
+}
 
 export interface EngineOptions {
   store: Store
@@ -104,6 +118,59 @@ export class Engine {
     const store = this.opts.store
     if (store.applyNow !== undefined) return then(finish(plan, store.applyNow(plan.checks, nowMs / 1000), ids))
     store.apply(plan.checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids)))
+  }
+
+  /**
+   * The decision on a call that names its limits itself: `target` is the compiled policy its
+   * limits' rules belong to (undefined: none, nothing to check), one check per limit in order,
+   * all in one store call. `then` also gets each check's outcome, for front ends that answer per
+   * limit: a check a reject left unevaluated is read (cost 0) so that its count is known too.
+   * Outcomes are undefined when the store failed (the decision then carries the fail policy).
+   */
+  evaluateLimits(
+    target: LimitTarget | undefined,
+    limits: readonly NamedLimit[],
+    nowMs: number,
+    then: (d: Decision, outcomes: Outcomes | undefined) => void,
+  ): void {
+    if (target === undefined) return then(NO_MATCH, undefined)
+    const { policy, view } = target
+    const ids = [policy.id]
+    if (limits.length === 0)
+      return then({ allowed: true, status: 200, reason: 'all_rules_passed', mode: 'enforce', matchedPolicies: ids }, [])
+    const plan = new Plan(view, nowMs, this.opts.observer, undefined)
+    for (let i = 0; i < limits.length; i++) {
+      const l = limits[i]!
+      plan.push(policy, l.rule, l.shadow, l.composite, l.cost)
+    }
+    this.apply(plan.checks, nowMs, (err, outcomes) => {
+      if (err) return then(this.storeFailed(err, ids), undefined)
+      const d = finish(plan, outcomes!, ids)
+      this.readSkipped(plan.checks, outcomes!, nowMs, () => then(d, outcomes))
+    })
+  }
+
+  /** Fills the outcomes of checks a reject in their group left unevaluated by reading their counters (cost 0). */
+  private readSkipped(checks: readonly Check[], outcomes: Outcomes, nowMs: number, done: () => void): void {
+    let skipped: number[] | undefined
+    for (let i = 0; i < checks.length; i++) if (outcomes[i] === undefined) (skipped ??= []).push(i)
+    if (skipped === undefined) return done()
+    const at = skipped
+    // A failed read decides nothing (the decision is made): those checks report their limit untouched.
+    this.apply(
+      at.map((i) => ({ ...checks[i]!, cost: 0 })),
+      nowMs,
+      (err, read) => {
+        if (!err) for (let j = 0; j < at.length; j++) outcomes[at[j]!] = read![j]
+        done()
+      },
+    )
+  }
+
+  private apply(checks: readonly Check[], nowMs: number, done: ApplyDone): void {
+    const store = this.opts.store
+    if (store.applyNow !== undefined) done(null, store.applyNow(checks, nowMs / 1000))
+    else store.apply(checks, nowMs / 1000, done)
   }
 
   private storeFailed(err: Error, ids: string[]): Decision {

@@ -147,8 +147,8 @@ export class Plan {
     llm?: number,
   ): void {
     const key = part?.key ?? (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
-    const algorithm = part?.algorithm ?? rule.algorithm!
-    const limit = part?.limit ?? rule.limit!
+    const algorithm = part?.algorithm ?? rule.algorithm
+    const limit = part?.limit ?? rule.limit
     this.checks.push({ key, limit, cost, shadow })
     this.observer.limitPlanned?.({ policyId: policy.id, ruleName: rule.name, algorithm: algorithm.name, key, composite, cost, shadow })
     this.planned.push({ policy, rule, shadow, composite, algorithm, limit, llm: part?.llm ?? llm })

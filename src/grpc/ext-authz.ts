@@ -2,13 +2,13 @@
  * Envoy's external authorization, gRPC v3 (`envoy.service.auth.v3.Authorization/Check`):
  * the HTTP request Envoy describes goes through the same decider as a request
  * on the HTTP listener, and the decision is answered as the HTTP paths answer
- * it (http/decision-response.ts): OK with the RateLimit-* headers for the
+ * it (decision/response.ts): OK with the RateLimit-* headers for the
  * client, or a denied response carrying the 429/503 status, headers and body.
  */
-import type { Decision } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
 import { InvalidGrpcRequest } from '../errors.js'
-import type { Decide } from '../http/decide.js'
-import { decisionResponse } from '../http/decision-response.js'
+import type { Decide } from '../decision/decide.js'
+import { decisionResponse } from '../decision/response.js'
 import { type EncodedSlashes, readTarget } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 

@@ -3,13 +3,13 @@
  * ShouldRateLimit call is decided by the bundle as a request `POST /<domain>`
  * whose `descriptor:<key>` values are the descriptor's entries, so a
  * Fairvisor policy (any algorithm, shadow, kill switches) can limit what
- * Envoy's rate limit filter asks about.
+ * Envoy's rate limit filter asks about. Each decision is folded into its
+ * descriptor's status by decision/rls-answer.ts mergeDecision.
  */
-import type { Decision } from '../engine/evaluate.js'
-import type { Decide } from '../http/decide.js'
+import type { Decision } from '../engine/decision.js'
+import type { Decide } from '../decision/decide.js'
 import { readPath } from '../request/normalise.js'
 import type { Entry } from './rls-match.js'
-import { OVER_LIMIT, type DescriptorStatus } from './rls-service.js'
 
 export function decideDescriptors(
   decide: Decide,
@@ -36,16 +36,4 @@ export function decideDescriptors(
       if (--left === 0) then(out)
     })
   })
-}
-
-/** The bundle's decision folded into a descriptor's status: a reject (or a fail-closed store) is OVER_LIMIT. */
-export function mergeDecision(s: DescriptorStatus, d: Decision): DescriptorStatus {
-  if (d.reason === 'no_bundle_loaded') return s
-  const over = !d.allowed
-  if (s.current_limit !== undefined || d.limit === undefined) return over ? { ...s, code: OVER_LIMIT, limit_remaining: 0 } : s
-  return {
-    code: over ? OVER_LIMIT : s.code,
-    limit_remaining: over ? 0 : Math.max(0, Math.floor(d.limit.remaining)),
-    duration_until_reset: { seconds: d.limit.resetS },
-  }
 }

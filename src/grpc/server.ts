@@ -4,20 +4,19 @@
  * unary-server.ts. A request that does not decode or does not make sense is
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
-import type { AddressInfo, Server as NetServer } from 'node:net'
-import type { Decide } from '../http/decide.js'
+import type { Decide, DecideLimits } from '../decision/decide.js'
+import { OVER_LIMIT } from '../decision/rls-answer.js'
 import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
-import type { FailPolicy, Store } from '../store/store.js'
 import type { ByteBudget } from './byte-budget.js'
 import { createCheck, type CheckRequest } from './ext-authz.js'
 import type { GrpcMetrics } from './metrics.js'
 import { method } from './protos.js'
 import { descriptorCap } from './rls-cap.js'
-import { createShouldRateLimit, OVER_LIMIT, type RateLimitRequest } from './rls-service.js'
+import { createShouldRateLimit, type RateLimitRequest } from './rls-service.js'
 import type { RlsConfig } from './rls-config.js'
 import { GrpcStatus } from './status.js'
-import { createUnaryServer, listen, type UnaryMethod } from './unary-server.js'
+import { createUnaryServer, type UnaryMethod, type UnaryServer } from './unary-server.js'
 import { GrpcFailure } from './wire.js'
 
 export interface GrpcOptions {
@@ -25,15 +24,14 @@ export interface GrpcOptions {
   exposeReason: boolean
   /** FAIRVISOR_ENCODED_SLASHES: how ext_authz reads the paths Envoy describes. */
   encodedSlashes: EncodedSlashes
-  store: Store
-  failPolicy: FailPolicy
+  /** The engine, for the RLS configuration's limits (the bundle's are decided through `decide`). */
+  decideLimits: DecideLimits
   rlsConfig(): RlsConfig
   rlsResponseHeaders: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
-  clock(): number
   metrics: GrpcMetrics
   log: Logger
   /** PEM certificate and key (and a CA that client certificates must chain to): the listener speaks TLS. */
@@ -44,11 +42,6 @@ export interface GrpcOptions {
   /** FAIRVISOR_GRPC_IDLE_TIMEOUT_MS and FAIRVISOR_GRPC_STREAM_TIMEOUT_MS. */
   idleTimeoutMs: number
   streamTimeoutMs: number
-}
-
-export interface GrpcListener {
-  port: number
-  shutdown(timeoutMs: number): Promise<void>
 }
 
 type Handler<Req> = (req: Req, then: (err: Error | null, res?: object) => void) => void
@@ -73,19 +66,11 @@ function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?
 
 const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService'])
 
-/**
- * Listens on `at`: a port and host, or (worker threads) the descriptor of a socket bound by the supervisor,
- * the server then joining `shared` (the thread's listeners the supervisor waits on at shutdown).
- */
-export async function startGrpc(
-  o: GrpcOptions,
-  at: { port: number; host: string } | { fd: number; shared: NetServer[] },
-): Promise<GrpcListener> {
+/** The listener's server, not listening yet: the runtime listens on its socket (runtime/runtime.ts). */
+export function createGrpc(o: GrpcOptions): UnaryServer {
   const shouldRateLimit = createShouldRateLimit({
-    store: o.store,
     config: () => o.rlsConfig(),
-    failPolicy: o.failPolicy,
-    clock: o.clock,
+    decideLimits: o.decideLimits,
     responseHeaders: o.rlsResponseHeaders,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
@@ -109,7 +94,7 @@ export async function startGrpc(
   ])
   // One prom-client child per (method, code): a labelled inc() hashes its labels on every call.
   const counters = new Map<string, { inc(): void }>()
-  const { server, shutdown } = createUnaryServer({
+  return createUnaryServer({
     methods,
     tls: o.tls,
     maxConcurrentStreams: o.maxConcurrentStreams,
@@ -124,7 +109,4 @@ export async function startGrpc(
     },
     failed: (m, err) => o.log.error({ err: { message: (err as Error).message }, method: m }, 'gRPC handler failed'),
   })
-  if ('shared' in at) at.shared.push(server)
-  const address: AddressInfo = await listen(server, 'fd' in at ? { fd: at.fd } : { port: at.port, host: at.host })
-  return { port: address.port, shutdown }
 }

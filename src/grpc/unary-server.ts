@@ -33,7 +33,7 @@ import {
   type Http2Session,
   type ServerHttp2Stream,
 } from 'node:http2'
-import type { AddressInfo, Socket } from 'node:net'
+import type { Socket } from 'node:net'
 import { GrpcStatus, statusName } from './status.js'
 import { type ByteBudget, HeldBody } from './byte-budget.js'
 import { deadlineMs, fail, gone, GrpcFailure, MAX_MESSAGE_BYTES, message, send } from './wire.js'
@@ -219,15 +219,4 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
         server.once('close', () => clearTimeout(force))
       }),
   }
-}
-
-/** Listens on `port` at `host`, or on an already bound socket's descriptor. */
-export function listen(server: Http2Server | Http2SecureServer, at: { port: number; host: string } | { fd: number }): Promise<AddressInfo> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(at, () => {
-      server.off('error', reject)
-      resolve(server.address() as AddressInfo)
-    })
-  })
 }

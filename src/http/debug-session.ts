@@ -9,7 +9,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { sendJson } from './respond.js'
 import type { Handler } from './server.js'
-import { rawHeader } from '../request/view.js'
+import { rawHeader } from '../request/raw-headers.js'
 
 export const DEBUG_COOKIE = 'fv_dbg'
 /** Session lifetime in seconds (the cookie's Max-Age). */

@@ -11,13 +11,14 @@
  * X-Real-IP is never believed: one rule for both modes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { Decision } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
 import { AmbiguousRequest } from '../errors.js'
 import { type EncodedSlashes, readTarget, targetAuthority } from '../request/target.js'
-import { sameHeaderName, type RequestInput } from '../request/view.js'
-import type { Decide } from './decide.js'
+import { sameHeaderName } from '../request/raw-headers.js'
+import type { RequestInput } from '../request/view.js'
+import type { Decide } from '../decision/decide.js'
 import type { DebugSessions } from './debug-session.js'
-import { decisionResponse } from './decision-response.js'
+import { decisionResponse } from '../decision/response.js'
 import { afterDelay, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 

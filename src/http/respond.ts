@@ -4,10 +4,11 @@
  */
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { Decision } from '../engine/evaluate.js'
+import type { Decision } from '../engine/decision.js'
 import { type EncodedSlashes, readTarget } from '../request/target.js'
-import { rawHeader, type RequestInput } from '../request/view.js'
-import type { DecisionResponse } from './decision-response.js'
+import { rawHeader } from '../request/raw-headers.js'
+import type { RequestInput } from '../request/view.js'
+import type { DecisionResponse } from '../decision/response.js'
 
 /**
  * Runs `go` after the decision's throttle delay (at once without one). The
@@ -29,7 +30,7 @@ export function afterDelay(d: Decision, res: ServerResponse, go: () => void, aba
   res.once('close', cancel)
 }
 
-/** Writes a decision's answer (decision-response.ts) as it is: the HTTP transports add nothing of their own. */
+/** Writes a decision's answer (decision/response.ts) as it is: the HTTP transports add nothing of their own. */
 export function writeDecision(res: ServerResponse, r: DecisionResponse): void {
   res.writeHead(r.status, r.headers as string[])
   res.end(r.body)

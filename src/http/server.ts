@@ -4,7 +4,6 @@
  * access log, and graceful shutdown that drains in-flight requests.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
@@ -24,8 +23,8 @@ export interface ListenerOptions {
 }
 
 export interface Listener {
+  /** Not listening yet: the runtime listens on its socket (runtime/runtime.ts). */
   server: Server
-  listen(port: number, host: string): Promise<AddressInfo>
   /** Stop accepting, let in-flight requests finish within `timeoutMs`, then close what is left. */
   shutdown(timeoutMs: number): Promise<void>
 }
@@ -67,16 +66,6 @@ export function createListener({ settings, log, routes, fallback, upgrade }: Lis
     })
   }
 
-  function listen(port: number, host: string): Promise<AddressInfo> {
-    return new Promise((resolve, reject) => {
-      server.once('error', reject)
-      server.listen(port, host, () => {
-        server.off('error', reject)
-        resolve(server.address() as AddressInfo)
-      })
-    })
-  }
-
   function shutdown(timeoutMs: number): Promise<void> {
     draining = true
     return new Promise((resolve) => {
@@ -94,7 +83,7 @@ export function createListener({ settings, log, routes, fallback, upgrade }: Lis
     })
   }
 
-  return { server, listen, shutdown }
+  return { server, shutdown }
 }
 
 function accessLog(log: Logger, req: IncomingMessage, res: ServerResponse): void {

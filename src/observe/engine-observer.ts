@@ -4,7 +4,7 @@
  * line per second with the count, not one per request), charges and each
  * decision's counters.
  */
-import type { Decision, EngineObserver } from '../engine/evaluate.js'
+import type { Decision, EngineObserver } from '../engine/decision.js'
 import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
 import type { Metrics } from './metrics.js'

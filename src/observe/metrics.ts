@@ -9,38 +9,12 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredCounter3, DeferredGauge, FastHistogram } from './hot-metrics.js'
 import { applyWorkerAggregators } from './worker-metrics.js'
-
-/** What the scrape-time store gauges read (the in-process store; others have no bound). */
-export interface StoreFill {
-  /** Checks refused because the store had no room for a new counter without dropping a live one. */
-  full: number
-  bytesUsed: number
-  maxBytes: number
-}
-
-/**
- * What the scrape-time gauges read: the bundle snapshot and the clock. Kept
- * structural so observe/ needs nothing from bundle/.
- */
-export interface LiveState {
-  bundle(): {
-    policies: readonly { shadow: boolean }[]
-    killSwitches: readonly { expiresAtMs: number | undefined }[]
-    globalShadowUntil: number | undefined
-    killSwitchOverrideUntil: number | undefined
-  } | null
-  nowMs(): number
-  /** The in-process store's fill, undefined for shared stores. */
-  storeFill?(): StoreFill | undefined
-  /** Checks of leased limits decided exactly for want of a lease table cell (this thread's), undefined without leasing. */
-  leaseTableFull?(): number | undefined
-}
+import { bundleGauges, storeGauges, type LiveState } from './live-gauges.js'
 
 export function createMetrics() {
   const registry = new Registry()
   // Bound by bindLiveState(); until then the override gauges read as off.
   let live: LiveState | undefined
-  const activeUntil = (until: number | undefined): number => (until !== undefined && live !== undefined && live.nowMs() < until ? 1 : 0)
   const r = [registry]
   const m = {
     registry,
@@ -115,47 +89,7 @@ export function createMetrics() {
       labelNames: ['target'],
       registers: r,
     }),
-    // The next four are computed when scraped, from the current bundle and the
-    // clock, so an override or kill switch shows as off the moment it expires.
-    killSwitchActive: new Gauge({
-      name: 'fairvisor_kill_switch_active',
-      help: 'Kill switches in the loaded bundle that have not expired.',
-      registers: r,
-      collect() {
-        const b = live?.bundle()
-        if (!b) return void this.set(0)
-        const now = live!.nowMs()
-        let n = 0
-        for (const k of b.killSwitches) if (k.expiresAtMs === undefined || now < k.expiresAtMs) n++
-        this.set(n)
-      },
-    }),
-    shadowModeActive: new Gauge({
-      name: 'fairvisor_shadow_mode_active',
-      help: 'Policies running in shadow mode now (all of them while global_shadow is active).',
-      registers: r,
-      collect() {
-        const b = live?.bundle()
-        if (!b) return void this.set(0)
-        this.set(activeUntil(b.globalShadowUntil) ? b.policies.length : b.policies.filter((p) => p.shadow).length)
-      },
-    }),
-    globalShadowActive: new Gauge({
-      name: 'fairvisor_global_shadow_active',
-      help: '1 while global_shadow is active.',
-      registers: r,
-      collect() {
-        this.set(activeUntil(live?.bundle()?.globalShadowUntil))
-      },
-    }),
-    killSwitchOverrideActive: new Gauge({
-      name: 'fairvisor_kill_switch_override_active',
-      help: '1 while kill_switch_override is active.',
-      registers: r,
-      collect() {
-        this.set(activeUntil(live?.bundle()?.killSwitchOverrideUntil))
-      },
-    }),
+    ...bundleGauges(r, () => live),
     saasReachable: new Gauge({
       name: 'fairvisor_saas_reachable',
       help: 'Always 0: this gateway runs without a SaaS control plane.',
@@ -219,39 +153,7 @@ export function createMetrics() {
       labelNames: ['store'],
       registers: r,
     }),
-    // The in-process store never drops a live counter for a new key: the new key's request is refused instead, and counted here.
-    storeFull: new Counter({
-      name: 'fairvisor_store_full_total',
-      help: 'Checks the in-process store refused (503 store_full) because it had no room for a new counter without dropping a live one (FAIRVISOR_SHARED_DICT_SIZE, FAIRVISOR_SHARED_TABLE_SIZE).',
-      registers: r,
-      collect() {
-        const f = live?.storeFill?.()
-        if (!f) return
-        this.reset()
-        this.inc(f.full)
-      },
-    }),
-    storeFill: new Gauge({
-      name: 'fairvisor_store_fill_ratio',
-      help: 'Bytes charged against FAIRVISOR_SHARED_DICT_SIZE by the in-process store, as a fraction of it.',
-      registers: r,
-      collect() {
-        const f = live?.storeFill?.()
-        this.set(f ? f.bytesUsed / f.maxBytes : 0)
-      },
-    }),
-    // More hot keys than the lease table holds: safe (decided exactly) but each costs a store call; visible, not silent.
-    leaseTableFull: new Counter({
-      name: 'fairvisor_lease_table_full_total',
-      help: 'Checks of leased token buckets decided by an exact store call because the lease table had no cell for their key (FAIRVISOR_LEASE_TABLE_KEYS).',
-      registers: r,
-      collect() {
-        const n = live?.leaseTableFull?.()
-        if (n === undefined) return
-        this.reset()
-        this.inc(n)
-      },
-    }),
+    ...storeGauges(r, () => live),
   }
   applyWorkerAggregators(registry)
   m.saasReachable.set(0)

@@ -23,7 +23,8 @@
  * the same rule. The value is the bare key.
  */
 import { AmbiguousRequest } from '../errors.js'
-import { BEARER_SCHEME, type RequestView } from './view.js'
+import { BEARER_SCHEME } from './raw-headers.js'
+import type { RequestView } from './view.js'
 
 const BEARER = 1
 const X_API_KEY = 2

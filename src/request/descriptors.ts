@@ -5,11 +5,12 @@
  */
 import { apiKey } from './api-key.js'
 import { IP_TYPES } from './asn-map.js'
-import { headerKey, type RequestView } from './view.js'
+import { headerKey } from './raw-headers.js'
+import type { RequestView } from './view.js'
 
 export type Extractor = (view: RequestView) => string | undefined
 
-export type DescriptorCompile = { ok: true; extract: Extractor } | { ok: false; unsupported: boolean; message: string }
+export type DescriptorCompile = { ok: true; extract: Extractor } | { ok: false; message: string }
 
 const NAME = /^[A-Za-z0-9_-]+$/
 
@@ -28,8 +29,7 @@ export function compileDescriptor(key: string): DescriptorCompile {
     case 'jwt':
     case 'header':
     case 'query': {
-      if (!NAME.test(name))
-        return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
+      if (!NAME.test(name)) return { ok: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
       // The key readers refuse an input repeated with different values (AmbiguousRequest): never the first alone.
       if (source === 'jwt') return { ok: true, extract: (v) => v.keyClaim(name) }
       if (source === 'query') return { ok: true, extract: (v) => nonEmpty(v.keyQuery(name)) }
@@ -38,8 +38,7 @@ export function compileDescriptor(key: string): DescriptorCompile {
     }
     case 'descriptor':
       // An entry of the Rate Limit Service descriptor being decided (absent on HTTP requests).
-      if (!NAME.test(name))
-        return { ok: false, unsupported: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
+      if (!NAME.test(name)) return { ok: false, message: `descriptor "${key}" has an invalid name; names match ^[A-Za-z0-9_-]+$` }
       return { ok: true, extract: (v) => nonEmpty(v.descriptorEntry(name)) }
     case 'ip':
       switch (name) {
@@ -70,21 +69,20 @@ export function compileDescriptor(key: string): DescriptorCompile {
             },
           }
         default:
-          return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
+          return { ok: false, message: `descriptor "${key}" is unknown; ip: takes address, country, asn, type or tor` }
       }
     case 'ua':
       if (name === 'bot') return { ok: true, extract: (v) => (v.botCategory === '' ? 'false' : 'true') }
       // Absent (missing) for a non-bot, so a rule keyed on it applies to bots only.
       if (name === 'bot_category') return { ok: true, extract: (v) => v.botCategory || undefined }
-      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
+      return { ok: false, message: `descriptor "${key}" is unknown; ua: takes bot or bot_category` }
     case 'llm':
       // A namespace of this gateway's own (not in Fairvisor Edge): LLM client conventions.
       if (name === 'api_key') return { ok: true, extract: apiKey }
-      return { ok: false, unsupported: false, message: `descriptor "${key}" is unknown; llm: takes api_key` }
+      return { ok: false, message: `descriptor "${key}" is unknown; llm: takes api_key` }
     default:
       return {
         ok: false,
-        unsupported: false,
         message: `descriptor "${key}" is unknown; use jwt:, header:, query:, ip:, ua:, llm: or descriptor: keys`,
       }
   }

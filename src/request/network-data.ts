@@ -24,10 +24,21 @@
 import { readFileSync } from 'node:fs'
 import { watchPath, type FileWatcher } from '../file-watch.js'
 import { SettingError } from '../errors.js'
-import type { NetworkFiles } from '../settings.js'
 import { normaliseAsn, parseAsnMap } from './asn-map.js'
 import { GeoDatabase } from './geoip.js'
 import { isTorExit, parseTorExits } from './tor-exits.js'
+
+/** The operator's data files behind the ip: descriptors (all optional, all reloaded when replaced): settings, read by settings.ts. */
+export interface NetworkFiles {
+  /** ASN → network type map (FAIRVISOR_ASN_MAP_FILE) for ip:type. */
+  asnMapFile: string | undefined
+  /** MaxMind-format country (or city) database for ip:country when X-Country-Code is absent. */
+  geoipCountryFile: string | undefined
+  /** MaxMind-format ASN database for ip:asn (and ip:type) when X-ASN is absent. */
+  geoipAsnFile: string | undefined
+  /** Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent. */
+  torExitListFile: string | undefined
+}
 
 /** The two pino methods used here, so tests can pass a recorder. */
 export interface DataLog {
@@ -39,8 +50,11 @@ export interface DataLog {
 /** Each configured file's current bytes by setting name, in shared memory (what a worker thread is handed). */
 export type SharedNetworkBytes = Record<string, SharedArrayBuffer>
 
-/** What a worker thread's NetworkData gets from its supervisor instead of the files. */
-export interface NetworkShare {
+/**
+ * What a worker thread's NetworkData gets from its supervisor instead of the files
+ * (the supervisor's side is workers/network-share.ts).
+ */
+export interface NetworkFeed {
   bytes: SharedNetworkBytes
   /** Calls `fn` with a file's new bytes each time the supervisor has applied a change. */
   subscribe(fn: (setting: string, bytes: SharedArrayBuffer) => void): void
@@ -128,14 +142,14 @@ export class NetworkData {
 
   /**
    * Reads every configured file now; throws a SettingError naming the first bad one.
-   * `share`: a worker thread's, whose supervisor has read the files (their bytes) and watches them.
+   * `feed`: a worker thread's, whose supervisor has read the files (their bytes) and watches them.
    */
   constructor(
     files: NetworkFiles,
-    private readonly share?: NetworkShare,
+    private readonly feed?: NetworkFeed,
   ) {
     const open = <T>(setting: string, file: string | undefined, parse: (b: Buffer, f: string) => T) =>
-      file === undefined ? undefined : new DataFile(setting, file, parse, share?.bytes[setting])
+      file === undefined ? undefined : new DataFile(setting, file, parse, feed?.bytes[setting])
     this.asnTypes = open('FAIRVISOR_ASN_MAP_FILE', files.asnMapFile, asnMap)
     this.countryDb = open('FAIRVISOR_GEOIP_COUNTRY_FILE', files.geoipCountryFile, geo)
     this.asnDb = open('FAIRVISOR_GEOIP_ASN_FILE', files.geoipAsnFile, geo)
@@ -187,9 +201,9 @@ export class NetworkData {
    * A worker thread's instead applies what its supervisor hands on.
    */
   async watch(log: DataLog, debounceMs?: number): Promise<void> {
-    if (this.share) {
+    if (this.feed) {
       const byName = new Map(this.files.map((f) => [f.setting, f]))
-      return this.share.subscribe((setting, bytes) => void byName.get(setting)?.apply(Buffer.from(bytes), log, 'data file updated'))
+      return this.feed.subscribe((setting, bytes) => void byName.get(setting)?.apply(Buffer.from(bytes), log, 'data file updated'))
     }
     for (const f of this.files) {
       const changed = (): void => {

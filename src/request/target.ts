@@ -5,7 +5,6 @@
  * so one spelling is read alike whichever way the request arrives.
  */
 import { type EncodedSlashes, normaliseHost, readPath } from './normalise.js'
-import type { RequestInput } from './view.js'
 
 export type { EncodedSlashes }
 
@@ -22,8 +21,17 @@ export interface PathSettings {
 /** Why a request is refused before any policy is consulted (400). */
 export type TargetRefusal = 'encoded_slash' | 'host_mismatch'
 
-/** The parts of RequestInput a target gives. */
-export type TargetParts = Pick<RequestInput, 'path' | 'alsoPaths' | 'rawQuery' | 'refused'>
+/** The parts of a request's input (RequestInput, view.ts) a target gives. */
+export interface TargetParts {
+  /** Normalised, without the query string: what the path selectors match first and the proxy forwards. */
+  path: string
+  /** Other readings of the same path a backend may route it to; matched too. */
+  alsoPaths?: readonly string[]
+  /** Query string without `?` ('' when none). */
+  rawQuery: string
+  /** Set when the target is refused (400) before any policy is consulted. */
+  refused?: TargetRefusal
+}
 
 const ABSOLUTE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/
 

@@ -10,23 +10,13 @@ import { clientIp } from './client-ip.js'
 import { claimString, decodeBearer, type Claims } from './jwt.js'
 import { NetworkData } from './network-data.js'
 import { normaliseHost } from './normalise.js'
-import type { TargetRefusal } from './target.js'
+import { BEARER_SCHEME, rawHeader, sameHeaderName } from './raw-headers.js'
+import type { TargetParts, TargetRefusal } from './target.js'
 import { parseLlmBody, type LlmBody } from '../llm/request-body.js'
 
-/** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes. */
-export interface RequestInput {
+/** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes; its target as readTarget (target.ts) reads it. */
+export interface RequestInput extends TargetParts {
   method: string
-  /**
-   * Path without the query string, as readTarget (target.ts) reads it:
-   * normalised, the path selectors match first and the proxy forwards.
-   */
-  path: string
-  /** Other readings of the same path a backend may route it to (readTarget); matched too. */
-  alsoPaths?: readonly string[]
-  /** Set when the target is refused (400) before any policy is consulted. */
-  refused?: TargetRefusal
-  /** Query string without `?` ('' when none). */
-  rawQuery: string
   /** Host header as received (port and case are normalised here). */
   host: string
   /** Flat [name, value, …] list as received. */
@@ -49,47 +39,6 @@ export interface RequestInput {
   /** `body` is the whole body. */
   bodyComplete?: boolean
 }
-
-/**
- * A header name as limit keys and the bundle write it: lower case, with `_` read as `-`, so
- * `header:x_api_key` (the spelling of nginx's `$http_x_api_key`, as Fairvisor Edge bundles
- * write it) names the header `X-Api-Key`. Only the bundle's spelling is translated: a request
- * header whose own name holds `_` is another header and never matches (sameHeaderName).
- */
-export function headerKey(name: string): string {
-  return name.toLowerCase().replace(/_/g, '-')
-}
-
-/**
- * `raw` is the header `key` (a headerKey()): equal but for ASCII case. `-` and `_` are
- * distinct: nginx drops a request header with `_` in its name by default
- * (`underscores_in_headers off`) and Node, Go and most backends read `X_Api_Key` as a header
- * of its own, so a `X_Api_Key: <junk>` beside `X-Api-Key: <real>` must not be what the gateway
- * counts while the backend authenticates the other. Non-ASCII never matches: no header name
- * holds it, and Unicode case folding would let `K` (U+212A) stand for `k`. Names of another
- * length (nearly all) are passed over on one comparison.
- */
-export function sameHeaderName(raw: string, key: string): boolean {
-  if (raw.length !== key.length) return false
-  for (let i = 0; i < raw.length; i++) {
-    let c = raw.charCodeAt(i)
-    if (c >= 65 && c <= 90) c += 32 // A-Z
-    if (c !== key.charCodeAt(i)) return false
-  }
-  return true
-}
-
-/** First value of header `lowerName` in a flat raw list (case-insensitive), without building a map. */
-export function rawHeader(raw: readonly string[], lowerName: string): string | undefined {
-  for (let i = 0; i < raw.length; i += 2) {
-    const k = raw[i]!
-    if (k.length === lowerName.length && k.toLowerCase() === lowerName) return raw[i + 1]
-  }
-  return undefined
-}
-
-/** `Bearer ` at the start of an Authorization value, any case (RFC 9110 §11.1: the scheme is case-insensitive). */
-export const BEARER_SCHEME = /^\s*bearer\s/i
 
 export class RequestView {
   readonly method: string

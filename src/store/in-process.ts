@@ -13,7 +13,7 @@
  * flood of new keys would be after).
  */
 import type { Step } from '../algorithms/algorithm.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreFill, StoreState } from './store.js'
 
 /** Calls of up to this many checks find an earlier check of the same key by scanning back (no map to build per request). */
 const SCAN_MAX = 8
@@ -64,7 +64,7 @@ export abstract class InProcessStore implements Store {
   abstract adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
 
   /** Fill for the metrics: checks refused for want of room (`full`), bytes charged and the bound. */
-  abstract fill(): { full: number; bytesUsed: number; maxBytes: number }
+  abstract fill(): StoreFill
 
   /** One sweep-timer tick: drop counters that have expired by `now` (seconds). */
   protected abstract sweepExpired(now: number): void

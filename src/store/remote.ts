@@ -3,8 +3,7 @@
  * call deadline, reconnect pacing and the mapping of a failed call to a
  * StoreError, on which the engine applies the fail policy.
  */
-import { StoreError } from '../errors.js'
-import { CallTimeoutError } from './batcher.js'
+import { StoreError, StoreUnavailableError } from '../errors.js'
 
 /** How a store on a server reports connection transitions and failures (the gateway's logger, or a test's). */
 export type StoreLog = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void
@@ -22,15 +21,14 @@ export function callTimerMs(deadlineMs: number): number {
 /** Reconnect quickly but not in a hot loop: 100, 200, … capped at 500 ms. */
 export const reconnectDelay = (attempt: number): number => Math.min(100 * attempt, 500)
 
-/** A failed or timed-out call of `backend` ('redis', 'postgres') as a StoreError; the error's code (e.g. a SQLSTATE) leads the message. */
+/**
+ * A failed call of `backend` ('redis', 'postgres') as a StoreError; the error's code (e.g. a
+ * SQLSTATE) leads the message. A deadline is already a StoreTimeoutError (the batch's
+ * CallTimeoutError, the cluster's timer) and passes through unchanged.
+ */
 export function storeError(backend: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err
   const e = err as Error & { code?: unknown }
-  const timeout = err instanceof CallTimeoutError
   const code = typeof e?.code === 'string' ? `${e.code} ` : ''
-  return new StoreError(
-    `${backend} ${timeout ? 'call timed out' : `call failed: ${code}${e?.message ?? String(err)}`}`,
-    timeout ? 'FV_STORE_TIMEOUT' : 'FV_STORE_UNAVAILABLE',
-    { cause: err },
-  )
+  return new StoreUnavailableError(`${backend} call failed: ${code}${e?.message ?? String(err)}`, { cause: err })
 }

@@ -51,6 +51,15 @@ export type StoreState = 'ok' | 'degraded' | 'connecting'
 /** What a store failure means for a request (FAIRVISOR_FAIL_POLICY). */
 export type FailPolicy = 'open' | 'closed'
 
+/** A bounded in-process store's fill, read by the scrape-time store gauges (observe/metrics.ts). */
+export interface StoreFill {
+  /** Checks refused because the store had no room for a new counter without dropping a live one. */
+  full: number
+  /** Bytes charged against the bound. */
+  bytesUsed: number
+  maxBytes: number
+}
+
 export interface Store {
   readonly kind: string
   /**
@@ -69,7 +78,7 @@ export interface Store {
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
   state(): StoreState
   /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for shared stores. */
-  fill?(): { full: number; bytesUsed: number; maxBytes: number }
+  fill?(): StoreFill
   /** The leasing layer in front of a shared store: checks decided exactly because the lease table had no cell for their key (metrics). */
   leaseTableFull?(): number
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */

@@ -15,13 +15,12 @@
  * worker (generations.ts), so it never names another version than the metric.
  */
 import type { Worker } from 'node:worker_threads'
-import { BundleSource, type ReloadReport } from '../bundle/source.js'
-import { watchBundle } from '../bundle/watch.js'
-import type { FileWatcher } from '../file-watch.js'
-import { RlsSource } from '../grpc/rls-source.js'
+import type { CompiledBundle } from '../bundle/compile.js'
+import type { ReloadReport } from '../bundle/source.js'
 import type { Logger } from '../observe/logger.js'
 import type { Metrics } from '../observe/metrics.js'
-import { bundleWatchLog, logReload, showConfig } from '../observe/reload-log.js'
+import { logReload, showConfig } from '../observe/reload-log.js'
+import { ConfigSource } from '../runtime/config-source.js'
 import type { Settings } from '../settings.js'
 import { Generations } from './generations.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
@@ -29,11 +28,10 @@ import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 type Reloaded = Extract<FromWorker, { type: 'reloaded' }>
 
 export class ConfigShare {
-  readonly bundles: BundleSource
-  private readonly rls: RlsSource | undefined
+  /** What the supervisor itself runs: read and watched here (runtime/config-source.ts, as in one thread). */
+  private readonly source: ConfigSource
   private readonly generations: Generations
   private generation = 0
-  private readonly watcher: FileWatcher
   /** Every worker thread started and not exited (starting ones too: messages wait in their port). */
   private readonly workers = new Set<Worker>()
   /** Acknowledgements awaited, per worker: the generation asked for. */
@@ -42,34 +40,30 @@ export class ConfigShare {
   private reporting = Promise.resolve()
 
   constructor(
-    private readonly settings: Readonly<Settings>,
+    settings: Readonly<Settings>,
     private readonly log: Logger,
     private readonly metrics: Metrics,
     clock: () => number,
   ) {
     this.generations = Generations.create(settings.workers)
-    this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
-    this.bundles.onReload((r) => this.onReport(r))
-    this.rls =
-      settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log, (config) => this.post({ type: 'rls', config }))
-    this.watcher = watchBundle(this.bundles, bundleWatchLog(log, settings.configFile))
+    this.source = new ConfigSource(settings, log, clock, {
+      reloaded: (r) => this.onReport(r),
+      rlsLoaded: (config) => this.post({ type: 'rls', config }),
+    })
+  }
+
+  /** The supervisor's bundle (null while it has none). */
+  bundle(): CompiledBundle | null {
+    return this.source.bundle()
   }
 
   /** Arm the watches, then read the bundle and the RLS configuration: before any worker starts. */
-  async start(): Promise<void> {
-    await Promise.all([this.watcher.ready, this.rls?.watch()])
-    if (this.settings.configFile === undefined)
-      this.log.warn('FAIRVISOR_CONFIG_FILE is not set: every request is answered 503 no_bundle_loaded')
-    else this.bundles.reload()
-    this.rls?.reload()
+  start(): Promise<void> {
+    return this.source.start()
   }
 
   /** SIGHUP: reload both now, and set the bundle's watch up anew (its directory may be another one now). */
-  readonly onHup = (): void => {
-    this.bundles.reload()
-    void this.watcher.rearm()
-    this.rls?.reload()
-  }
+  readonly onHup = (): void => this.source.onHup()
 
   /**
    * What a worker starting now gets (its workerData). Make the Worker and
@@ -77,10 +71,10 @@ export class ConfigShare {
    */
   forWorker(): Pick<WorkerData, 'bundle' | 'generation' | 'generations' | 'rls'> {
     return {
-      bundle: this.bundles.accepted,
+      bundle: this.source.bundles.accepted,
       generation: this.generation,
       generations: this.generations.buffer,
-      rls: this.rls?.current,
+      rls: this.source.rls(),
     }
   }
 
@@ -108,7 +102,7 @@ export class ConfigShare {
   }
 
   close(): Promise<unknown> {
-    return Promise.all([this.watcher.close(), this.rls?.close()])
+    return this.source.close()
   }
 
   private post(m: ToWorker): void {
@@ -122,8 +116,8 @@ export class ConfigShare {
       // 200 names is always the one fairvisor_config_info shows from now on.
       const generation = ++this.generation
       this.generations.supervisor = generation
-      showConfig(this.metrics, this.bundles.current!)
-      const accepted = this.bundles.accepted
+      showConfig(this.metrics, this.source.bundles.current!)
+      const accepted = this.source.bundles.accepted
       acks = Promise.all(
         [...this.workers].map((w) => {
           const wait = new Promise<number | null>((resolve) => {
@@ -135,7 +129,7 @@ export class ConfigShare {
         }),
       )
     }
-    const applied = r.result === 'applied' ? this.bundles.current : null
+    const applied = r.result === 'applied' ? this.source.bundles.current : null
     const generation = this.generation
     this.reporting = this.reporting.then(async () => {
       const behind = (await acks).filter((g) => g !== null && g < generation).length

@@ -1,18 +1,19 @@
 /**
- * One listening socket for every worker thread, on Node ≥ 20.18. Worker
- * threads cannot each bind the port (EADDRINUSE without SO_REUSEPORT, which
- * only Node ≥ 22.12 exposes), and a listening handle cannot be transferred
- * to a worker thread. What works: the main thread binds the socket (without
- * accepting on it), and each worker listens on a descriptor of it
- * (`server.listen({ fd })`); the kernel hands each new connection to one of
- * them. Each worker gets its own duplicate descriptor (made by passing the
- * socket to a child process and back, fd-echo.ts), so a worker that dies
- * closes only its own and the others keep accepting.
+ * One listening socket for every worker thread where Node has no public way
+ * to share a port (Node < 22.12: no `reusePort`; sockets.ts picks this path
+ * only then). Worker threads cannot each bind the port (EADDRINUSE), and a
+ * listening handle cannot be transferred to a worker thread. What works: the
+ * main thread binds the socket (without accepting on it), and each worker
+ * listens on a descriptor of it (`server.listen({ fd })`); the kernel hands
+ * each new connection to one of them. Each worker gets its own duplicate
+ * descriptor (made by passing the socket to a child process and back, ECHO),
+ * so a worker that dies closes only its own and the others keep accepting.
+ * Binding without listening takes the TCP handle binding, which only
+ * `process.binding` reaches: this file is the one place that does.
  */
-import { fork, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { isIP } from 'node:net'
-import { fileURLToPath } from 'node:url'
 import { getSystemErrorName } from 'node:util'
 
 interface TcpHandle {
@@ -37,7 +38,10 @@ export interface BoundSocket {
   close(): void
 }
 
-const ECHO = fileURLToPath(new URL('./fd-echo.js', import.meta.url))
+/** The child: sends every handle it receives straight back (passing a socket over IPC duplicates its descriptor). */
+const ECHO = `
+process.on('message', (msg, handle) => process.send(msg, handle, () => handle && handle.close()))
+process.on('disconnect', () => process.exit(0))`
 
 /** Bind `host:port` (0: a free port) without listening; throws an Error with the errno name on failure (EADDRINUSE…). */
 export function bindSocket(host: string, port: number): BoundSocket {
@@ -60,7 +64,7 @@ export function bindSocket(host: string, port: number): BoundSocket {
   let chain: Promise<unknown> = Promise.resolve()
   const dupOnce = async (): Promise<number> => {
     if (!echo || echo.exitCode !== null || !echo.connected) {
-      echo = fork(ECHO, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv: [] })
+      echo = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
       echo.on('error', () => {}) // a helper that cannot start or send shows as a failed dup() (no message)
       echo.unref()
       echo.channel?.unref()

@@ -2,6 +2,7 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
 import type { AcceptedBundle } from '../bundle/source.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
+import type { ListenOn, Named } from '../listeners.js'
 import type { SharedNetworkBytes } from '../request/network-data.js'
 
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[]
@@ -28,14 +29,19 @@ export type FromWorker =
 
 /** What the supervisor hands a worker at start (workerData). */
 export interface WorkerData {
+  /** 1-based, stable across restarts of the same worker; logged as `worker`. */
   workerId: number
+  /** The shared counter table (memory store). */
   table: SharedArrayBuffer | undefined
+  /** The process's lease table (Redis, PostgreSQL). */
   leases: SharedArrayBuffer | undefined
+  /** The network data files, read and watched by the supervisor (network-share.ts). */
   net: SharedNetworkBytes
-  listenFd: number
-  adminFd: number | undefined
-  /** The gRPC listener's socket (FAIRVISOR_GRPC_PORT), served by every worker. */
-  grpcFd: number | undefined
+  /**
+   * Where each listener the settings ask for listens in this worker (sockets.ts): its own descriptor of the socket
+   * the supervisor bound, or (Node ≥ 22.12) the address and port the supervisor bound, shared with SO_REUSEPORT.
+   */
+  listen: Named<ListenOn>
   /** The process's gRPC byte budget (grpc/byte-budget.ts), with FAIRVISOR_GRPC_PORT. */
   grpcBudget: SharedArrayBuffer | undefined
   /** The supervisor's bundle and its generation when this worker started (its later ones come as 'bundle' messages). */

@@ -6,8 +6,7 @@
  */
 import type { Worker } from 'node:worker_threads'
 import type { Logger } from '../observe/logger.js'
-import { NetworkData, type SharedNetworkBytes } from '../request/network-data.js'
-import type { NetworkFiles } from '../settings.js'
+import { NetworkData, type NetworkFiles, type SharedNetworkBytes } from '../request/network-data.js'
 import type { ToWorker } from './messages.js'
 
 export class NetworkShare {

@@ -2,30 +2,32 @@
  * A worker's side of the bundle and the RLS configuration: built from what
  * the supervisor hands it (workerData, then 'bundle' and 'rls' messages),
  * never from the files, which may hold an older, invalid or refused bundle by
- * then. worker.ts listens for these messages from the thread's first moment,
- * so a bundle applied while the worker starts is the one it serves with.
+ * then. The worker's runtime (runtime/worker-thread.ts) hands these messages
+ * on from the thread's first moment, so a bundle applied while the worker
+ * starts is the one it serves with.
  * Each build is written to the generations table (for /readyz) and
  * acknowledged to the supervisor, which reports a reload once all have it.
  */
 import type { CompiledBundle } from '../bundle/compile.js'
 import { buildAccepted, type AcceptedBundle, type BundleSourceOptions } from '../bundle/source.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
-import type { WorkerConfig } from './context.js'
+import type { BundleFeed } from '../runtime/runtime.js'
 import { Generations } from './generations.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 
-export class WorkerConfigFeed implements WorkerConfig {
+export class WorkerConfigFeed implements BundleFeed {
   private current: CompiledBundle | null = null
   private generation = -1
   private rlsConfig: RlsConfig | undefined
   private readonly table: Generations
+  private readonly id: number
 
   constructor(
-    private readonly id: number,
     data: WorkerData,
     private readonly opts: BundleSourceOptions,
     private readonly send: (m: FromWorker) => void,
   ) {
+    this.id = data.workerId
     this.table = Generations.attach(data.generations)
     this.rlsConfig = data.rls
     const error = this.install(data.bundle, data.generation)
@@ -43,6 +45,11 @@ export class WorkerConfigFeed implements WorkerConfig {
   inSync(): boolean {
     return this.table.inSync()
   }
+
+  /** Nothing to read: the supervisor did, and feeds this thread. */
+  async start(): Promise<void> {}
+
+  async close(): Promise<void> {}
 
   /** Handles this module's messages; false for the others. */
   onMessage(m: ToWorker): boolean {

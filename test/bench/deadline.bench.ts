@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { metricValue, startBackend, startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { dropPrefix, PG_URL, uniquePrefix } from '../store/postgres-db.js'
+import { dropPrefix, PG_URL, uniquePrefix } from '../helpers/postgres-db.js'
 
 const [url = PG_URL, deadline, seconds = '5', rate = '120'] = process.argv.slice(2)
 const PER_GATEWAY = 128

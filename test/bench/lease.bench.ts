@@ -23,7 +23,7 @@ import { LeasingStore } from '../../src/store/leasing.js'
 import type { Store } from '../../src/store/store.js'
 import { join } from 'node:path'
 import { commandStats, runLoad, startBackendProcess, startGatewayProcess, stopAll, table, tempDir, type LoadResult } from './lib.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const [seconds = 3, rounds = 3, connections = 32] = process.argv.slice(2).map(Number)
 const dir = tempDir('fv-bench-lease-')

@@ -23,7 +23,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { nginxConf } from '../helpers/nginx.js'
 import { freePort } from '../helpers/processes.js'
-import type { RedisServer } from '../store/redis-servers.js'
+import type { RedisServer } from '../helpers/redis-servers.js'
 
 export { freePort }
 

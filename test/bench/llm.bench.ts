@@ -111,7 +111,7 @@ function estimationCost(estimator: 'simple_word' | 'tokenizer', bodies: Buffer[]
 }
 
 tokenCounter('o200k_base')
-const rows: string[][] = []
+const rows: [string, string][] = []
 const tb = engineRate({ tokens_per_second: 1000, burst: 1000 }, 'token_bucket')
 const sw = engineRate({ tokens_per_minute: 1e9, token_source: { estimator: 'simple_word' } }, 'token_bucket_llm')
 const tk = engineRate({ tokens_per_minute: 1e9, token_source: { estimator: 'tokenizer' } }, 'token_bucket_llm')

@@ -16,7 +16,7 @@
  * (`--no-pin`: the scheduler places everything).
  */
 import pg from 'pg'
-import { startPostgres } from '../store/postgres-servers.js'
+import { startPostgres } from '../helpers/postgres-servers.js'
 import { allowRejectBundle, interleave, median, runLoad, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
 import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests } from './store-bench.js'
 

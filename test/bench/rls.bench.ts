@@ -28,7 +28,7 @@ import { join } from 'node:path'
 import { method } from '../../src/grpc/protos.js'
 import { countDescriptors } from '../../src/grpc/rls-cap.js'
 import { grpcFrame, MAX_MESSAGE_BYTES } from '../../src/grpc/wire.js'
-import { startRedis } from '../store/redis-servers.js'
+import { startRedis } from '../helpers/redis-servers.js'
 import { cpuMicros, freePort, median, pinCpus, startGatewayProcess, stopAll, table, tempDir, type Running } from './lib.js'
 
 const CALLS = Number(process.argv[2] ?? 20)

@@ -8,7 +8,7 @@
  *   const bench = await startStoreBench({ bundleFile, pin: !noPin })
  *   try { const gw = await bench.gateway(bench.redis.url) … } finally { await bench.stop() }
  */
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import { pinCpus, type LoadResult, type Running, startBackendProcess, startGatewayProcess, stopAll } from './lib.js'
 
 /** The command line: an optional leading `--no-pin`, then numbers (each a default when absent). */

@@ -56,6 +56,7 @@ const TYPE_FILES = [
   'src/request/target.ts',
   'src/algorithms/loop-detection.ts',
   'src/algorithms/circuit-breaker.ts',
+  'src/algorithms/rls-limit.ts',
 ]
 let program: ts.Program | undefined
 

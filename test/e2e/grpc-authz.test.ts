@@ -27,8 +27,8 @@ const BUNDLE = {
 }
 
 /** The headers that matter for comparison (the transport's own dropped), lower-cased names. */
-function comparable(flat: string[]): string[][] {
-  const out: string[][] = []
+function comparable(flat: string[]): [string, string][] {
+  const out: [string, string][] = []
   for (let i = 0; i < flat.length; i += 2)
     if (!['content-length', 'date', 'connection', 'keep-alive'].includes(flat[i]!.toLowerCase()))
       out.push([flat[i]!.toLowerCase(), flat[i + 1]!])
@@ -97,7 +97,8 @@ describe('ext_authz v3 Check over gRPC', () => {
     assert.equal(r.denied_response.body.replace(/\d+\}$/, ''), body.replace(/\d+\}$/, ''))
     assert.ok(Math.abs(retry(r.denied_response.body) - retry(body)) <= 1)
     const got = comparable(headerList(r.denied_response.headers))
-    const timeless = (h: string[][]): string[][] => h.filter(([k]) => !['retry-after', 'ratelimit-reset', 'ratelimit'].includes(k))
+    const timeless = (h: [string, string][]): [string, string][] =>
+      h.filter(([k]) => !['retry-after', 'ratelimit-reset', 'ratelimit'].includes(k))
     assert.deepEqual(timeless(got), timeless(comparable([...http.headers].flat())))
     assert.deepEqual(
       got.map(([k]) => k),

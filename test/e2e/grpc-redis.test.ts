@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { checkRequest, grpcClients, type GrpcClients } from '../helpers/grpc-client.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const BURST = 100
 const RLS_LIMIT = 150

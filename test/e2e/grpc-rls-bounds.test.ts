@@ -18,7 +18,7 @@ import { status as Code } from '@grpc/grpc-js'
 import { method } from '../../src/grpc/protos.js'
 import { grpcClients, type GrpcClients } from '../helpers/grpc-client.js'
 import { metricValue, startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const RLS = method('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit')
 const LIMIT = 1_000_000

@@ -20,8 +20,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Redis } from 'ioredis'
 import ts from 'typescript'
 import { ROOT, startGateway } from '../helpers/processes.js'
-import { dropPrefix, PG_URL, sql, uniquePrefix } from '../store/postgres-db.js'
-import { deleteKeys } from '../store/redis-servers.js'
+import { dropPrefix, PG_URL, sql, uniquePrefix } from '../helpers/postgres-db.js'
+import { deleteKeys } from '../helpers/redis-servers.js'
 
 const REDIS_URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const FIXTURE = fileURLToPath(new URL('../fixtures/kinds/sliding-window/', import.meta.url))

@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { metricValue, startBackend, startGateway, type Backend } from '../helpers/processes.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const KEYS = 48
 const dir = mkdtempSync(join(tmpdir(), 'fv-lease-keys-'))

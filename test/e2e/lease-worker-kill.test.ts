@@ -24,7 +24,7 @@ import { Client } from 'undici'
 import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
 import { waitFor } from '../helpers/wait.js'
-import { readBucket, startRedis, type RedisServer } from '../store/redis-servers.js'
+import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const BURST = 60
 const SLICE = 10

@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks'
 import { after, before, describe, it } from 'node:test'
 import { Pool, request } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
-import { readBucket, startRedis, type RedisServer } from '../store/redis-servers.js'
+import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-lease-'))
 let n = 0

@@ -19,7 +19,7 @@ import { Pool } from 'undici'
 import { utcDay } from '../../src/algorithms/llm.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
-import { readBucket } from '../store/redis-servers.js'
+import { readBucket } from '../helpers/redis-servers.js'
 
 const CLIENTS = 64
 const DURATION_MS = 2000

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import { startGateway } from '../helpers/processes.js'
-import { readBucket } from '../store/redis-servers.js'
+import { readBucket } from '../helpers/redis-servers.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const redisCli = (...args: string[]): string =>

@@ -22,8 +22,8 @@ import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { load, median, quantile, sleep, stealTicks, waitExact, assertWithinBound, measuredAgainOnStall } from '../helpers/fault-load.js'
 import { startBackend, startGateway, type Backend } from '../helpers/processes.js'
 import { hammerSharedKey } from '../helpers/shared-limit.js'
-import { dropPrefix, PG_URL, uniquePrefix } from '../store/postgres-db.js'
-import { startPostgres, type PgServer } from '../store/postgres-servers.js'
+import { dropPrefix, PG_URL, uniquePrefix } from '../helpers/postgres-db.js'
+import { startPostgres, type PgServer } from '../helpers/postgres-servers.js'
 
 const CLIENTS = 64
 const DURATION_MS = 3000

@@ -26,7 +26,7 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import {
   exact,
   load as loadOf,

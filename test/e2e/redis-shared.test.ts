@@ -7,7 +7,7 @@
  */
 import { describe, it } from 'node:test'
 import { hammerSharedKey } from '../helpers/shared-limit.js'
-import { startCluster, startRedis } from '../store/redis-servers.js'
+import { startCluster, startRedis } from '../helpers/redis-servers.js'
 
 const CLIENTS = 64
 const DURATION_MS = 3000

@@ -17,7 +17,7 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
-import { freePort, readBucket, sleep } from '../store/redis-servers.js'
+import { freePort, readBucket, sleep } from '../helpers/redis-servers.js'
 import { testCa } from '../helpers/certs.js'
 
 let redisProc: ChildProcess | undefined

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test'
 import { Pool } from 'undici'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
-import { dropPrefix, PG_URL, uniquePrefix } from '../store/postgres-db.js'
+import { dropPrefix, PG_URL, uniquePrefix } from '../helpers/postgres-db.js'
 
 const BURST = 20
 const REQUESTS = 150

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { freePort, metricValue, startGateway } from '../helpers/processes.js'
-import { startRedis, type RedisServer } from '../store/redis-servers.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 /** Never called: these tests only start the gateway and ask /readyz. */
 const BACKEND = 'http://127.0.0.1:9'

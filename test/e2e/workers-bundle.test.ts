@@ -157,6 +157,12 @@ describe('the RLS configuration with 2 workers', () => {
       loaded().map((l) => l.worker),
       [0, 0],
     )
-    assert.deepEqual(await limits(), new Set([2000]))
+    // The supervisor logs the load, then posts the configuration: a worker applies it a message later.
+    let seen = new Set<number>()
+    await waitFor(async () => {
+      seen = await limits()
+      return seen.size === 1 && seen.has(2000)
+    }, 'every worker answering on the new configuration')
+    assert.deepEqual(seen, new Set([2000]))
   })
 })

@@ -25,8 +25,8 @@ import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { SharedMemoryStore } from '../../src/store/shared/store.js'
 import { SharedTable } from '../../src/store/shared/table.js'
 import { applyAsync, type Check, type Outcome, type Store } from '../../src/store/store.js'
-import { dropPrefix, openStore, uniquePrefix } from '../store/postgres-db.js'
-import { deleteKeys } from '../store/redis-servers.js'
+import { dropPrefix, openStore, uniquePrefix } from './postgres-db.js'
+import { deleteKeys } from './redis-servers.js'
 
 const REDIS_URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const EPS = 1e-9

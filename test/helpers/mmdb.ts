@@ -62,10 +62,10 @@ export function encode(v: MmdbValue): Buffer {
 }
 
 /** 128 bits of an address (IPv4 as ::a.b.c.d). */
-function bits(address: string): number[] {
-  const out: number[] = []
+function bits(address: string): (0 | 1)[] {
+  const out: (0 | 1)[] = []
   const push = (byte: number): void => {
-    for (let i = 7; i >= 0; i--) out.push((byte >> i) & 1)
+    for (let i = 7; i >= 0; i--) out.push(((byte >> i) & 1) as 0 | 1)
   }
   if (isIP(address) === 4) {
     for (let i = 0; i < 12; i++) push(0)

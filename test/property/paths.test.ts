@@ -24,7 +24,7 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import { type EncodedSlashes, readTarget } from '../../src/request/target.js'
 import { expressRoutes, nginxUri, nodeUrlParse, TARGET, tomcat, whatwg } from '../helpers/path-models.js'
-import { bundle, compile, policy, rule, tb } from '../unit/engine-harness.js'
+import { bundle, compile, policy, rule, tb } from '../helpers/engine-harness.js'
 
 const index = compile(
   bundle([

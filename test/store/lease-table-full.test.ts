@@ -14,7 +14,7 @@ import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { LeaseTable } from '../../src/store/shared/leases.js'
 import { applyAsync } from '../helpers/store.js'
-import { readBucket, startRedis, type RedisServer } from './redis-servers.js'
+import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const BURST = 30
 const SLICE = 5

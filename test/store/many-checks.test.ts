@@ -20,8 +20,8 @@ import { SharedMemoryStore } from '../../src/store/shared/store.js'
 import { SharedTable } from '../../src/store/shared/table.js'
 import type { Check, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
-import { dropPrefix, openStore, uniquePrefix } from './postgres-db.js'
-import { startRedis, type RedisServer } from './redis-servers.js'
+import { dropPrefix, openStore, uniquePrefix } from '../helpers/postgres-db.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const run = `${process.pid}-${Date.now().toString(36)}`
 

@@ -8,7 +8,7 @@ import { parsePostgresUrl } from '../../src/store/postgres/url.js'
 import { applyAsync, type Check } from '../../src/store/store.js'
 import { freePort } from '../helpers/processes.js'
 import { tbCheck } from '../helpers/store.js'
-import { dropPrefix, openStore, sql, uniquePrefix } from './postgres-db.js'
+import { dropPrefix, openStore, sql, uniquePrefix } from '../helpers/postgres-db.js'
 
 const prefix = uniquePrefix('bh')
 const tb = (key: string, burst: number, cost = 1): Check => tbCheck(`tb:${key}`, burst, 0.001, cost)

@@ -7,7 +7,7 @@ import { StoreError } from '../../src/errors.js'
 import type { PostgresStore } from '../../src/store/postgres/store.js'
 import { applyAsync, type Check, type Outcomes } from '../../src/store/store.js'
 import { tbCheck } from '../helpers/store.js'
-import { dropPrefix, openStore, uniquePrefix } from './postgres-db.js'
+import { dropPrefix, openStore, uniquePrefix } from '../helpers/postgres-db.js'
 
 const prefix = uniquePrefix('iso')
 /** A window counter at 1e308 of 1.7e308: one more 1e308 overflows float8 inside the statement. */

@@ -11,7 +11,7 @@ import { registerKind } from '../../src/algorithms/kinds/index.js'
 import type { Check } from '../../src/store/store.js'
 import { SLIDING_WINDOW_KIND, slidingLimit } from '../fixtures/kinds/sliding-window/kind.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
-import { dropPrefix, openStore, uniquePrefix } from './postgres-db.js'
+import { dropPrefix, openStore, uniquePrefix } from '../helpers/postgres-db.js'
 
 it('a store opened with a new kind upgrades the functions in place; a store opened before keeps serving every kind', async () => {
   const prefix = uniquePrefix('kinds')

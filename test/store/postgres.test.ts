@@ -4,7 +4,7 @@
 import type { PostgresStore } from '../../src/store/postgres/store.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
-import { anyRow, dropPrefix, openStore, uniquePrefix } from './postgres-db.js'
+import { anyRow, dropPrefix, openStore, uniquePrefix } from '../helpers/postgres-db.js'
 
 const prefix = uniquePrefix('ct')
 

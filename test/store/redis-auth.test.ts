@@ -8,7 +8,7 @@ import { RedisStore } from '../../src/store/redis/store.js'
 import type { StoreLog } from '../../src/store/remote.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Check } from '../../src/store/store.js'
-import { readBucket, sleep, startRedis, type RedisServer } from './redis-servers.js'
+import { readBucket, sleep, startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
 
 const tb = (key: string, burst: number, rate: number): Check => tbCheck(key, burst, rate)

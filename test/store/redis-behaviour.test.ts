@@ -8,7 +8,7 @@ import { StoreError } from '../../src/errors.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { redisScripts } from '../../src/store/redis/script.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
-import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from './redis-servers.js'
+import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from '../helpers/redis-servers.js'
 import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
 
 const tb = tbCheck

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test'
 import { RedisClusterStore } from '../../src/store/redis/cluster.js'
 import keySlot from 'cluster-key-slot'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
-import { startCluster, type RedisCluster } from './redis-servers.js'
+import { startCluster, type RedisCluster } from '../helpers/redis-servers.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
 
 const tb = tbCheck

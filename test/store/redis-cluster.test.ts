@@ -4,7 +4,7 @@ import { RedisClusterStore } from '../../src/store/redis/cluster.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
-import { startCluster, type RedisCluster } from './redis-servers.js'
+import { startCluster, type RedisCluster } from '../helpers/redis-servers.js'
 
 let cluster: RedisCluster
 before(async () => {

@@ -8,7 +8,7 @@ import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { applyAsync, type Check, type Outcomes } from '../../src/store/store.js'
 import { tbCheck } from '../helpers/store.js'
-import { deleteKeys } from './redis-servers.js'
+import { deleteKeys } from '../helpers/redis-servers.js'
 
 const URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const prefix = `iso-${process.pid}-${Date.now().toString(36)}`

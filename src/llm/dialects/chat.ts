@@ -5,7 +5,7 @@
  * stream_options.include_usage, then `[DONE]`; and the error event
  * (`{"error":{…}}`, which the OpenAI SDKs raise as an API error).
  */
-import type { CutUsage, ErrorKind } from './index.js'
+import type { CutUsage, ErrorKind } from './event-parts.js'
 import type { StreamFacts } from './stream-facts.js'
 
 export function chatClose(f: StreamFacts, usage: CutUsage | undefined): string {

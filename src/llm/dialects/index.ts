@@ -7,24 +7,12 @@
  * upstream broke. Also the body of an LLM reject in the API's error shape.
  */
 import { chatClose, chatError } from './chat.js'
+import type { CutUsage, ErrorKind } from './event-parts.js'
 import { messagesClose, messagesError } from './messages.js'
 import { responsesClose, responsesError } from './responses.js'
 import { apiOfPath, type StreamFacts } from './stream-facts.js'
 
 export { StreamFacts, apiOfPath, type LlmApi } from './stream-facts.js'
-
-/** Usage written into the closing events (include_partial_usage). */
-export interface CutUsage {
-  prompt: number
-  completion: number
-}
-
-/** An error event's type (OpenAI's and Anthropic's names) and code. */
-export interface ErrorKind {
-  openai: string
-  anthropic: string
-  code: string
-}
 
 const CUT_ERROR: ErrorKind = { openai: 'rate_limit_error', anthropic: 'rate_limit_error', code: 'completion_tokens_exceeded' }
 

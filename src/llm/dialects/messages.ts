@@ -5,7 +5,7 @@
  * `stop_reason: "max_tokens"` and usage (the SDKs read `usage.output_tokens`
  * from every message_delta), `message_stop`; and the `error` event.
  */
-import type { CutUsage, ErrorKind } from './index.js'
+import type { CutUsage, ErrorKind } from './event-parts.js'
 import type { StreamFacts } from './stream-facts.js'
 
 const event = (name: string, data: object): string => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`

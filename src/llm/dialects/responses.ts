@@ -6,7 +6,7 @@
  * sequence_number), and the `error` event. The error event also carries an
  * `error` object: that is what the OpenAI SDKs raise from a stream.
  */
-import type { CutUsage, ErrorKind } from './index.js'
+import type { CutUsage, ErrorKind } from './event-parts.js'
 import type { StreamFacts } from './stream-facts.js'
 
 function usageOf(u: CutUsage): object {

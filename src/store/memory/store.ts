@@ -8,7 +8,7 @@
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
 import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
-import type { Adjustment, Check, Outcomes } from '../store.js'
+import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
 import { storedKey } from '../stored-key.js'
 import { Counters, RESERVED } from './counters.js'
 
@@ -55,7 +55,7 @@ export class MemoryStore extends InProcessStore {
     return this.counters.index.has(storedKey(key))
   }
 
-  fill(): { full: number; bytesUsed: number; maxBytes: number } {
+  fill(): StoreFill {
     return { full: this.full, bytesUsed: this.counters.bytes, maxBytes: this.maxBytes }
   }
 

@@ -22,7 +22,7 @@
  */
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type RedisOptions } from 'ioredis'
-import { StoreError } from '../../errors.js'
+import { StoreTimeoutError } from '../../errors.js'
 import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
@@ -110,7 +110,7 @@ export class RedisClusterStore implements Store {
       }
       done(storeError('redis', err))
     }
-    const timer = setTimeout(() => fail(new StoreError('redis cluster call timed out', 'FV_STORE_TIMEOUT')), this.timeoutMs)
+    const timer = setTimeout(() => fail(new StoreTimeoutError('redis cluster call timed out')), this.timeoutMs)
     Promise.all(calls).then((replies) => {
       if (settled) return
       let out: Outcomes

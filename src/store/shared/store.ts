@@ -13,8 +13,8 @@
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
 import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
-import type { Adjustment, Check, Outcomes } from '../store.js'
-import { RESERVED, SLOT_BYTES, type SharedTable } from './table.js'
+import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
+import { RESERVED, type SharedTable } from './table.js'
 
 /** slotOf before a check's slot is looked up. */
 const UNKNOWN = -3
@@ -52,8 +52,8 @@ export class SharedMemoryStore extends InProcessStore {
     this.sweepBuckets = opts.sweepBuckets ?? 4096
   }
 
-  fill(): { full: number; bytesUsed: number; maxBytes: number } {
-    return { full: this.table.full, bytesUsed: this.table.used * SLOT_BYTES, maxBytes: this.table.bytes }
+  fill(): StoreFill {
+    return this.table.fill()
   }
 
   protected sweepExpired(now: number): void {

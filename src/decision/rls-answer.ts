@@ -1,0 +1,100 @@
+/**
+ * Decision → answer for the Rate Limit Service (`ShouldRateLimit`), as
+ * envoyproxy/ratelimit answers: one DescriptorStatus per descriptor, made
+ * from the engine's outcome of the descriptor's check (or from the decision
+ * when the store failed, or folded with a bundle's decision on the
+ * descriptor), and the response with its overall code and, when enabled,
+ * the RateLimit-* headers. Pure: no I/O.
+ */
+import type { Decision } from '../engine/decision.js'
+import type { Outcome } from '../store/store.js'
+
+/** RateLimitResponse.Code. */
+export const OK = 1
+export const OVER_LIMIT = 2
+
+/** RateLimitResponse.RateLimit: a descriptor's limit as the answer states it (built once per configured limit). */
+export interface CurrentLimit {
+  requests_per_unit: number
+  unit: number
+  name?: string
+}
+
+export interface DescriptorStatus {
+  code: number
+  current_limit?: CurrentLimit
+  limit_remaining: number
+  duration_until_reset?: { seconds: number }
+}
+
+export interface RateLimitResponse {
+  overall_code: number
+  statuses: DescriptorStatus[]
+  response_headers_to_add?: Array<{ key: string; value: string }>
+}
+
+/** What a descriptor's status says of its configured limit. */
+export interface AnsweredLimit {
+  current: CurrentLimit
+  /** shadow_mode: counted and reported, never OVER_LIMIT. */
+  shadow: boolean
+}
+
+/** A descriptor whose limit is `unlimited`: no check, the most a uint32 says. */
+export const unlimitedStatus = (): DescriptorStatus => ({ code: OK, limit_remaining: 0xffffffff })
+
+/** A descriptor with no limit (nor any configured domain): OK. */
+export const noLimitStatus = (): DescriptorStatus => ({ code: OK, limit_remaining: 0 })
+
+/** The status of a descriptor's check from its outcome (undefined: the store could not say; the limit is reported untouched). */
+export function limitStatus(l: AnsweredLimit, o: Outcome | undefined): DescriptorStatus {
+  const current_limit = l.current
+  const perUnit = current_limit.requests_per_unit
+  if (o === undefined) return { code: OK, current_limit, limit_remaining: perUnit }
+  const remaining = Math.max(0, Math.floor(perUnit - o.value))
+  return {
+    code: o.allowed || l.shadow ? OK : OVER_LIMIT,
+    current_limit,
+    limit_remaining: o.allowed ? remaining : Math.min(remaining, perUnit),
+    duration_until_reset: { seconds: o.retryAfter },
+  }
+}
+
+/** The store failed: the engine's decision carries the fail policy (allowed when open). */
+export function storeFailed(d: Decision): boolean {
+  return d.reason === 'service_unavailable' || d.reason === 'store_unavailable_fail_open'
+}
+
+/** A checked descriptor's status when the store failed: the fail policy's answer. */
+export const failedStatus = (d: Decision): DescriptorStatus => ({ code: d.allowed ? OK : OVER_LIMIT, limit_remaining: 0 })
+
+/** A bundle's decision on a descriptor folded into its status: a reject (or a fail-closed store) is OVER_LIMIT. */
+export function mergeDecision(s: DescriptorStatus, d: Decision): DescriptorStatus {
+  if (d.reason === 'no_bundle_loaded') return s
+  const over = !d.allowed
+  if (s.current_limit !== undefined || d.limit === undefined) return over ? { ...s, code: OVER_LIMIT, limit_remaining: 0 } : s
+  return {
+    code: over ? OVER_LIMIT : s.code,
+    limit_remaining: over ? 0 : Math.max(0, Math.floor(d.limit.remaining)),
+    duration_until_reset: { seconds: d.limit.resetS },
+  }
+}
+
+function headers(statuses: readonly DescriptorStatus[]): Array<{ key: string; value: string }> | undefined {
+  // As envoyproxy/ratelimit: the limited descriptor with the fewest requests left.
+  let min: DescriptorStatus | undefined
+  for (const s of statuses) if (s.current_limit && (min === undefined || s.limit_remaining < min.limit_remaining)) min = s
+  if (min === undefined) return undefined
+  return [
+    { key: 'RateLimit-Limit', value: String(min.current_limit!.requests_per_unit) },
+    { key: 'RateLimit-Remaining', value: String(min.limit_remaining) },
+    { key: 'RateLimit-Reset', value: String(min.duration_until_reset?.seconds ?? 0) },
+  ]
+}
+
+/** The response: OVER_LIMIT overall when any descriptor is; `withHeaders`: FAIRVISOR_RLS_RESPONSE_HEADERS. */
+export function rateLimitResponse(statuses: DescriptorStatus[], withHeaders: boolean): RateLimitResponse {
+  const res: RateLimitResponse = { overall_code: statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK, statuses }
+  if (withHeaders) res.response_headers_to_add = headers(statuses)
+  return res
+}

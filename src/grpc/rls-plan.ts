@@ -1,0 +1,52 @@
+/**
+ * A ShouldRateLimit call's descriptors planned against its domain's compiled
+ * configuration: each descriptor's limit found as envoyproxy/ratelimit finds
+ * it (grpc/rls-match.ts), `replaces` applied, and every counted descriptor
+ * one limit for the engine, with its own cost (hits_addend) and counter key.
+ */
+import { unlimitedStatus, type DescriptorStatus } from '../decision/rls-answer.js'
+import type { NamedLimit } from '../engine/evaluate.js'
+import type { RlsDomain, RlsRule } from './rls-compile.js'
+import { matchLimit, type Entry } from './rls-match.js'
+
+/** A descriptor's limit for the engine, with where its status goes and what it says. */
+export interface PlannedDescriptor extends NamedLimit {
+  index: number
+  answer: RlsRule
+}
+
+/** `key_value` of each entry joined by `_`: with the rule's `rls:<domain>_` prefix, the counter key. */
+function composite(entries: readonly Entry[]): string {
+  let out = `${entries[0]!.key}_${entries[0]!.value}`
+  for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
+  return out
+}
+
+/**
+ * The limits to check, in descriptor order. Descriptors answered without a check (an `unlimited`
+ * limit) get their status in `statuses` here; those with no limit keep theirs.
+ */
+export function planDescriptors(
+  domain: RlsDomain,
+  descriptors: ReadonlyArray<{ entries: Entry[]; hits: number }>,
+  statuses: DescriptorStatus[],
+): PlannedDescriptor[] {
+  const rules = descriptors.map((d): RlsRule | undefined => {
+    const limit = matchLimit(domain.root, d.entries)
+    return limit === undefined ? undefined : domain.rules.get(limit)
+  })
+  // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
+  const replaced = domain.replaces ? new Set(rules.flatMap((r) => r?.replaces ?? [])) : undefined
+  const planned: PlannedDescriptor[] = []
+  for (let index = 0; index < rules.length; index++) {
+    const answer = rules[index]
+    if (answer === undefined || (answer.name !== undefined && replaced?.has(answer.name))) continue
+    if (answer.rule === undefined) {
+      statuses[index] = unlimitedStatus()
+      continue
+    }
+    const d = descriptors[index]!
+    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries), cost: d.hits })
+  }
+  return planned
+}

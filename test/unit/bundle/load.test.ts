@@ -1,0 +1,209 @@
+/**
+ * Every example bundle in policies/ loads with no error, no dropped policy
+ * and no warning, and does what its _comment says.
+ */
+import assert from 'node:assert/strict'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { loadBundleFile } from '../../../src/bundle/load.js'
+import type { CompiledBundle } from '../../../src/bundle/compile.js'
+import { Harness, T0, type Req } from '../../helpers/engine-harness.js'
+
+const DIR = fileURLToPath(new URL('../../../policies/', import.meta.url))
+const FILES = readdirSync(DIR)
+  .filter((n) => n.endsWith('.json'))
+  .sort()
+
+function load(name: string): CompiledBundle {
+  const r = loadBundleFile(join(DIR, name), T0)
+  assert.ok(r.ok, r.ok ? '' : r.errors.join('\n'))
+  assert.deepEqual(r.dropped, [])
+  assert.deepEqual(r.warnings, [])
+  assert.ok(r.summary.policies >= 1)
+  return r.bundle
+}
+
+/** Number of identical requests allowed before the first reject (at one instant), up to `max`. */
+function allowedInARow(h: Harness, req: Req, max = 1000): number {
+  for (let i = 0; i < max; i++) if (!h.run(req).allowed) return i
+  return max
+}
+
+test('policies/ holds the examples', () => {
+  for (const f of [
+    'quickstart.json',
+    'per-user-jwt.json',
+    'per-api-key.json',
+    'per-ip.json',
+    'query-cost.json',
+    'header-cost.json',
+    'plan-fallback.json',
+    'host-scoped.json',
+    'login-exact.json',
+    'shadow-mode.json',
+    'kill-switch.json',
+    'global-shadow.json',
+    'composite-key.json',
+  ]) {
+    assert.ok(FILES.includes(f), f)
+  }
+})
+
+for (const name of FILES) {
+  test(`policies/${name} loads with no error, drop or warning`, () => {
+    load(name)
+  })
+}
+
+const chatBody = (chars: number, extra: object = {}): string =>
+  JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello world '.repeat(chars / 12) }], ...extra })
+
+const BEHAVIOUR: Record<string, (h: Harness) => void> = {
+  'llm-openai.json': (h) => {
+    const req = (body: string, key = 'Bearer sk-1'): Req => ({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { authorization: key },
+      body,
+    })
+    const d = h.run(req(chatBody(1200, { max_tokens: 50000 })))
+    // 100 × "hello world " is 201 o200k tokens + 6 of chat framing; the completion is capped at 4096.
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved]),
+      [[207, 207 + 4096]],
+    )
+    assert.equal(d.limit?.remaining, 30000 - 4303)
+    assert.equal(h.run(req(chatBody(120_000))).reason, 'prompt_tokens_exceeded')
+    assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')), 7) // 30000 / 4207
+    assert.equal(h.run(req(chatBody(1200, { max_tokens: 4000 }), 'Bearer sk-2')).reason, 'tpm_exceeded')
+    // Azure's api-key header carrying the same key is the same bucket.
+    assert.equal(
+      h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason,
+      'tpm_exceeded',
+    )
+  },
+  'llm-anthropic.json': (h) => {
+    const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })
+    const d = h.run(req(chatBody(1200, { max_tokens: 100_000, stream: true })))
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]),
+      [[300, 300 + 8192, true]],
+    )
+    assert.equal(allowedInARow(h, req(chatBody(1200, { max_tokens: 8192 }))), 6) // 60000 burst, 8492 already used
+    // The SDK with an auth token sends the key as a Bearer token: the same key, the same bucket.
+    assert.equal(
+      h.run({ method: 'POST', path: '/v1/messages', headers: { authorization: 'Bearer k' }, body: chatBody(40) }).reason,
+      'tpm_exceeded',
+    )
+  },
+  'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
+  'per-user-jwt.json': (h) => {
+    assert.equal(allowedInARow(h, { path: '/api/x', jwt: { sub: 'alice' } }), 20)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'bob' } }).allowed, true)
+    assert.equal(h.run({ path: '/api/x' }).limit?.limit, 100, 'no token: per_user skipped, per_ip applies')
+  },
+  'per-api-key.json': (h) => {
+    assert.equal(allowedInARow(h, { headers: { 'X-API-Key': 'k1' } }), 10)
+    assert.equal(h.run({ headers: { x_api_key: 'k1' } }).allowed, true, 'X_Api_Key is another header: no key, the rule is skipped')
+    assert.equal(h.run({ headers: { X_Api_Key: 'junk', 'X-API-Key': 'k1' } }).allowed, false, 'the real X-Api-Key beside it is counted')
+    assert.equal(h.run({ headers: { 'X-API-Key': ['junk', 'k1'] } }).status, 400, 'a repeated key with two values is refused')
+  },
+  'per-ip.json': (h) => {
+    assert.equal(allowedInARow(h, { peer: '192.0.2.1' }), 5)
+    assert.equal(h.run({ peer: '192.0.2.2' }).allowed, true)
+  },
+  'query-cost.json': (h) => {
+    const req = (q: string): Req => ({ path: '/search/books', query: q, headers: { 'x-api-key': 'k' } })
+    assert.equal(h.run(req('pages=40')).limit?.remaining, 60)
+    assert.equal(h.run(req('pages=zero')).limit?.remaining, 59)
+    assert.equal(h.run(req('pages=101')).allowed, false)
+  },
+  'header-cost.json': (h) => {
+    const req = (cost?: string): Req => ({ path: '/v1/x', headers: { 'x-api-key': 'k', ...(cost ? { 'x-request-cost': cost } : {}) } })
+    assert.equal(h.run(req('50')).limit?.remaining, 150)
+    assert.equal(h.run(req()).limit?.remaining, 148)
+  },
+  'plan-fallback.json': (h) => {
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'pro' } }).limit?.limit, 100)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'enterprise' } }).limit?.limit, 400)
+    assert.equal(h.run({ path: '/api/x', jwt: { sub: 'u', plan: 'free' } }).ruleName, 'plan_free')
+    assert.equal(h.run({ path: '/api/x' }).limit?.limit, 5)
+  },
+  'host-scoped.json': (h) => {
+    assert.equal(h.run({ host: 'API.Example.com:8443' }).limit?.limit, 20)
+    assert.equal(h.run({ host: 'www.example.com' }).reason, 'no_matching_policy')
+  },
+  'login-exact.json': (h) => {
+    assert.equal(allowedInARow(h, { method: 'POST', path: '/login', query: 'next=/home' }), 3)
+    assert.equal(h.run({ method: 'GET', path: '/login' }).reason, 'no_matching_policy')
+    assert.equal(h.run({ method: 'POST', path: '/login/x' }).reason, 'no_matching_policy')
+    assert.equal(h.run({ method: 'POST', path: '/login' }, 5).allowed, true, 'one attempt back after 5 s')
+  },
+  'shadow-mode.json': (h) => {
+    assert.equal(allowedInARow(h, { headers: { 'x-api-key': 'k' } }, 50), 50)
+    assert.equal(h.obs.shadow.length, 45)
+  },
+  'kill-switch.json': (h) => {
+    assert.equal(h.run({ path: '/anything', headers: { 'x-tenant': 'acme' } }).reason, 'kill_switch')
+    assert.equal(h.run({ path: '/anything', headers: { 'x-tenant': 'other' } }).allowed, true)
+  },
+  'global-shadow.json': (h) => {
+    assert.equal(allowedInARow(h, { jwt: { sub: 'u' } }, 100), 100)
+    assert.ok(h.obs.shadow.length > 0)
+  },
+  'composite-key.json': (h) => {
+    const req = (org: string, key: string): Req => ({ path: '/v1/x', jwt: { org_id: org }, headers: { 'x-api-key': key } })
+    assert.equal(allowedInARow(h, req('o1', 'k1')), 15)
+    assert.equal(h.run(req('o1', 'k2')).allowed, true)
+    assert.equal(h.run(req('o2', 'k1')).allowed, true)
+    assert.equal(h.run({ path: '/v1/x', jwt: { org_id: 'o1' } }).limit?.limit, 100, 'missing key part: per_org_key skipped, per_ip applies')
+  },
+  'spend-budget.json': (h) => {
+    const req = (cost: string): Req => ({ headers: { 'x-tenant-id': 't1', 'x-request-cost': cost } })
+    assert.equal(h.run(req('790')).warning, undefined)
+    assert.equal(h.run(req('10')).warning, 'budget_warn')
+    assert.deepEqual([h.run(req('150')).warning, h.run(req('0.0001')).delayMs], ['budget_throttle', 500], 'a tiny cost is charged as 1')
+    assert.equal(h.run(req('50')).reason, 'budget_exceeded')
+    assert.equal(h.run(req('49')).limit?.remaining, 0, '951 + 49 = 1000: the rejected 50 was not charged')
+  },
+  'loop-detection.json': (h) => {
+    const req: Req = { path: '/v1/tools/search', query: 'q=same', headers: { 'x-api-key': 'k' } }
+    assert.equal(allowedInARow(h, req), 4)
+    assert.equal(h.run(req).reason, 'loop_detected')
+    assert.equal(h.run({ ...req, query: 'q=other' }).allowed, true)
+  },
+  'circuit-breaker.json': (h) => {
+    const req = (tenant: string, cost = '1000'): Req => ({
+      path: '/v1/generate/x',
+      headers: { 'x-tenant-id': tenant, 'x-request-cost': cost },
+    })
+    assert.equal(
+      h.run(req('a', '1001')).reason,
+      'token_bucket_exceeded',
+      "a cost past the burst is the rule's reject and never reaches the breaker",
+    )
+    const tenants = Array.from({ length: 19 }, (_, i) => `t${i}`)
+    assert.deepEqual(
+      tenants.map((t) => h.run(req(t)).allowed),
+      tenants.map(() => true),
+      'no one request, and no one tenant, opens it',
+    )
+    assert.equal(h.run(req('t19')).reason, 'circuit_breaker_open', 'the 20th 1000 brings the spend to 20000 per minute')
+    assert.equal(h.run(req('u'), 299).reason, 'circuit_breaker_open')
+    assert.equal(h.run(req('u'), 301).allowed, true)
+  },
+}
+
+for (const name of FILES) {
+  const check = BEHAVIOUR[name]
+  if (check) test(`policies/${name} behaves as its comment says`, () => check(new Harness(load(name))))
+}
+
+test('every example bundle has a behaviour check', () => {
+  assert.deepEqual(
+    FILES.filter((n) => !(n in BEHAVIOUR)),
+    [],
+  )
+})

@@ -1,0 +1,226 @@
+/**
+ * The pure decision → response function, against the exact answers every
+ * transport writes (docs/behaviour.md §7): status, header list in order, body.
+ * The e2e tests (proxy, decision, grpc-authz, llm-sdk) see the same answers on the wire.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { Decision } from '../../../src/engine/decision.js'
+import { decisionResponse } from '../../../src/decision/response.js'
+
+const limit = { policyId: 'api "v1"', limit: 10, remaining: 0, resetS: 7, windowS: 60 }
+const RL = [
+  'RateLimit-Limit',
+  '10',
+  'RateLimit-Remaining',
+  '0',
+  'RateLimit-Reset',
+  '7',
+  'RateLimit',
+  '"api \\"v1\\"";r=0;t=7',
+  'RateLimit-Policy',
+  '"api \\"v1\\"";q=10;w=60',
+]
+const base = { mode: 'enforce', matchedPolicies: ['p'] } as const
+const json = (body: string): string[] => [
+  'content-type',
+  'application/json',
+  'content-length',
+  String(Buffer.byteLength(body)),
+  'cache-control',
+  'no-store',
+]
+const reason = (r: string): Decision['reason'] => r as Decision['reason']
+
+const openAi = (message: string): string =>
+  JSON.stringify({ error: { message, type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } })
+const anthropic = (message: string): string => JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message } })
+const TPM = 'Rate limit reached for tokens per minute. Please retry after the time given in Retry-After.'
+const PROMPT = 'The prompt is longer than this API key may send in one request.'
+
+interface Case {
+  d: Decision
+  exposeReason: boolean
+  path?: string
+  status: number
+  headers: string[]
+  body: string
+}
+const CASES: Record<string, Case> = {
+  '429 with limit, reason exposed': (() => {
+    const body = '{"error":"too_many_requests","reason":"rate_limit_exceeded","retry_after":7}'
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('rate_limit_exceeded'), retryAfterS: 7, limit },
+      exposeReason: true,
+      status: 429,
+      body,
+      headers: [...json(body), ...RL, 'Retry-After', '7', 'X-Fairvisor-Reason', 'rate_limit_exceeded'],
+    }
+  })(),
+  '429 with limit, reason hidden': (() => {
+    const body = '{"error":"too_many_requests","retry_after":7}'
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('rate_limit_exceeded'), retryAfterS: 7, limit },
+      exposeReason: false,
+      status: 429,
+      body,
+      headers: [...json(body), ...RL, 'Retry-After', '7'],
+    }
+  })(),
+  '429 kill switch, no limit': (() => {
+    const body = '{"error":"too_many_requests","retry_after":30}'
+    return {
+      d: { ...base, allowed: false, status: 429, reason: 'kill_switch', retryAfterS: 30 },
+      exposeReason: false,
+      status: 429,
+      body,
+      headers: [...json(body), 'Retry-After', '30'],
+    }
+  })(),
+  '503 no bundle': (() => {
+    const body = '{"error":"service_unavailable","reason":"no_bundle_loaded"}'
+    return {
+      d: { ...base, allowed: false, status: 503, reason: 'no_bundle_loaded' },
+      exposeReason: true,
+      status: 503,
+      body,
+      headers: [...json(body), 'X-Fairvisor-Reason', 'no_bundle_loaded'],
+    }
+  })(),
+  'LLM tpm on a chat path: OpenAI body, Retry-After': (() => {
+    const body = openAi(TPM)
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('tpm_exceeded'), retryAfterS: 3, limit },
+      exposeReason: false,
+      path: '/v1/chat/completions',
+      status: 429,
+      body,
+      headers: [...json(body), ...RL, 'Retry-After', '3'],
+    }
+  })(),
+  'LLM tpm on a Messages path: Anthropic body': (() => {
+    const body = anthropic(TPM)
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('tpm_exceeded'), retryAfterS: 3 },
+      exposeReason: true,
+      path: '/v1/messages?beta=true',
+      status: 429,
+      body,
+      headers: [...json(body), 'Retry-After', '3', 'X-Fairvisor-Reason', 'tpm_exceeded'],
+    }
+  })(),
+  'LLM pre-check: x-should-retry false, no Retry-After': (() => {
+    const body = anthropic(PROMPT)
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('prompt_tokens_exceeded'), retryAfterS: 60 },
+      exposeReason: false,
+      path: '/anthropic/v1/messages',
+      status: 429,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false'],
+    }
+  })(),
+}
+
+for (const [name, c] of Object.entries(CASES)) {
+  test(`reject: ${name}`, () => {
+    assert.deepEqual(decisionResponse(c.d, { exposeReason: c.exposeReason, path: c.path }), {
+      status: c.status,
+      headers: c.headers,
+      body: c.body,
+    })
+  })
+}
+
+test('allow: RateLimit-* of the limit, then the warning; empty body', () => {
+  const allowed: Decision = { ...base, allowed: true, status: 200, reason: 'all_rules_passed', limit: { ...limit, remaining: 4 } }
+  const rl = [
+    'RateLimit-Limit',
+    '10',
+    'RateLimit-Remaining',
+    '4',
+    'RateLimit-Reset',
+    '7',
+    'RateLimit',
+    '"api \\"v1\\"";r=4;t=7',
+    'RateLimit-Policy',
+    '"api \\"v1\\"";q=10;w=60',
+  ]
+  assert.deepEqual(decisionResponse(allowed, { exposeReason: true }), { status: 200, headers: rl, body: '' })
+  const warned: Decision = { ...allowed, warning: 'budget_80' as Decision['warning'] }
+  assert.deepEqual(decisionResponse(warned, { exposeReason: true }).headers, [...rl, 'X-Fairvisor-Warning', 'budget_80'])
+  const bare: Decision = { ...base, allowed: true, status: 200, reason: 'no_matching_policy' }
+  assert.deepEqual(decisionResponse(bare, { exposeReason: true }), { status: 200, headers: [], body: '' })
+})
+
+test('debug session: the debug headers come last; X-Fairvisor-Reason once', () => {
+  const d: Decision = { ...base, allowed: false, status: 429, reason: 'kill_switch', retryAfterS: 30, policyId: 'p', ruleName: 'r' }
+  const debug = [
+    'X-Fairvisor-Decision',
+    'reject',
+    'X-Fairvisor-Mode',
+    'enforce',
+    'X-Fairvisor-Latency-Us',
+    '12',
+    'X-Fairvisor-Debug-Decision',
+    'reject',
+    'X-Fairvisor-Debug-Mode',
+    'enforce',
+    'X-Fairvisor-Debug-Reason',
+    'kill_switch',
+    'X-Fairvisor-Debug-Latency-Us',
+    '12',
+    'X-Fairvisor-Debug-Matched-Policies',
+    'p',
+  ]
+  const exposed = decisionResponse(d, { exposeReason: true, debugLatencyUs: 12 })
+  assert.deepEqual(exposed.headers.slice(-debug.length - 4), [...debug, 'X-Fairvisor-Debug-Policy', 'p', 'X-Fairvisor-Debug-Rule', 'r'])
+  assert.equal(exposed.headers.filter((h) => h === 'X-Fairvisor-Reason').length, 1)
+  // Reason hidden from clients: the debug session still sees it.
+  const hidden = decisionResponse(d, { exposeReason: false, debugLatencyUs: 12 })
+  assert.deepEqual(hidden.headers.slice(-6), [
+    'X-Fairvisor-Reason',
+    'kill_switch',
+    'X-Fairvisor-Debug-Policy',
+    'p',
+    'X-Fairvisor-Debug-Rule',
+    'r',
+  ])
+  const allowed = decisionResponse(
+    { ...base, allowed: true, status: 200, reason: 'no_matching_policy' },
+    { exposeReason: true, debugLatencyUs: 5 },
+  )
+  assert.deepEqual(allowed.headers.slice(0, 2), ['X-Fairvisor-Decision', 'allow'])
+  assert.ok(allowed.headers.includes('X-Fairvisor-Reason'))
+})
+
+test('an ambiguous request: 400 with the message; in the API error shape (invalid_request_error) on LLM paths', () => {
+  const message = 'the request carries different credentials in authorization and x-api-key'
+  const d: Decision = { ...base, allowed: false, status: 400, reason: 'ambiguous_request', message }
+  const plain = `{"error":"bad_request","reason":"ambiguous_request","message":${JSON.stringify(message)}}`
+  assert.deepEqual(decisionResponse(d, { exposeReason: true, path: '/api/x' }), {
+    status: 400,
+    headers: [...json(plain), 'X-Fairvisor-Reason', 'ambiguous_request'],
+    body: plain,
+  })
+  const hidden = `{"error":"bad_request","message":${JSON.stringify(message)}}`
+  assert.equal(decisionResponse(d, { exposeReason: false }).body, hidden)
+  assert.deepEqual(JSON.parse(decisionResponse(d, { exposeReason: true, path: '/v1/chat/completions' }).body), {
+    error: { message, type: 'invalid_request_error', param: null, code: null },
+  })
+  assert.deepEqual(JSON.parse(decisionResponse(d, { exposeReason: true, path: '/v1/messages' }).body), {
+    type: 'error',
+    error: { type: 'invalid_request_error', message },
+  })
+})
+
+test('a refused target: 400 bad_request with its reason, no Retry-After', () => {
+  const d: Decision = { allowed: false, status: 400, reason: 'encoded_slash', mode: 'enforce', matchedPolicies: [] }
+  const body = '{"error":"bad_request","reason":"encoded_slash"}'
+  assert.deepEqual(decisionResponse(d, { exposeReason: true }), {
+    status: 400,
+    headers: [...json(body), 'X-Fairvisor-Reason', 'encoded_slash'],
+    body,
+  })
+  assert.equal(decisionResponse(d, { exposeReason: false }).body, '{"error":"bad_request"}')
+})

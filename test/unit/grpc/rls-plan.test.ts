@@ -1,0 +1,63 @@
+/**
+ * A call's descriptors planned for the engine: one limit per counted
+ * descriptor with its own cost and counter-key part; `unlimited` answered
+ * without a check; `replaces` removing the named limit; no limit, no check.
+ */
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { noLimitStatus } from '../../../src/decision/rls-answer.js'
+import { compileRls } from '../../../src/grpc/rls-compile.js'
+import { parseRlsYaml } from '../../../src/grpc/rls-config.js'
+import { planDescriptors } from '../../../src/grpc/rls-plan.js'
+import { ROOT } from '../../helpers/processes.js'
+
+const rls = compileRls(parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'x.yaml'))
+/** A descriptor of `hits` whose entries are the key, value pairs `kv`. */
+function d(hits: number, ...kv: string[]): { entries: Array<{ key: string; value: string }>; hits: number } {
+  const entries = []
+  for (let i = 0; i < kv.length; i += 2) entries.push({ key: kv[i]!, value: kv[i + 1]! })
+  return { entries, hits }
+}
+
+test('each counted descriptor is a limit of its own cost; the counter key is the prefix and its entries', () => {
+  const statuses = [noLimitStatus(), noLimitStatus(), noLimitStatus()]
+  const planned = planDescriptors(
+    rls.get('messaging')!,
+    [d(2, 'message_type', 'marketing', 'to_number', '1'), d(1, 'nope', 'x'), d(7, 'to_number', '1')],
+    statuses,
+  )
+  assert.deepEqual(
+    planned.map((p) => [p.index, p.rule.counterPrefix + p.composite, p.cost, p.shadow]),
+    [
+      [0, 'rls:messaging_message_type_marketing_to_number_1', 2, false],
+      [2, 'rls:messaging_to_number_1', 7, false],
+    ],
+  )
+  assert.deepEqual(statuses, [noLimitStatus(), noLimitStatus(), noLimitStatus()])
+})
+
+test('unlimited: no limit for the engine, the status answered here', () => {
+  const statuses = [noLimitStatus(), noLimitStatus()]
+  const planned = planDescriptors(rls.get('internal')!, [d(1_000_000, 'ldap', 'x'), d(1, 'azure', 'y')], statuses)
+  assert.deepEqual(
+    planned.map((p) => p.index),
+    [1],
+  )
+  assert.deepEqual(statuses[0], { code: 1, limit_remaining: 0xffffffff })
+})
+
+test('replaces: the named limit is neither checked nor reported; alone, it is', () => {
+  const e7 = rls.get('example7')!
+  const both = planDescriptors(e7, [d(1, 'key1', 'value1'), d(1, 'key2', 'value2')], [noLimitStatus(), noLimitStatus()])
+  assert.deepEqual(
+    both.map((p) => p.index),
+    [1],
+  )
+  const alone = planDescriptors(e7, [d(1, 'key1', 'value1')], [noLimitStatus()])
+  assert.deepEqual(
+    alone.map((p) => p.rule.name),
+    ['global'],
+  )
+})

@@ -1,0 +1,101 @@
+/**
+ * A ShouldRateLimit call is decided by the engine like any request: one
+ * decision per call, recorded with its reason and the policy `rls:<domain>`;
+ * a shadow_mode limit's would-reject reported as a shadow policy's; a store
+ * failure reported to the observer (store errors, the log) and answered by
+ * the engine's fail policy. The real engine, the in-process store, and a
+ * Redis store whose server is not there.
+ */
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, describe, test } from 'node:test'
+import { createLimitDecider } from '../../../src/decision/decide.js'
+import type { Decision, ShadowReject } from '../../../src/engine/decision.js'
+import { Engine } from '../../../src/engine/evaluate.js'
+import { parseRlsYaml } from '../../../src/grpc/rls-config.js'
+import { createShouldRateLimit, type RateLimitRequest } from '../../../src/grpc/rls-service.js'
+import { MemoryStore } from '../../../src/store/memory/store.js'
+import { RedisStore } from '../../../src/store/redis/store.js'
+import { parseRedisUrl } from '../../../src/store/redis/url.js'
+import type { FailPolicy, Store } from '../../../src/store/store.js'
+import { ROOT } from '../../helpers/processes.js'
+
+const OK = 1
+const OVER_LIMIT = 2
+const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
+
+function gateway(store: Store, failPolicy: FailPolicy = 'open') {
+  const decisions: Decision[] = []
+  const shadow: ShadowReject[] = []
+  const storeErrors: Error[] = []
+  const engine = new Engine({
+    store,
+    failPolicy,
+    observer: { descriptorMissing() {}, shadowReject: (r) => shadow.push(r), storeError: (e) => storeErrors.push(e) },
+  })
+  const shouldRateLimit = createShouldRateLimit({
+    config: () => config,
+    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d) }),
+    responseHeaders: false,
+    answered() {},
+  })
+  const ask = (req: RateLimitRequest) =>
+    new Promise<{ overall_code: number; statuses: Array<{ code: number }> }>((resolve, reject) =>
+      shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))),
+    )
+  return { ask, decisions, shadow, storeErrors }
+}
+
+const call = (domain: string, key: string, value: string, hits?: number): RateLimitRequest => ({
+  domain,
+  descriptors: [{ entries: [{ key, value }], ...(hits === undefined ? {} : { hits_addend: { value: hits } }) }],
+})
+
+describe('ShouldRateLimit through the engine', () => {
+  test('each call is one decision: its policy rls:<domain>, rls_over_limit on OVER_LIMIT, no match for an unknown domain', async () => {
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    assert.equal((await g.ask(call('internal', 'azure', 'a', 100))).overall_code, OK)
+    assert.equal((await g.ask(call('internal', 'azure', 'a'))).overall_code, OVER_LIMIT)
+    assert.equal((await g.ask(call('nowhere', 'k', 'v'))).overall_code, OK)
+    assert.deepEqual(
+      g.decisions.map((d) => [d.allowed, d.reason, d.policyId, d.matchedPolicies]),
+      [
+        [true, 'all_rules_passed', 'rls:internal', ['rls:internal']],
+        [false, 'rls_over_limit', 'rls:internal', ['rls:internal']],
+        [true, 'no_matching_policy', undefined, []],
+      ],
+    )
+    // The counter key, as envoyproxy/ratelimit's configuration names it.
+    assert.equal(g.decisions[1]!.key, 'rls:internal_azure_a')
+    assert.deepEqual(g.decisions[0]!.limit, { policyId: 'rls:internal', limit: 100, remaining: 0, resetS: 60, windowS: 60 })
+  })
+
+  test('a shadow_mode limit over its count answers OK and is reported as a shadow would-reject', async () => {
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    const r = await g.ask(call('example6', 'remote_address', '10.0.0.2', 11))
+    assert.equal(r.overall_code, OK)
+    assert.deepEqual(
+      g.shadow.map((s) => [s.policyId, s.reason, s.key]),
+      [['rls:example6', 'rls_over_limit', 'rls:example6_remote_address_10.0.0.2']],
+    )
+    assert.equal(g.decisions[0]!.mode, 'shadow')
+  })
+
+  describe('the store down', () => {
+    const stores: Store[] = []
+    after(() => Promise.all(stores.map((s) => s.close())))
+    for (const policy of ['open', 'closed'] as const) {
+      test(`fail ${policy}: the store error reaches the observer; the decision and the answer are the fail policy's`, async () => {
+        // Nothing listens on port 1: every call fails at once.
+        const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+        stores.push(store)
+        const g = gateway(store, policy)
+        const r = await g.ask(call('messaging', 'to_number', '2061234567'))
+        assert.equal(r.overall_code, policy === 'open' ? OK : OVER_LIMIT)
+        assert.equal(g.storeErrors.length, 1)
+        assert.equal(g.decisions[0]!.reason, policy === 'open' ? 'store_unavailable_fail_open' : 'service_unavailable')
+      })
+    }
+  })
+})

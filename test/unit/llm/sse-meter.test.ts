@@ -1,0 +1,174 @@
+/**
+ * The SSE meter's framing and bound (src/llm/sse-events.ts, sse-meter.ts,
+ * exchange.ts): events end at an empty line whatever the line ends (CRLF,
+ * LF, CR) and wherever the chunks split; events pass on whole; an event or a
+ * line past the bound ends the stream before it, with the API's error event,
+ * holding no more than the bound meanwhile.
+ */
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { LlmReservation } from '../../../src/engine/decision.js'
+import { LlmExchange, type BrokenStream, type Settlement } from '../../../src/llm/exchange.js'
+import { EventEnds } from '../../../src/llm/sse-events.js'
+import { SseMeter } from '../../../src/llm/sse-meter.js'
+import type { Store } from '../../../src/store/store.js'
+
+const limit = { maxCompletion: 1_000_000, bufferTokens: 10, enforce: true, wouldTruncate: (): void => undefined }
+const chat = (text: string, nl = '\n'): string => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}${nl}${nl}`
+
+/** Event ends found feeding `text` in pieces of `size` bytes, as offsets in the whole. */
+function ends(text: string, size: number): number[] {
+  const e = new EventEnds()
+  const b = Buffer.from(text)
+  const out: number[] = []
+  for (let i = 0; i < b.length; i += size) for (const at of e.in(b.subarray(i, i + size))) out.push(i + at)
+  return out
+}
+
+test('events end at an empty line after CRLF, LF or CR, however the chunks split', () => {
+  const lf = 'event: a\ndata: 1\n\n'
+  const crlf = 'data: 2\r\n\r\n'
+  const cr = ': c\rdata: 3\r\r'
+  const mixed = 'data: 4\r\n\n'
+  const text = `${lf}${crlf}${cr}${mixed}data: 5\n\r`
+  const want = [lf.length, lf.length + crlf.length, lf.length + crlf.length + cr.length, text.length - 'data: 5\n\r'.length]
+  for (let size = 1; size <= text.length; size++) {
+    const got = ends(`${text}x`, size) // the last CR is decided by the byte after it
+    assert.deepEqual(got, [...want, text.length], `pieces of ${size}`)
+  }
+  // A CR ending the last chunk: that event's end is known only when the next byte comes.
+  assert.deepEqual(ends('data: 1\r\r', 100), [])
+})
+
+test('a meter passes events whole, in any split, and counts them; an unfinished last event is handed back at the end', () => {
+  const stream = chat('a'.repeat(40)) + chat('b'.repeat(40), '\r\n') + chat('c'.repeat(40), '\r')
+  for (let size = 1; size <= 64; size++) {
+    const m = new SseMeter([limit], '/v1/chat/completions')
+    const passed: Buffer[] = []
+    const b = Buffer.from(stream)
+    for (let i = 0; i < b.length; i += size) {
+      const out = m.feed(b.subarray(i, i + size))
+      if (out !== undefined) passed.push(out)
+    }
+    // The last event ends with a CR that only the next byte can confirm: it comes with rest().
+    assert.equal(Buffer.concat(passed).toString(), chat('a'.repeat(40)) + chat('b'.repeat(40), '\r\n'), `pieces of ${size}`)
+    assert.equal(m.counted, 20)
+    assert.equal(m.rest()?.toString(), chat('c'.repeat(40), '\r'))
+    assert.equal(m.rest(), undefined)
+  }
+})
+
+test('an event or a line past the bound ends the stream before it; an event of exactly the bound passes', () => {
+  const max = 1024
+  const exact = `data: ${'x'.repeat(max - 8)}\n\n`
+  assert.equal(exact.length, max)
+  const m = new SseMeter([limit], '/v1/chat/completions', max)
+  assert.deepEqual(m.feed(Buffer.from(exact + chat('hi'))), Buffer.from(exact + chat('hi')))
+  assert.equal(m.ended, undefined)
+  // A line without its end: the events before it pass, then the stream ends once the line passes the bound.
+  let out = m.feed(Buffer.from(`${chat('ok')}data: ${'y'.repeat(600)}`))
+  assert.equal(out?.toString(), chat('ok'))
+  assert.equal(m.ended, undefined)
+  out = m.feed(Buffer.from('y'.repeat(600)))
+  assert.equal(out, undefined)
+  assert.equal(m.ended, 'event_too_large')
+  assert.equal(m.feed(Buffer.from('\n\n')), undefined)
+  assert.equal(m.rest(), undefined)
+  // An event of many short lines counts whole.
+  const lines = new SseMeter([limit], '', max)
+  assert.equal(lines.feed(Buffer.from('data: z\n'.repeat(200))), undefined)
+  assert.equal(lines.ended, 'event_too_large')
+})
+
+function reservation(): LlmReservation {
+  return {
+    policyId: 'p',
+    ruleName: 'r',
+    shadow: false,
+    streaming: true,
+    prompt: 5,
+    reserved: 105,
+    minute: { key: 'k', limit: { kind: 'token_bucket', rate: 1, burst: 1000 } },
+    day: undefined,
+    config: {
+      burst: 1000,
+      estimator: 'simple_word',
+      streaming: {
+        maxCompletion: 100,
+        bufferTokens: 10,
+        enforceMidStream: true,
+        onLimitExceeded: 'graceful_close',
+        includePartialUsage: true,
+      },
+    },
+  } as unknown as LlmReservation
+}
+
+function exchange(broken: BrokenStream[], settled: Settlement[][], max: number): LlmExchange {
+  const store = { adjust: (_a: unknown, _n: number, cb: (err?: Error) => void) => cb() } as unknown as Store
+  return new LlmExchange(
+    [reservation()],
+    {
+      store,
+      now: () => 0,
+      settled: (s) => settled.push(s),
+      dropped: () => undefined,
+      wouldTruncate: () => undefined,
+      truncated: () => undefined,
+      broken: (b) => broken.push(b),
+    },
+    max,
+  )
+}
+
+test("an event past the bound ends the stream with the API's own error event, settled on what was streamed", () => {
+  const huge = Buffer.from(`data: ${'q'.repeat(2000)}`)
+  const cases: [string, string, RegExp][] = [
+    [
+      '/v1/chat/completions',
+      chat('abcd'),
+      /^data: \{"error":\{"message":"[^"]*larger than 1024 bytes[^"]*","type":"server_error","param":null,"code":"upstream_event_too_large"\}\}\n\n$/,
+    ],
+    [
+      '/v1/responses',
+      'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":7,"output_index":0,"content_index":0,"delta":"abcd"}\n\n',
+      /^event: error\ndata: \{"type":"error","code":"upstream_event_too_large","message":"[^"]*","param":null,"sequence_number":8,"error":\{"type":"server_error"/,
+    ],
+    [
+      '/v1/messages',
+      'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcd"}}\n\n',
+      /^event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"[^"]*larger than 1024 bytes/,
+    ],
+  ]
+  for (const [path, first, error] of cases) {
+    const broken: BrokenStream[] = []
+    const settled: Settlement[][] = []
+    const x = exchange(broken, settled, 1024)
+    x.headers(200, 'text/event-stream', undefined, path)
+    assert.equal(x.data(Buffer.from(first))?.toString(), first)
+    assert.equal(x.data(huge), undefined)
+    assert.equal(x.ending, 'event_too_large')
+    assert.match(x.closing().toString(), error, path)
+    assert.equal(broken.length, 1)
+    assert.equal(broken[0]!.maxEventBytes, 1024)
+    assert.deepEqual(
+      settled.flat().map((s) => [s.by, s.used]),
+      [['counted', 6]],
+      path,
+    )
+  }
+})
+
+test("a stream reader that throws ends that stream (the API's error event), never the process", () => {
+  const broken: BrokenStream[] = []
+  const x = exchange(broken, [], 1024 * 1024)
+  x.headers(200, 'text/event-stream', undefined, '/v1/chat/completions')
+  // Standing in for any bug the reader may have: its error must stay with this stream.
+  ;(x as unknown as { meter: { feed(): never } }).meter.feed = () => {
+    throw new RangeError('Invalid string length')
+  }
+  assert.equal(x.data(Buffer.from(chat('a'))), undefined)
+  assert.equal(x.ending, 'unreadable')
+  assert.match(x.closing().toString(), /"code":"upstream_stream_unreadable"/)
+  assert.equal(broken[0]!.err?.message, 'Invalid string length')
+})
