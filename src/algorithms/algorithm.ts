@@ -2,25 +2,44 @@
  * The algorithm seam. Two levels:
  *
  * - A **limit kind** is what a store applies: pure maths on one counter's
- *   state (`step`), the numbers a server script needs (`params`), and how the
- *   in-process store packs the state into its cells. Every store dispatches
- *   on `kind.id`: the memory store calls `step`, the Redis script has a
- *   branch per id (store/redis/script.ts) running the same maths.
+ *   state (`step`), the numbers a server script needs (`params`), how the
+ *   in-process stores pack the state into their cells, and the same maths in
+ *   Lua and PL/pgSQL. Each kind is one folder, algorithms/kinds/<kind>/
+ *   (kind.ts, redis.ts, postgres.ts), and one line in the kind table
+ *   (algorithms/kinds/index.ts), from which the Redis script and the
+ *   PostgreSQL functions are assembled. Every store dispatches on `kind.id`.
  * - An **algorithm** is what a bundle names (`token_bucket`, …): it
  *   normalises its `algorithm_config` once at load into a Limit (kind and
  *   parameters), names its counter-key prefix and reject reason, and turns an
  *   outcome into the RateLimit-* header values.
  *
- * Adding an algorithm: a file here implementing both (or reusing a kind), a
- * line in ALGORITHMS (algorithms/index.ts), and for a new kind a branch in
- * the Redis script. Nothing here does I/O or reads a clock: time is passed in.
+ * Adding an algorithm: a file here and a line in ALGORITHMS
+ * (algorithms/index.ts); on a new kind, also the kind's folder and its line
+ * in the kind table. Nothing here does I/O or reads a clock: time is passed in.
  */
+import type { KindSample, KindSql } from './kinds/twins.js'
 
 /** A limit as a store sees it: its kind and the kind's parameters, fixed at bundle load. */
 export interface Limit {
   readonly kind: LimitKind
   /** The kind's parameters in the order its server-script branch reads them (at most PARAMS). */
   readonly params: readonly number[]
+  /** Local leases of this limit in front of a shared store (store/leasing.ts); absent: every check is a store call. */
+  readonly lease?: LeaseDescription
+}
+
+/**
+ * Local leases of a limit (store/leasing.ts): an instance takes `tokens` at
+ * once (one check of that cost) and spends them locally for at most `ttlMs`,
+ * giving the unspent part back with an adjustment of the same limit. For a
+ * kind whose value is what is left of a pool that checks draw from and whose
+ * adjust gives a charge back (the token bucket).
+ */
+export interface LeaseDescription {
+  /** The slice taken from the shared limit in one call. */
+  readonly tokens: number
+  /** How long a slice may be spent locally (ms). */
+  readonly ttlMs: number
 }
 
 /** Parameters per check in the server scripts' argument layout; unused ones are sent as 0. */
@@ -55,13 +74,22 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   /** In-process store packing: state ↔ up to CELLS doubles at `off`. */
   load(cells: Float64Array, off: number): S
   save(state: S, cells: Float64Array, off: number): void
+  /** The limit of these parameters (a limit read back from numbers: a lease given back, a test drawing limits). */
+  limit(params: readonly number[]): L
+  /** `step` and `adjust` in Lua, assembled into the Redis scripts (the contract: kinds/twins.ts). */
+  readonly lua: string
+  /** `step` and `adjust` in PL/pgSQL, assembled into the PostgreSQL functions (the contract: kinds/twins.ts). */
+  readonly sql: KindSql
+  /** What the stores' differential test draws for this kind, and how far stores on other clocks may differ. */
+  readonly sample: KindSample<L>
 }
 
 /**
  * Float tolerance of every kind's maths: counts within EPSILON of a whole
  * number snap to it, waits subtract it before rounding up, limits allow it on
- * top. The Lua (store/redis/script.ts) and PL/pgSQL (store/postgres/sql.ts)
- * twins interpolate this constant, so the three copies cannot disagree on it.
+ * top. The Lua and PL/pgSQL twins (algorithms/kinds/<kind>/) and their frames
+ * (store/redis/script.ts, store/postgres/sql.ts) interpolate this constant, so
+ * the three copies cannot disagree on it.
  */
 export const EPSILON = 1e-9
 

@@ -6,7 +6,7 @@
  * then carries the bundle version, so a reload starts a closed breaker).
  */
 import type { HeaderValues, RuleAlgorithm } from './algorithm.js'
-import { meterLimit, OPEN_UNTIL_RELOAD_S, type MeterLimit } from './rate-meter.js'
+import { meterLimit, OPEN_UNTIL_RELOAD_S, type MeterLimit } from './kinds/rate-meter/kind.js'
 
 declare module './algorithm.js' {
   interface RejectReasons {

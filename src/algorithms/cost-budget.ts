@@ -6,7 +6,7 @@
  * threshold_percent the usage has reached applies.
  */
 import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
-import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './window-counter.js'
+import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './kinds/window-counter/kind.js'
 
 declare module './algorithm.js' {
   interface RejectReasons {

@@ -9,10 +9,10 @@
  * engine runs them (engine/llm-plan.ts). After the response the reservation
  * is settled against the reported usage with one store.adjust call.
  */
-import { ENCODINGS } from '../llm/estimate.js'
+import { ENCODINGS, ESTIMATORS, type Estimator } from '../llm/estimate.js'
 import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
-import { bucketLimit, resetSeconds, type BucketLimit } from './token-bucket.js'
-import { counterLimit, type CounterLimit } from './window-counter.js'
+import { bucketLimit, resetSeconds, type BucketLimit } from './kinds/token-bucket/kind.js'
+import { counterLimit, type CounterLimit } from './kinds/window-counter/kind.js'
 
 /** The reasons its rejects carry: the minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store. */
 export type LlmRejectReason = 'tpm_exceeded' | 'tpd_exceeded' | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded'
@@ -20,8 +20,6 @@ export type LlmRejectReason = 'tpm_exceeded' | 'tpd_exceeded' | 'prompt_tokens_e
 declare module './algorithm.js' {
   interface RejectReasons extends Record<LlmRejectReason, true> {}
 }
-
-export type Estimator = 'simple_word' | 'header_hint' | 'tokenizer'
 
 export interface StreamingConfig {
   enabled: boolean
@@ -103,7 +101,7 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
       token_source: {
         type: 'object',
         properties: {
-          estimator: { enum: ['simple_word', 'header_hint', 'tokenizer'] },
+          estimator: { enum: [...ESTIMATORS] },
           encoding: { enum: [...ENCODINGS] },
         },
       },

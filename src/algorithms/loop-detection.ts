@@ -8,7 +8,7 @@
  */
 import type { Advice, HeaderValues, RuleAlgorithm } from './algorithm.js'
 import { MAX_DELAY_MS } from './cost-budget.js'
-import { counterLimit, type CounterLimit } from './window-counter.js'
+import { counterLimit, type CounterLimit } from './kinds/window-counter/kind.js'
 
 declare module './algorithm.js' {
   interface RejectReasons {

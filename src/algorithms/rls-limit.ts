@@ -8,7 +8,7 @@
  * answer is made from the outcome itself (decision/rls-answer.ts).
  */
 import { EPSILON, type Algorithm, type HeaderValues } from './algorithm.js'
-import type { CounterLimit } from './window-counter.js'
+import type { CounterLimit } from './kinds/window-counter/kind.js'
 
 declare module './algorithm.js' {
   interface RejectReasons {

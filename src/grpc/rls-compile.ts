@@ -8,7 +8,7 @@
  * threads receive it by message); each thread compiles it on first use.
  */
 import { RLS_LIMIT } from '../algorithms/rls-limit.js'
-import { counterLimit } from '../algorithms/window-counter.js'
+import { counterLimit } from '../algorithms/kinds/window-counter/kind.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { AnsweredLimit } from '../decision/rls-answer.js'
 import type { LimitTarget } from '../engine/evaluate.js'

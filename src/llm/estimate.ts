@@ -10,9 +10,12 @@
  * Content-Length / bytes held.
  */
 import { createRequire } from 'node:module'
-import type { Estimator } from '../algorithms/llm.js'
 import { IMAGE_TOKENS, promptParts } from './prompt-parts.js'
 import { MAX_HELD_BODY, type LlmBody } from './request-body.js'
+
+/** The estimators a token_bucket_llm rule may name (the LLM config schema's enum). */
+export const ESTIMATORS = ['simple_word', 'header_hint', 'tokenizer'] as const
+export type Estimator = (typeof ESTIMATORS)[number]
 
 /** The BPE encodings the tokenizer estimator can load (the LLM config schema's enum). */
 export const ENCODINGS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base'] as const

@@ -1,8 +1,9 @@
 /**
  * Local token leases for hot keys on a shared store (opt-in per rule:
- * `algorithm_config.lease: {tokens, ttl_ms}` on a token bucket). Instead of a
- * store call per request, an instance takes a slice of `tokens` from the
- * shared bucket in one atomic call (the request's own cost included) and
+ * `algorithm_config.lease: {tokens, ttl_ms}` on a token bucket, which the
+ * algorithm puts on its limit as a LeaseDescription; the leasing layer knows
+ * no kind). Instead of a store call per request, an instance takes a slice
+ * of `tokens` from the shared limit in one atomic call (the request's own cost included) and
  * spends the rest locally for at most `ttl_ms`; the unspent part goes back
  * (`adjust`) when the lease expires, when the rule's limit changes (a bundle
  * reload) and on close (SIGTERM).
@@ -27,24 +28,21 @@
  * request as without leases; `onFull` hears of it (a throttled warning) and
  * leaseTableFull() counts it (fairvisor_lease_table_full_total).
  */
-import type { BucketLimit, LeaseConfig } from '../algorithms/token-bucket.js'
+import type { LeaseDescription } from '../algorithms/algorithm.js'
+import { FetchWaiters } from './lease-waiters.js'
 import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './shared/leases.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
 /** Shortest interval between two sweeps of the table (ended exact modes, expired leases whose opener is gone). */
 const MIN_SWEEP_MS = 100
-/** Bound on one wait for another thread's fetch; the wait is then retried (a fetch lasts a store round trip). */
-const WAIT_MS = 250
-
-type Leased = BucketLimit & { lease?: LeaseConfig }
-const leaseOf = (c: Check): LeaseConfig | undefined => (c.limit as Leased).lease
+const leaseOf = (c: Check): LeaseDescription | undefined => c.limit.lease
 const noop = (): void => undefined
 
 export class LeasingStore implements Store {
   readonly kind: string
   readonly leases: LeaseTable
-  /** Requests waiting for a fetch of a key of table group n (any thread's). */
-  private readonly waiting = new Map<number, (() => void)[]>()
+  /** This thread's requests waiting for a fetch (any thread's). */
+  private readonly waiting: FetchWaiters
   private sweepTimer: NodeJS.Timeout | undefined
   /** Calls made to the shared store by apply() (tests and benchmarks read it). */
   calls = 0
@@ -60,6 +58,7 @@ export class LeasingStore implements Store {
   ) {
     this.kind = inner.kind
     this.leases = leases ?? LeaseTable.create()
+    this.waiting = new FetchWaiters(this.leases.gens)
   }
 
   /** Requests of this thread on leased limits decided exactly because the lease table had no cell for their key. */
@@ -89,7 +88,7 @@ export class LeasingStore implements Store {
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!
       const cfg = leaseOf(c)
-      const taken = cfg === undefined ? DECIDE_EXACT : t.take(c.key, c.limit as Leased, cfg, c.cost, nowMs)
+      const taken = cfg === undefined ? DECIDE_EXACT : t.take(c.key, c.limit, cfg, c.cost, nowMs)
       if (taken === SPENT) {
         out[i] = { allowed: true, value: t.value, retryAfter: 0 }
         local.push(i)
@@ -100,7 +99,7 @@ export class LeasingStore implements Store {
         this.giveBack(checks, local)
         for (const key of fetches) t.release(key, 0)
         this.flushReturns()
-        return this.wait(t.group, t.gen, () => this.applyLeased(checks, now, done))
+        return this.waiting.wait(t.group, t.gen, () => this.applyLeased(checks, now, done))
       }
       remote.push(i)
       if (taken === FETCH) {
@@ -162,25 +161,9 @@ export class LeasingStore implements Store {
     })
   }
 
-  /** Run `retry` once group `group`'s generation moves on from `gen` (a fetch there ended), or after WAIT_MS. */
-  private wait(group: number, gen: number, retry: () => void): void {
-    const list = this.waiting.get(group)
-    if (list) return void list.push(retry)
-    this.waiting.set(group, [retry])
-    const wake = (): void => {
-      const l = this.waiting.get(group)
-      this.waiting.delete(group)
-      if (l) for (const w of l) w()
-    }
-    // waitAsync (ES2024) resolves on the notify of whichever thread ends the fetch, this one included.
-    const r = (Atomics as unknown as AtomicsAsync).waitAsync(this.leases.gens, group, gen, WAIT_MS)
-    if (r.async) void r.value.then(wake)
-    else queueMicrotask(wake)
-  }
-
-  private open(c: Check, tokens: number, bucketLeft: number, at: number): void {
+  private open(c: Check, tokens: number, left: number, at: number): void {
     const cfg = leaseOf(c)!
-    const lease = this.leases.open(c.key, c.limit as Leased, cfg, tokens, bucketLeft, at)
+    const lease = this.leases.open(c.key, c.limit, cfg, tokens, left, at)
     if (lease === undefined) return
     const timer = setTimeout(() => {
       this.leases.end(lease.cell, lease.serial)
@@ -193,7 +176,7 @@ export class LeasingStore implements Store {
   private giveBack(checks: readonly Check[], indexes: readonly number[]): void {
     for (const i of indexes) {
       const c = checks[i]!
-      this.leases.refund(c.key, c.limit as Leased, leaseOf(c)!, c.cost)
+      this.leases.refund(c.key, c.limit, leaseOf(c)!, c.cost)
     }
   }
 
@@ -260,13 +243,4 @@ export class LeasingStore implements Store {
     await new Promise<void>((resolve) => this.flushReturns(() => resolve()))
     await this.inner.close()
   }
-}
-
-interface AtomicsAsync {
-  waitAsync(
-    a: Int32Array,
-    i: number,
-    v: number,
-    timeoutMs: number,
-  ): { async: false; value: string } | { async: true; value: Promise<string> }
 }

@@ -17,7 +17,8 @@
  * hashing, locking and bookkeeping is timed).
  */
 import { writeFileSync } from 'node:fs'
-import { bucketLimit, type BucketLimit, type LeaseConfig } from '../../src/algorithms/token-bucket.js'
+import type { LeaseDescription } from '../../src/algorithms/algorithm.js'
+import { bucketLimit, type BucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import { LeasingStore } from '../../src/store/leasing.js'
 import type { Store } from '../../src/store/store.js'
 import { join } from 'node:path'
@@ -102,7 +103,7 @@ async function layerNs(n = 2_000_000): Promise<number> {
     ready: async () => true,
     close: async () => undefined,
   }
-  const limit = { ...bucketLimit(1e9, 1e12), lease: { tokens: 1000, ttlMs: 60_000 } as LeaseConfig } as BucketLimit
+  const limit = { ...bucketLimit(1e9, 1e12), lease: { tokens: 1000, ttlMs: 60_000 } as LeaseDescription } as BucketLimit
   const s = new LeasingStore(granting, Date.now)
   let ok = 0
   const t0 = process.hrtime.bigint()

@@ -11,7 +11,7 @@ import { setFlagsFromString } from 'node:v8'
 import { loadSettings } from '../../src/settings.js'
 import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory/store.js'
 import type { Check } from '../../src/store/store.js'
-import { bucketLimit } from '../../src/algorithms/token-bucket.js'
+import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 
 setFlagsFromString('--expose-gc')
 const gc = runInNewContext('gc') as () => void

@@ -36,12 +36,21 @@ const unitTestOf = (src: string): string => join('test/unit', src.replace(/\.ts$
 const COVERED_ELSEWHERE: Record<string, string> = {
   'algorithms/algorithm.ts': 'test/property/stores-differential.test.ts', // the Limit contract, run for every kind on every store
   'algorithms/circuit-breaker.ts': 'test/unit/algorithms/cost-budget.test.ts', // circuit_breaker opens, rejects, resets
+  'algorithms/kinds/index.ts': 'test/property/stores-differential.test.ts', // every kind of the table on every store
+  'algorithms/kinds/rate-meter/kind.ts': 'test/property/expiry-lossless.test.ts', // the meter's expiry loses no count
+  'algorithms/kinds/rate-meter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
+  'algorithms/kinds/rate-meter/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
+  'algorithms/kinds/token-bucket/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
+  'algorithms/kinds/token-bucket/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
+  'algorithms/kinds/twins.ts': 'test/unit/algorithms/index.test.ts', // a made-up kind's twins assembled into both stores (types only)
+  'algorithms/kinds/window-counter/kind.ts': 'test/property/expiry-lossless.test.ts', // window counters' expiry loses no count
+  'algorithms/kinds/window-counter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
+  'algorithms/kinds/window-counter/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
   'algorithms/llm-messages.ts': 'test/unit/decision/response.test.ts', // the LLM reject bodies in each API's shape
   'algorithms/llm.ts': 'test/unit/llm/request-body.test.ts', // token_bucket_llm reservation and settlement bounds
   'algorithms/loop-detection.ts': 'test/unit/algorithms/cost-budget.test.ts', // loop_detection reject, warn, throttle
-  'algorithms/rate-meter.ts': 'test/property/expiry-lossless.test.ts', // the meter's expiry loses no count
   'algorithms/rls-limit.ts': 'test/unit/grpc/rls-compile.test.ts', // RLS limits compiled into engine limits
-  'algorithms/window-counter.ts': 'test/property/expiry-lossless.test.ts', // window counters' expiry loses no count
+  'algorithms/token-bucket.ts': 'test/unit/bundle/validate.test.ts', // token_bucket's config checks (burst, lease)
   'bundle/breaker-reach.ts': 'test/e2e/breaker-example.test.ts', // the warning for a breaker one request can open
   'bundle/compile.ts': 'test/property/bundle.test.ts', // any valid bundle compiles
   'bundle/hosts.ts': 'test/unit/bundle/route-index.test.ts', // host selectors through the route index
@@ -132,6 +141,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'store/batcher.ts': 'test/store/redis-behaviour.test.ts', // a batch's calls fail at their own deadline
   'store/factory.ts': 'test/e2e/store-startup.test.ts', // the store built from FAIRVISOR_STORE
   'store/in-process.ts': 'test/store/memory.test.ts', // the store contract on the in-process stores
+  'store/lease-waiters.ts': 'test/e2e/lease-worker-kill.test.ts', // requests waiting for a fetch, woken when its worker dies
   'store/memory/counters.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/memory/store.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/open.ts': 'test/e2e/store-startup.test.ts', // the store opened, refused or not reachable at start
@@ -146,8 +156,10 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'store/redis/script.ts': 'test/store/redis-behaviour.test.ts', // the Lua script
   'store/redis/store.ts': 'test/store/redis.test.ts', // the store contract on Redis
   'store/remote.ts': 'test/store/redis-auth.test.ts', // a remote store's failures and readiness
+  'store/shared/lease-cells.ts': 'test/unit/store/shared/leases.test.ts', // the cells under the lease table's transitions
   'store/shared/lock.ts': 'test/store/shared-memory-threads.test.ts', // the table locked across threads
   'store/shared/store.ts': 'test/store/shared-memory.test.ts', // the store contract on the shared table
+  'store/shared/table-layout.ts': 'test/store/table-room.test.ts', // the table's layout, through its room
   'store/shared/table.ts': 'test/store/table-room.test.ts', // the table's room and eviction
   'store/store.ts': 'test/store/memory.test.ts', // the store interface, checked by the contract on every store
   'store/stored-key.ts': 'test/e2e/store-long-keys.test.ts', // long limit keys stored shortened

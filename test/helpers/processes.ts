@@ -34,10 +34,10 @@ export interface GatewayProcess {
 
 export async function startGateway(
   env: Record<string, string | undefined>,
-  /** onSpawn: called at once with the process (to signal it or write its files while it starts). */
-  opts: { cwd?: string; timeoutMs?: number; onSpawn?: (proc: ChildProcess) => void } = {},
+  /** onSpawn: called at once with the process (to signal it or write its files while it starts); nodeArgs: node options before the script (worker threads inherit them). */
+  opts: { cwd?: string; timeoutMs?: number; onSpawn?: (proc: ChildProcess) => void; nodeArgs?: string[] } = {},
 ): Promise<GatewayProcess> {
-  const proc = spawn(process.execPath, [CLI], {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), CLI], {
     cwd: opts.cwd ?? ROOT,
     // One thread unless a test asks for workers: the start-up bounds here are set for one.
     env: {

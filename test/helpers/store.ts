@@ -1,5 +1,5 @@
 /** Store-test helpers: token-bucket checks, apply() as a promise, health as /readyz computes it. */
-import { bucketLimit } from '../../src/algorithms/token-bucket.js'
+import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import type { Check } from '../../src/store/store.js'
 
 export { applyAsync } from '../../src/store/store.js'

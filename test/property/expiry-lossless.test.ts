@@ -14,9 +14,9 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import type { Limit, LimitKind, Step } from '../../src/algorithms/algorithm.js'
-import { meterLimit } from '../../src/algorithms/rate-meter.js'
-import { bucketLimit } from '../../src/algorithms/token-bucket.js'
-import { counterLimit, SUNDAY_ORIGIN_S } from '../../src/algorithms/window-counter.js'
+import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
+import { counterLimit, SUNDAY_ORIGIN_S } from '../../src/algorithms/kinds/window-counter/kind.js'
 
 const T0 = 1_767_225_600 // 2026-01-01T00:00:00Z
 

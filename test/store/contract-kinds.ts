@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
-import { counterLimit } from '../../src/algorithms/window-counter.js'
-import { meterLimit } from '../../src/algorithms/rate-meter.js'
-import { bucketLimit } from '../../src/algorithms/token-bucket.js'
+import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
+import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 
 export interface KindContext {

@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, it } from 'node:test'
-import { bucketLimit, type BucketLimit, type LeaseConfig } from '../../src/algorithms/token-bucket.js'
+import type { LeaseDescription } from '../../src/algorithms/algorithm.js'
+import { bucketLimit, type BucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import { LeasingStore } from '../../src/store/leasing.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
@@ -19,7 +20,7 @@ const BURST = 30
 const SLICE = 5
 const KEYS = 10
 const ROUNDS = 40
-const limit = { ...bucketLimit(0.001, BURST), lease: { tokens: SLICE, ttlMs: 60_000 } as LeaseConfig } as BucketLimit
+const limit = { ...bucketLimit(0.001, BURST), lease: { tokens: SLICE, ttlMs: 60_000 } as LeaseDescription } as BucketLimit
 
 let server: RedisServer
 before(async () => {

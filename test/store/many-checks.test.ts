@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { counterLimit } from '../../src/algorithms/window-counter.js'
+import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
 import type { PostgresStore } from '../../src/store/postgres/store.js'
 import { RedisStore } from '../../src/store/redis/store.js'

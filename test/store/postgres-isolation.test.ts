@@ -2,7 +2,7 @@
 // SQLSTATE 22003) gets the store error alone; the other requests of its batch get their outcomes.
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { counterLimit } from '../../src/algorithms/window-counter.js'
+import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
 import { StoreError } from '../../src/errors.js'
 import type { PostgresStore } from '../../src/store/postgres/store.js'
 import { applyAsync, type Check, type Outcomes } from '../../src/store/store.js'

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { StoreError } from '../../src/errors.js'
 import { RedisStore } from '../../src/store/redis/store.js'
-import { TAKE_LUA } from '../../src/store/redis/script.js'
+import { redisScripts } from '../../src/store/redis/script.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { readBucket, sleep, startRedis, WRITE_BUCKET_LUA, type RedisServer } from '../helpers/redis-servers.js'
 import { applyAsync, tbCheck, storeHealth } from '../helpers/store.js'
@@ -75,7 +75,11 @@ describe('redis store behaviour', () => {
     assert.ok(results.every((r) => r[0]!.allowed))
     const [o] = await applyAsync(store, [tb('tb:flush:x', 1000, 1)], 0)
     assert.ok(Math.abs(o!.value - 979) < 0.5, `every call charged exactly once: ${o!.value}`)
-    assert.equal(server.cli('script', 'exists', createHash('sha1').update(TAKE_LUA).digest('hex')), '1', 'the script is cached again')
+    assert.equal(
+      server.cli('script', 'exists', createHash('sha1').update(redisScripts().take).digest('hex')),
+      '1',
+      'the script is cached again',
+    )
   })
 
   it('a hung Redis: each call fails with FV_STORE_TIMEOUT at the deadline, health degrades', async () => {

@@ -16,8 +16,8 @@ const { workerData, parentPort, threadId } = require('node:worker_threads')
 ;(async () => {
   const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
   const { SharedMemoryStore } = await import(${JSON.stringify(dist('store/shared/store.js'))})
-  const { bucketLimit } = await import(${JSON.stringify(dist('algorithms/token-bucket.js'))})
-  const { counterLimit } = await import(${JSON.stringify(dist('algorithms/window-counter.js'))})
+  const { bucketLimit } = await import(${JSON.stringify(dist('algorithms/kinds/token-bucket/kind.js'))})
+  const { counterLimit } = await import(${JSON.stringify(dist('algorithms/kinds/window-counter/kind.js'))})
   const store = new SharedMemoryStore({ table: new SharedTable(workerData.buffer, threadId) })
   const own = bucketLimit(0.000001, 1e9), shared = bucketLimit(0.000001, workerData.burst), wc = counterLimit(workerData.burst, 600, -1)
   let bucket = 0, counter = 0

@@ -12,8 +12,9 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { describe, it } from 'node:test'
-import { meterLimit } from '../../src/algorithms/rate-meter.js'
-import { counterLimit } from '../../src/algorithms/window-counter.js'
+import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
+import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
 import { ENTRY_OVERHEAD_BYTES, MemoryStore } from '../../src/store/memory/store.js'
 import { LeaseTable } from '../../src/store/shared/leases.js'
 import { sipHash, sipKey } from '../../src/store/shared/siphash.js'
@@ -83,7 +84,7 @@ describe('the shared table: keyed placement', () => {
     const a = LeaseTable.create(64)
     const b = LeaseTable.create(64)
     assert.notDeepEqual(new Uint8Array(a.buffer, 8, 16), new Uint8Array(b.buffer, 8, 16))
-    const lim = { rate: 1, burst: 100 }
+    const lim = bucketLimit(1, 100)
     const cfg = { tokens: 10, ttlMs: 60_000 }
     const other = new LeaseTable(a.buffer, 5)
     assert.equal(a.take('tb:k', lim, cfg, 1, 0), 2 /* FETCH */)

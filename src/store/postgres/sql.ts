@@ -1,12 +1,16 @@
 /**
- * The PostgreSQL twins of the limit kinds (algorithms/), run inside the
- * database so that all limits of a request are checked and committed in one
- * statement, on the server's clock (clock_timestamp(), epoch seconds as
- * float8: gateway clocks cannot skew a refill).
+ * The PostgreSQL schema and functions: the take and adjust frames around the
+ * limit kinds' PL/pgSQL twins (algorithms/kinds/<kind>/postgres.ts), run
+ * inside the database so that all limits of a request are checked and
+ * committed in one statement, on the server's clock (clock_timestamp(),
+ * epoch seconds as float8: gateway clocks cannot skew a refill). The
+ * functions are assembled from the kind table (algorithms/kinds/index.ts)
+ * when a store opens, one branch per kind id, and installed with CREATE OR
+ * REPLACE under the same signatures, so a gateway that knows more kinds
+ * upgrades the functions of an existing deployment in place.
  *
  * One table, `<prefix>counters`: a row per counter key, the kind's state in
- * s0..s3 (token bucket: tokens, last; window counter: count, start; rate
- * meter: prev, cur, minute, openUntil) and `expire_at` (epoch seconds): a row
+ * s0..s3 (each kind's twin says what they hold) and `expire_at` (epoch seconds): a row
  * whose expire_at has passed reads as absent, which is lossless (an absent
  * bucket is full), and the clean-up deletes it. No index on expire_at: every
  * request changes it, and without a second index the update stays HOT (no
@@ -37,6 +41,7 @@
  * (as Redis' PSETEX floor), so a fresh write never reads as already expired.
  */
 import { EPSILON } from '../../algorithms/algorithm.js'
+import { KINDS } from '../../algorithms/kinds/index.js'
 
 /** Numbers per check in `take`'s `nums`. */
 const TAKE_NUMS = 7
@@ -92,6 +97,14 @@ const LOCK = (p: string): string => `
 const SAVE = (p: string): string => `
   IF true = ANY(dirty) THEN PERFORM ${p}save(ks, dirty, c0, c1, c2, c3, cx); END IF;`
 
+/** `IF kind = <id> THEN <the kind's statements> ELSIF …` over the kind table. */
+function dispatch(part: 'take' | 'adjust', p: string): string {
+  let out = ''
+  for (const [id, kind] of KINDS) out += `${out === '' ? 'IF' : 'ELSIF'} kind = ${id} THEN -- ${kind.name}${kind.sql[part](p)}\n      `
+  return `${out}ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
+      END IF;`
+}
+
 function takeSql(p: string): string {
   return `
 CREATE OR REPLACE FUNCTION ${p}take(ks text[], nums float8[], reqs int[]) RETURNS float8[] LANGUAGE plpgsql AS $f$
@@ -115,31 +128,7 @@ BEGIN ${LOCK(p)}
       IF tr[k] = q THEN a0 := t0[k]; a1 := t1[k]; a2 := t2[k]; a3 := t3[k]; here := true;
       ELSE a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; END IF;
       keep := false; retry := 0;
-      IF kind = 1 THEN -- token bucket: rate p1, burst p2; state tokens, last
-        IF here THEN a0 := least(p2, ${p}snap(a0 + greatest(0, round((now - a1) * 1e6) / 1e6) * p1)); a1 := greatest(a1, now);
-        ELSE a0 := p2; a1 := now; END IF;
-        ok := cost <= p2 AND a0 >= cost;
-        IF ok THEN n0 := ${p}snap(a0 - cost); n1 := a1; n2 := 0; n3 := 0; nx := a1 + greatest(0, (p2 - n0) / p1); val := n0;
-        ELSE val := a0; retry := greatest(1, ceil((cost - a0) / p1 - ${EPSILON})); END IF;
-      ELSIF kind = 2 THEN -- window counter: limit p1, window p2, origin p3; state count, start
-        IF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
-        ELSIF here AND now < a1 + p2 THEN n1 := a1;
-        ELSE a0 := 0; n1 := now; END IF;
-        nx := n1 + p2; retry := greatest(1, ceil(nx - now - ${EPSILON}));
-        ok := a0 + cost <= p1 + ${EPSILON};
-        IF ok THEN n0 := a0 + cost; n2 := 0; n3 := 0; val := n0; ELSE val := a0; END IF;
-      ELSIF kind = 3 THEN -- rate meter: threshold p1, open p2; state prev, cur, minute, openUntil
-        IF here AND a3 > now THEN ok := false; val := p1; retry := greatest(1, ceil(a3 - now - ${EPSILON}));
-        ELSE
-          n2 := floor(now / 60) * 60;
-          IF here AND a2 = n2 THEN n0 := a0; n1 := a1; ELSIF here AND a2 = n2 - 60 THEN n0 := a1; n1 := 0; ELSE n0 := 0; n1 := 0; END IF;
-          val := n0 * (1 - (now - n2) / 60) + n1 + cost;
-          ok := val < p1 - ${EPSILON};
-          IF ok THEN n1 := n1 + cost; n3 := 0; nx := n2 + 120;
-          ELSE n0 := 0; n1 := 0; n3 := now + p2; nx := greatest(n3, n2 + 120); keep := true; retry := greatest(1, ceil(p2 - ${EPSILON})); END IF;
-        END IF;
-      ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
-      END IF;
+      ${dispatch('take', p)}
       IF ok OR keep THEN nx := greatest(nx, now + 1); END IF;
       IF ok THEN
         t0[k] := n0; t1[k] := n1; t2[k] := n2; t3[k] := n3; tx[k] := nx; tr[k] := q;
@@ -172,21 +161,7 @@ BEGIN ${LOCK(p)}
   FOR o IN 0 .. coalesce(array_length(nums, 1), 0) - 1 BY ${ADJUST_NUMS} LOOP
     k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5]; amount := nums[o + 6];
     a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; ok := true;
-    IF kind = 1 THEN -- token bucket: refill to now, give back (never past burst) or charge (may go below zero)
-      IF NOT here AND amount >= 0 THEN ok := false;
-      ELSIF here THEN a0 := least(p2, ${p}snap(a0 + greatest(0, round((now - a1) * 1e6) / 1e6) * p1)); a1 := greatest(a1, now);
-      ELSE a0 := p2; a1 := now; END IF;
-      IF ok THEN n0 := least(p2, ${p}snap(a0 + amount)); n1 := a1; n2 := 0; n3 := 0; nx := a1 + greatest(0, (p2 - n0) / p1); END IF;
-    ELSIF kind = 2 THEN -- window counter: the current window's count, never below zero
-      IF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
-      ELSIF here AND now < a1 + p2 THEN n1 := a1;
-      ELSE a0 := 0; n1 := now; END IF;
-      IF a0 = 0 AND amount >= 0 THEN ok := false; ELSE n0 := greatest(0, a0 - amount); n2 := 0; n3 := 0; nx := n1 + p2; END IF;
-    ELSIF kind = 3 THEN -- rate meter: spend of the current minute only
-      IF NOT here OR a2 <> floor(now / 60) * 60 THEN ok := false;
-      ELSE n0 := a0; n1 := greatest(0, a1 - amount); n2 := a2; n3 := a3; nx := greatest(a3, a2 + 120); END IF;
-    ELSE RAISE EXCEPTION 'unknown limit kind %', kind;
-    END IF;
+    ${dispatch('adjust', p)}
     IF ok THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := greatest(nx, now + 1); dirty[k] := true; END IF;
   END LOOP; ${SAVE(p)}
 END $f$;

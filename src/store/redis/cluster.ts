@@ -26,7 +26,7 @@ import { StoreTimeoutError } from '../../errors.js'
 import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
-import { ADJUST_LUA, TAKE_LUA } from './script.js'
+import { redisScripts } from './script.js'
 import { sniFor, type RedisTarget } from './url.js'
 import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
@@ -81,8 +81,9 @@ export class RedisClusterStore implements Store {
         commandTimeout: Math.max(1000, opts.timeoutMs * 4),
       },
     })
-    client.defineCommand('fvTake', { lua: TAKE_LUA })
-    client.defineCommand('fvAdjust', { lua: ADJUST_LUA })
+    const scripts = redisScripts()
+    client.defineCommand('fvTake', { lua: scripts.take })
+    client.defineCommand('fvAdjust', { lua: scripts.adjust })
     this.client = client as Cluster & ScriptCommands
     watchConnection(client, 'redis-cluster', opts.log)
   }

@@ -20,7 +20,7 @@ function visitLimit(limit: Check['limit'], visit: Visit): void {
   for (let j = 0; j < PARAMS; j++) visit(j < p.length ? p[j]! : 0)
 }
 
-/** TAKE_LUA arguments for checks[idx…] (all checks without idx): numkeys, keys (as stored: stored-key.ts), then kind, params, cost, group per check. */
+/** The take script's arguments for checks[idx…] (all checks without idx): numkeys, keys (as stored: stored-key.ts), then kind, params, cost, group per check. */
 export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] | undefined, visit: Visit): void {
   const n = idx === undefined ? checks.length : idx.length
   visit(n)
@@ -33,7 +33,7 @@ export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] |
   }
 }
 
-/** ADJUST_LUA arguments: numkeys, keys, then kind, params, amount per key. */
+/** The adjust script's arguments: numkeys, keys, then kind, params, amount per key. */
 export function visitAdjustArgs(adjustments: readonly Adjustment[], visit: Visit): void {
   visit(adjustments.length)
   for (const a of adjustments) visit(storedKey(a.key))

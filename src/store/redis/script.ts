@@ -1,41 +1,40 @@
 /**
- * The Lua twins of the limit kinds (algorithms/), run inside Redis so that all
+ * The Redis scripts: the take and adjust frames around the limit kinds' Lua
+ * twins (algorithms/kinds/<kind>/redis.ts), run inside Redis so that all
  * limits of one request (on one node / slot) are checked and committed in a
  * single atomic step. The clock is the server's (`TIME`): gateways with skewed
  * clocks cannot change the refill, and a bucket's time never moves backwards.
  *
- * One function per limit kind (KINDS_LUA, indexed by the kind's id), shared
- * by the take and adjust scripts. Bucket state (kind 1): 16 bytes, two little-endian IEEE doubles `<tokens><last>`
- * (struct.pack('<dd'); last in whole microseconds of server time, so elapsed
- * time is exact), written with PSETEX = the time until the bucket is full
- * again (at least 1 s, at most 1e13 ms so PSETEX gets an integer), after which forgetting it is lossless: an absent
- * bucket reads as full. Doubles are exact (text would need %.17g), and
- * packing costs Redis a fifth of formatting and parsing text; docs/stores.md
- * ("Redis") shows how to read a bucket by hand.
+ * Both scripts are assembled from the kind table (algorithms/kinds/index.ts)
+ * when a store opens: the prelude, then one step / adjust function per kind
+ * id. A kind's state is struct-packed doubles (exact, where text would need
+ * %.17g, and a fifth of the cost of formatting and parsing text in Redis),
+ * written with PSETEX for as long as keeping it carries information (at
+ * least 1 s, at most 1e13 ms so PSETEX gets an integer).
  *
- * Reply: the same packing, 17 bytes per check (see TAKE_LUA), so neither
+ * Reply: the same packing, 17 bytes per check (see takeLua), so neither
  * side formats or parses numbers as text. Redis turns a Lua number reply into
  * an integer (truncating), which is why tokens cannot travel as numbers.
  *
- * Float noise is handled as in algorithms/token-bucket.ts: token counts within
- * EPSILON of a whole number snap to it, and waits subtract EPSILON before rounding up.
+ * Float noise is handled as in the TypeScript kinds: counts within EPSILON
+ * of a whole number snap to it, and waits subtract EPSILON before rounding up.
  */
 import { EPSILON } from '../../algorithms/algorithm.js'
+import { KINDS, kindsRevision } from '../../algorithms/kinds/index.js'
 
-/** Bytes per check in TAKE_LUA's reply: int8 status, double value, double retry-after seconds. */
+/** Bytes per check in the take script's reply: int8 status, double value, double retry-after seconds. */
 export const TAKE_REPLY_BYTES = 17
 
-/** ARGV entries per check in TAKE_LUA: kind id, PARAMS parameters, cost, group. */
+/** ARGV entries per check in the take script: kind id, PARAMS parameters, cost, group. */
 const TAKE_ARGS_PER_CHECK = 6
 
 /**
- * Per kind id: step(v, p1, p2, p3, cost) → allowed, value, retryAfter, new
- * state, ttl ms, commit-on-reject; and adjust(v, p1, p2, p3, amount) → new
- * state, ttl ms (nil: nothing to adjust). `v` is the stored string or false;
- * `now` is server time in µs, `nowS` in seconds. Same maths as
- * algorithms/token-bucket.ts (1), window-counter.ts (2), rate-meter.ts (3).
+ * What every kind's Lua twin sees (algorithms/kinds/twins.ts): the server
+ * clock, read once per call (`now` in µs, `nowS` in seconds), struct
+ * packing, and the helpers the kinds share. Then one step / adjust function
+ * per kind id, from the kind table.
  */
-const KINDS_LUA = `
+const PRELUDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowS = now / 1000000
@@ -55,92 +54,14 @@ local function secondsTo(finish)
   return s
 end
 local step, adjust = {}, {}
--- 1: token bucket, state <tokens><last µs>
-local function bucket(v, rate, burst)
-  local tokens, last
-  if v and #v == 16 then tokens, last = unpack('<dd', v) end
-  if tokens == nil then return burst, now end
-  if now > last then
-    tokens = snap(tokens + (now - last) / 1000000 * rate)
-    last = now
-  end
-  if tokens > burst then tokens = burst end
-  return tokens, last
-end
-step[1] = function(v, rate, burst, _, cost)
-  local tokens, last = bucket(v, rate, burst)
-  if cost <= burst and tokens >= cost then
-    tokens = snap(tokens - cost)
-    return true, tokens, 0, pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
-  end
-  local wait = ceil((cost - tokens) / rate - ${EPSILON})
-  if wait < 1 then wait = 1 end
-  return false, tokens, wait
-end
-adjust[1] = function(v, rate, burst, _, amount)
-  if not v and amount >= 0 then return nil end
-  local tokens, last = bucket(v, rate, burst)
-  tokens = snap(tokens + amount)
-  if tokens > burst then tokens = burst end
-  return pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
-end
--- 2: window counter, state <count><window start s>
-local function window(v, windowS, origin)
-  local count, start
-  if v and #v == 16 then count, start = unpack('<dd', v) end
-  if origin >= 0 then
-    local s = floor((nowS - origin) / windowS) * windowS + origin
-    if start ~= s then count = 0 end
-    return count, s
-  end
-  if count == nil or nowS >= start + windowS then return 0, nowS end
-  return count, start
-end
-step[2] = function(v, limit, windowS, origin, cost)
-  local count, start = window(v, windowS, origin)
-  local finish = start + windowS
-  local nxt = count + cost
-  if nxt > limit + ${EPSILON} then return false, count, secondsTo(finish) end
-  return true, nxt, secondsTo(finish), pack('<dd', nxt, start), ttlOf((finish - nowS) * 1000)
-end
-adjust[2] = function(v, limit, windowS, origin, amount)
-  local count, start = window(v, windowS, origin)
-  if count == 0 and amount >= 0 then return nil end
-  count = count - amount
-  if count < 0 then count = 0 end
-  return pack('<dd', count, start), ttlOf((start + windowS - nowS) * 1000)
-end
--- 3: rate meter, state <prev><cur><minute s><open until s>
-step[3] = function(v, threshold, openS, _, cost)
-  local prev, cur, minute, openUntil
-  if v and #v == 32 then prev, cur, minute, openUntil = unpack('<dddd', v) end
-  if openUntil and openUntil > nowS then return false, threshold, secondsTo(openUntil) end
-  local m = floor(nowS / 60) * 60
-  if minute == m then
-  elseif minute == m - 60 then prev, cur = cur, 0
-  else prev, cur = 0, 0 end
-  local rate = prev * (1 - (nowS - m) / 60) + cur + cost
-  if rate >= threshold - ${EPSILON} then
-    local untilS = nowS + openS
-    local keep = untilS
-    if m + 120 > keep then keep = m + 120 end
-    local wait = ceil(openS - ${EPSILON})
-    if wait < 1 then wait = 1 end
-    return false, rate, wait, pack('<dddd', 0, 0, m, untilS), ttlOf((keep - nowS) * 1000), true
-  end
-  return true, rate, 0, pack('<dddd', prev, cur + cost, m, 0), ttlOf((m + 120 - nowS) * 1000)
-end
-adjust[3] = function(v, threshold, openS, _, amount)
-  if not (v and #v == 32) then return nil end
-  local prev, cur, minute, openUntil = unpack('<dddd', v)
-  if minute ~= floor(nowS / 60) * 60 then return nil end
-  cur = cur - amount
-  if cur < 0 then cur = 0 end
-  local keep = minute + 120
-  if openUntil > keep then keep = openUntil end
-  return pack('<dddd', prev, cur, minute, openUntil), ttlOf((keep - nowS) * 1000)
-end
 `
+
+/** The prelude and every kind of the table, each kind's twin in a function of its own (its helpers stay its own). */
+function kindsLua(): string {
+  let lua = PRELUDE
+  for (const [id, kind] of KINDS) lua += `-- ${id}: ${kind.name}\nstep[${id}], adjust[${id}] = (function()${kind.lua}\nend)()\n`
+  return lua
+}
 
 /**
  * KEYS[i]: counter key of check i. ARGV: TAKE_ARGS_PER_CHECK per check: kind,
@@ -155,7 +76,7 @@ end
  * costs the script n steps. A single check (the common case) commits at once
  * and stages nothing.
  */
-export const TAKE_LUA = `${KINDS_LUA}
+const TAKE = `
 local n = #KEYS
 local reply = {}
 local staged, stState, stTtl
@@ -195,7 +116,7 @@ end
 return table.concat(reply)
 `
 
-/** ARGV entries per key in ADJUST_LUA: kind id, PARAMS parameters, amount. */
+/** ARGV entries per key in the adjust script: kind id, PARAMS parameters, amount. */
 const ADJUST_ARGS_PER_KEY = 5
 
 /**
@@ -206,7 +127,7 @@ const ADJUST_ARGS_PER_KEY = 5
  * an absent counter has nothing to give back. Replies '' (the script caller
  * takes bytes).
  */
-export const ADJUST_LUA = `${KINDS_LUA}
+const ADJUST = `
 for i = 1, #KEYS do
   local a = (i - 1) * ${ADJUST_ARGS_PER_KEY}
   local key = KEYS[i]
@@ -215,3 +136,16 @@ for i = 1, #KEYS do
 end
 return ''
 `
+
+let built = -1
+let scripts = { take: '', adjust: '' }
+
+/** The take and adjust scripts for the kinds in the table now (assembled once per change of the table). */
+export function redisScripts(): { readonly take: string; readonly adjust: string } {
+  if (built !== kindsRevision()) {
+    const kinds = kindsLua()
+    scripts = { take: kinds + TAKE, adjust: kinds + ADJUST }
+    built = kindsRevision()
+  }
+  return scripts
+}

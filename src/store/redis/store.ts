@@ -10,7 +10,7 @@ import { ScriptCaller } from './call.js'
 import { encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
-import { ADJUST_LUA, TAKE_LUA } from './script.js'
+import { redisScripts } from './script.js'
 import { RespConnection } from './resp-connection.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
@@ -23,8 +23,9 @@ export class RedisStore implements Store {
 
   constructor(opts: RedisStoreOptions) {
     this.client = new RespConnection(opts.target, { connectTimeoutMs: 1000, reconnectDelay })
-    this.take = new ScriptCaller(this.client, TAKE_LUA, callTimerMs(opts.timeoutMs))
-    this.adjuster = new ScriptCaller(this.client, ADJUST_LUA, callTimerMs(opts.timeoutMs))
+    const scripts = redisScripts()
+    this.take = new ScriptCaller(this.client, scripts.take, callTimerMs(opts.timeoutMs))
+    this.adjuster = new ScriptCaller(this.client, scripts.adjust, callTimerMs(opts.timeoutMs))
     watchConnection(this.client, 'redis', opts.log)
   }
 

@@ -1,6 +1,11 @@
 // A made-up algorithm (test/fixtures/algorithms/fixed-window.ts) registered
 // with one line: the bundle schema accepts its config, validation runs its own
 // check, and the engine enforces it on the memory store, Redis and PostgreSQL.
+// A made-up limit kind (test/fixtures/kinds/sliding-window/: TypeScript, Lua,
+// PL/pgSQL, and an algorithm on it) registered by one import of its
+// register.ts (its line in the kind table, its algorithm's line): the engine
+// enforces it on memory, shared memory, Redis and PostgreSQL, whose server
+// scripts are assembled with it, and the four stores agree on its maths.
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -18,6 +23,9 @@ import { SharedTable } from '../../../src/store/shared/table.js'
 import { parseRedisUrl } from '../../../src/store/redis/url.js'
 import type { Store } from '../../../src/store/store.js'
 import { FIXED_WINDOW } from '../../fixtures/algorithms/fixed-window.js'
+import { SLIDING_WINDOW_KIND } from '../../fixtures/kinds/sliding-window/kind.js'
+import '../../fixtures/kinds/sliding-window/register.js'
+import { runDifferential } from '../../helpers/differential.js'
 import { dropPrefix, openStore, uniquePrefix } from '../../helpers/postgres-db.js'
 import { compile, Recorder, view } from '../../helpers/engine-harness.js'
 
@@ -25,14 +33,14 @@ registerAlgorithm(FIXED_WINDOW)
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-plugin-'))
 const run = `${process.pid}x${Date.now().toString(36)}`
-const doc = (config: object): object => ({
+const doc = (config: object, algorithm = 'fixed_window'): object => ({
   bundle_version: 1,
   policies: [
     {
       id: 'p',
       spec: {
         selector: { pathPrefix: '/' },
-        rules: [{ name: `fw${run}`, limit_keys: ['header:x-user'], algorithm: 'fixed_window', algorithm_config: config }],
+        rules: [{ name: `fw${run}`, limit_keys: ['header:x-user'], algorithm, algorithm_config: config }],
       },
     },
   ],
@@ -125,29 +133,51 @@ const stores: [string, () => Promise<{ store: Store; close: () => Promise<void> 
 ]
 
 for (const [name, open] of stores) {
-  describe(`fixed_window enforced by the engine on the ${name} store`, () => {
+  describe(`made-up algorithms enforced by the engine on the ${name} store`, () => {
     let opened: { store: Store; close: () => Promise<void> }
     before(async () => (opened = await open()))
     after(async () => await opened.close())
 
-    it('allows limit requests per window, then rejects with its reason and headers', async () => {
+    /** Four requests of one user under a limit of 3 per day: the decisions. */
+    async function fourRequests(algorithm: string): Promise<Decision[]> {
       // A day-long window: a run cannot straddle two windows except exactly at UTC midnight.
-      const bundle = compile(doc({ limit: 3, window_seconds: 86_400 }), Date.now())
+      const bundle = compile(doc({ limit: 3, window_seconds: 86_400 }, algorithm), Date.now())
       const engine = new Engine({ store: opened.store, failPolicy: 'closed', observer: new Recorder() })
-      const user = `${name}-${run}`
-      const decide = (): Promise<Decision> =>
-        new Promise((resolve) => engine.evaluate(bundle, view({ headers: { 'x-user': user } }), Date.now(), false, resolve))
-      const seen: (number | undefined)[] = []
-      for (let i = 0; i < 3; i++) {
-        const d = await decide()
-        assert.equal(d.allowed, true, JSON.stringify(d))
-        seen.push(d.limit?.remaining)
-      }
-      assert.deepEqual(seen, [2, 1, 0])
-      const d = await decide()
-      assert.equal(d.allowed, false)
-      assert.equal(d.status, 429)
-      assert.equal(d.reason, 'fixed_window_exceeded')
+      const user = `${name}-${algorithm}-${run}`
+      const decisions: Decision[] = []
+      for (let i = 0; i < 4; i++)
+        decisions.push(
+          await new Promise((resolve) => engine.evaluate(bundle, view({ headers: { 'x-user': user } }), Date.now(), false, resolve)),
+        )
+      return decisions
+    }
+
+    it('fixed_window (an existing kind) allows limit requests per window, then rejects with its reason and headers', async () => {
+      const d = await fourRequests('fixed_window')
+      for (const a of d.slice(0, 3)) assert.equal(a.allowed, true, JSON.stringify(a))
+      assert.deepEqual(
+        d.slice(0, 3).map((a) => a.limit?.remaining),
+        [2, 1, 0],
+      )
+      assert.equal(d[3]!.allowed, false)
+      assert.equal(d[3]!.status, 429)
+      assert.equal(d[3]!.reason, 'fixed_window_exceeded')
+    })
+
+    it('sliding_window (a made-up kind) allows limit requests per window, then rejects with its reason and headers', async () => {
+      const d = await fourRequests('sliding_window')
+      for (const a of d.slice(0, 3)) assert.equal(a.allowed, true, JSON.stringify(a))
+      assert.deepEqual(
+        d.slice(0, 3).map((a) => a.limit?.remaining),
+        [2, 1, 0],
+      )
+      assert.equal(d[3]!.allowed, false)
+      assert.equal(d[3]!.status, 429)
+      assert.equal(d[3]!.reason, 'sliding_window_exceeded')
     })
   })
 }
+
+it("the made-up kind: memory, shared memory, Redis and PostgreSQL agree on its maths (the stores' differential property)", async () => {
+  await runDifferential([SLIDING_WINDOW_KIND], 20)
+})

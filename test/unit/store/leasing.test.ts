@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { bucketLimit, type BucketLimit, type LeaseConfig } from '../../../src/algorithms/token-bucket.js'
+import type { LeaseDescription } from '../../../src/algorithms/algorithm.js'
+import { bucketLimit, type BucketLimit } from '../../../src/algorithms/kinds/token-bucket/kind.js'
 import { LeasingStore } from '../../../src/store/leasing.js'
 import { RedisStore } from '../../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../../src/store/redis/url.js'
@@ -19,7 +20,7 @@ const leased = (key: string, burst: number, slice: number, ttlMs = 60_000, limit
   key,
   cost: 1,
   shadow: false,
-  limit: limit ?? ({ ...bucketLimit(0.001, burst), lease: { tokens: slice, ttlMs } as LeaseConfig } as BucketLimit),
+  limit: limit ?? ({ ...bucketLimit(0.001, burst), lease: { tokens: slice, ttlMs } as LeaseDescription } as BucketLimit),
 })
 
 describe('token leases on Redis', () => {

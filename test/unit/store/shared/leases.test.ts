@@ -8,9 +8,10 @@
  */
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
+import { bucketLimit } from '../../../../src/algorithms/kinds/token-bucket/kind.js'
 import { FETCH, FETCH_BOUND_MS, LeaseTable, SPENT, WAIT } from '../../../../src/store/shared/leases.js'
 
-const lim = { rate: 1, burst: 100 }
+const lim = bucketLimit(1, 100)
 const cfg = { tokens: 10, ttlMs: 1000 }
 
 function threads(): { sup: LeaseTable; a: LeaseTable; b: LeaseTable } {

@@ -7,9 +7,11 @@
  * change that is committed although the request is rejected (`commit`).
  * Opening clears the measured spend, so once the open period is over the
  * meter measures afresh instead of re-opening on the spike it already acted
- * on. Pure; times in seconds.
+ * on. Pure; times in seconds. Its Lua and PL/pgSQL twins are beside this file.
  */
-import { EPSILON, type Limit, type LimitKind, type Step } from './algorithm.js'
+import { EPSILON, type Limit, type LimitKind, type Step } from '../../algorithm.js'
+import { SQL } from './postgres.js'
+import { LUA } from './redis.js'
 
 export interface MeterLimit extends Limit {
   /** Spend per minute at which the meter opens. */
@@ -74,6 +76,18 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
     cells[off + 1] = s.cur
     cells[off + 2] = s.minute
     cells[off + 3] = s.openUntil
+  },
+  limit: (p) => meterLimit(p[0]!, p[1]!),
+  lua: LUA,
+  sql: SQL,
+  sample: {
+    params: [
+      { min: 2, max: 30, integer: true },
+      { min: 600, max: 600 },
+    ],
+    // The last minute's spend decays over the minute: at most threshold / 60 per second.
+    drift: (l) => l.threshold / 60,
+    edge: (l, o) => Math.abs(o.value - l.threshold),
   },
 }
 

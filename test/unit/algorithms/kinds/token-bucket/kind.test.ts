@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { resetSeconds, secondsUntilFull, takeTokens, type BucketState } from '../../../src/algorithms/token-bucket.js'
+import { resetSeconds, secondsUntilFull, takeTokens, type BucketState } from '../../../../../src/algorithms/kinds/token-bucket/kind.js'
 
 const T0 = 1_767_225_600 // 2026-01-01T00:00:00Z
 

@@ -4,8 +4,11 @@
  * aligned (`origin` ≥ 0: windows are floor((now − origin) / W) × W + origin,
  * so UTC periods, weeks from a Sunday) for spend budgets and day counters, and
  * from the first hit (`origin` < 0) for loop detection. Pure; times in seconds.
+ * Its Lua and PL/pgSQL twins are beside this file.
  */
-import { EPSILON, type Limit, type LimitKind, type Step } from './algorithm.js'
+import { EPSILON, type Limit, type LimitKind, type Step } from '../../algorithm.js'
+import { SQL } from './postgres.js'
+import { LUA } from './redis.js'
 
 export interface CounterLimit extends Limit {
   /** Largest count allowed within one window. */
@@ -58,6 +61,19 @@ export const WINDOW_COUNTER_KIND: LimitKind<CounterLimit, CounterState> = {
   save(s, cells, off) {
     cells[off] = s.count
     cells[off + 1] = s.start
+  },
+  limit: (p) => counterLimit(p[0]!, p[1]!, p[2]!),
+  lua: LUA,
+  sql: SQL,
+  sample: {
+    // A window far longer than the run, counted from the first hit: time steps never cross it.
+    params: [
+      { min: 1, max: 20, integer: true },
+      { min: 3600, max: 3600 },
+      { min: -1, max: -1 },
+    ],
+    drift: () => 0,
+    edge: () => Infinity,
   },
 }
 
