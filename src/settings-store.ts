@@ -3,7 +3,7 @@ import { SettingError } from './errors.js'
 import { bool, integer, optional, size, type Env } from './settings-env.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
-import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/shared/leases.js'
+import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/threads/leases.js'
 
 export interface StoreSettings {
   /** `memory`, a redis:// / rediss:// / redis+cluster:// / unix socket URL, or a postgres:// / postgresql:// URL. */
@@ -12,7 +12,7 @@ export interface StoreSettings {
   storeConfig: StoreConfig
   /** Memory-store bound in bytes (FAIRVISOR_SHARED_DICT_SIZE, e.g. 128m). */
   sharedDictBytes: number
-  /** Keys the process's lease table holds at once (FAIRVISOR_LEASE_TABLE_KEYS; shared stores only). Default 8192. */
+  /** Keys the process's lease table holds at once (FAIRVISOR_LEASE_TABLE_KEYS; remote stores only). Default 8192. */
   leaseTableKeys: number
   /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number

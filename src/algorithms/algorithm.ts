@@ -24,7 +24,7 @@ export interface Limit {
   readonly kind: LimitKind
   /** The kind's parameters in the order its server-script branch reads them (at most PARAMS). */
   readonly params: readonly number[]
-  /** Local leases of this limit in front of a shared store (store/leasing.ts); absent: every check is a store call. */
+  /** Local leases of this limit in front of a remote store (store/leasing.ts); absent: every check is a store call. */
   readonly lease?: LeaseDescription
 }
 

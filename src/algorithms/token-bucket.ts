@@ -1,7 +1,7 @@
 /**
  * token_bucket (docs/behaviour.md §5): a rule's limit on the token-bucket kind
  * (kinds/token-bucket/: its maths in TypeScript, Lua and PL/pgSQL), with
- * opt-in local leases on a shared store (`lease`).
+ * opt-in local leases on a remote store (`lease`).
  */
 import { EPSILON, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { bucketLimit, resetSeconds, type BucketLimit } from './kinds/token-bucket/kind.js'
@@ -37,7 +37,7 @@ export const TOKEN_BUCKET: RuleAlgorithm<TokenBucketConfig> = {
       lease: {
         type: 'object',
         description:
-          'Hot keys on a shared store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
+          'Hot keys on a remote store: each gateway instance takes `tokens` at a time from the shared bucket and spends them locally for at most `ttl_ms`. Ignored by the in-process store.',
         required: ['tokens', 'ttl_ms'],
         additionalProperties: false,
         properties: {

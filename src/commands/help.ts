@@ -73,7 +73,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     'as FAIRVISOR_SHARED_DICT_SIZE',
     'size of the counter table the workers share (memory store, FAIRVISOR_WORKERS > 1)',
   ],
-  ['FAIRVISOR_LEASE_TABLE_KEYS', '8192', 'hot keys one process can hold token leases for at once (shared stores; 16 to 1048576)'],
+  ['FAIRVISOR_LEASE_TABLE_KEYS', '8192', 'hot keys one process can hold token leases for at once (remote stores; 16 to 1048576)'],
   ['FAIRVISOR_FAIL_POLICY', 'open', 'store failure: open (allow) or closed (503)'],
   ['FAIRVISOR_STORE_TIMEOUT_MS', '50', 'deadline of each Redis or PostgreSQL call'],
   ['FAIRVISOR_REDIS_TIMEOUT_MS', '50', 'older name of FAIRVISOR_STORE_TIMEOUT_MS (which wins when both are set)'],

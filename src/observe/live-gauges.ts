@@ -19,7 +19,7 @@ export interface LiveState {
     killSwitchOverrideUntil: number | undefined
   } | null
   nowMs(): number
-  /** The in-process store's fill, undefined for shared stores. */
+  /** The in-process store's fill, undefined for remote stores. */
   storeFill?(): StoreFill | undefined
   /** Checks of leased limits decided exactly for want of a lease table cell (this thread's), undefined without leasing. */
   leaseTableFull?(): number | undefined

@@ -10,7 +10,7 @@ import { parseRedisUrl, type RedisTarget } from './redis/url.js'
 export type StoreConfig =
   /** In-process counters, or the table shared by worker threads when the gateway runs several. */
   | { kind: 'memory'; maxBytes: number }
-  /** Redis standalone or Redis Cluster (target.kind). `leaseKeys`: the size of the lease table (leasing.ts) in front of a shared store. */
+  /** Redis standalone or Redis Cluster (target.kind). `leaseKeys`: the size of the lease table (leasing.ts) in front of a remote store. */
   | { kind: 'redis'; target: RedisTarget; timeoutMs: number; leaseKeys: number }
   | { kind: 'postgres'; target: PostgresTarget; timeoutMs: number; leaseKeys: number; poolSize: number; prefix: string; unlogged: boolean }
 

@@ -2,7 +2,7 @@
  * Builds the store a StoreConfig names: memory (in-process, or the table
  * worker threads share), Redis, Redis Cluster or PostgreSQL; a store on a
  * server sits behind the leasing wrapper (leases are opt-in per rule and only
- * make sense on a shared store).
+ * make sense on a remote store).
  */
 import type { StoreConfig } from './config.js'
 import { LeasingStore } from './leasing.js'
@@ -11,9 +11,9 @@ import { PostgresStore } from './postgres/store.js'
 import { RedisClusterStore } from './redis/cluster.js'
 import { RedisStore } from './redis/store.js'
 import type { StoreLog } from './remote.js'
-import { LeaseTable } from './shared/leases.js'
-import { SharedMemoryStore } from './shared/store.js'
-import { SharedTable } from './shared/table.js'
+import { LeaseTable } from './threads/leases.js'
+import { SharedMemoryStore } from './threads/store.js'
+import { SharedTable } from './threads/table.js'
 import type { Store } from './store.js'
 
 export interface StoreWiring {

@@ -1,5 +1,5 @@
 /**
- * What the two in-process stores (memory/store.ts on one thread, shared/store.ts
+ * What the two in-process stores (memory/store.ts on one thread, threads/store.ts
  * over a table every worker thread shares) have in common: they answer
  * synchronously, never fail, are ready at once and sweep expired counters
  * once a second. A subclass supplies applyNow, adjust, fill and the sweep.

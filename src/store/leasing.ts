@@ -1,5 +1,5 @@
 /**
- * Local token leases for hot keys on a shared store (opt-in per rule:
+ * Local token leases for hot keys on a remote store (opt-in per rule:
  * `algorithm_config.lease: {tokens, ttl_ms}` on a token bucket, which the
  * algorithm puts on its limit as a LeaseDescription; the leasing layer knows
  * no kind). Instead of a store call per request, an instance takes a slice
@@ -19,7 +19,7 @@
  * While a slice is being fetched, other requests on that key wait for it
  * (one fetch per key at a time), then spend from it.
  *
- * The leases themselves live in a LeaseTable (shared/leases.ts): with
+ * The leases themselves live in a LeaseTable (threads/leases.ts): with
  * worker threads the supervisor makes one for the whole process and every
  * worker's LeasingStore spends from it, so a process holds one slice per
  * key and fetches it once, whatever the number of workers; with one thread
@@ -30,7 +30,7 @@
  */
 import type { LeaseDescription } from '../algorithms/algorithm.js'
 import { FetchWaiters } from './lease-waiters.js'
-import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './shared/leases.js'
+import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './threads/leases.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
 
 /** Shortest interval between two sweeps of the table (ended exact modes, expired leases whose opener is gone). */
@@ -44,7 +44,7 @@ export class LeasingStore implements Store {
   /** This thread's requests waiting for a fetch (any thread's). */
   private readonly waiting: FetchWaiters
   private sweepTimer: NodeJS.Timeout | undefined
-  /** Calls made to the shared store by apply() (tests and benchmarks read it). */
+  /** Calls made to the remote store by apply() (tests and benchmarks read it). */
   calls = 0
 
   constructor(
@@ -180,7 +180,7 @@ export class LeasingStore implements Store {
     }
   }
 
-  /** Give the unspent tokens of the leases ended here back to the shared store. */
+  /** Give the unspent tokens of the leases ended here back to the remote store. */
   private flushReturns(done: (err: Error | null) => void = noop): void {
     const returns: Adjustment[] = this.leases.returns
     if (returns.length === 0) return done(null)

@@ -77,9 +77,9 @@ export interface Store {
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
   state(): StoreState
-  /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for shared stores. */
+  /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for remote stores. */
   fill?(): StoreFill
-  /** The leasing layer in front of a shared store: checks decided exactly because the lease table had no cell for their key (metrics). */
+  /** The leasing layer in front of a remote store: checks decided exactly because the lease table had no cell for their key (metrics). */
   leaseTableFull?(): number
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */
   ready(timeoutMs: number): Promise<boolean>

@@ -1,5 +1,5 @@
 /**
- * The key a shared store keeps for a counter key. Limit keys come from
+ * The key a remote store keeps for a counter key. Limit keys come from
  * request data (headers, claims, query), so they can be of any length and
  * hold any character; PostgreSQL's primary-key index refuses an entry above
  * ~2.7 KB (SQLSTATE 54000) and text cannot hold NUL (22021). A key of

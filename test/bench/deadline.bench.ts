@@ -1,5 +1,5 @@
 /**
- * How many requests a shared store lets through unchecked at its deadline:
+ * How many requests a remote store lets through unchecked at its deadline:
  * two gateways on one store, 128 keep-alive connections each, one key of a
  * `burst 120, 120/s` bucket (a limit of ~720 in 5 s; the rate, also the
  * burst, is the fourth argument), fail-open. Prints the

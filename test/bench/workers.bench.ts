@@ -23,8 +23,8 @@ import { join } from 'node:path'
 import { runInNewContext } from 'node:vm'
 import { setFlagsFromString } from 'node:v8'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
-import { SharedMemoryStore } from '../../src/store/shared/store.js'
-import { SharedTable } from '../../src/store/shared/table.js'
+import { SharedMemoryStore } from '../../src/store/threads/store.js'
+import { SharedTable } from '../../src/store/threads/table.js'
 import type { Check } from '../../src/store/store.js'
 import {
   allowRejectBundle,

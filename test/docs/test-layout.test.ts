@@ -156,13 +156,13 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'store/redis/script.ts': 'test/store/redis-behaviour.test.ts', // the Lua script
   'store/redis/store.ts': 'test/store/redis.test.ts', // the store contract on Redis
   'store/remote.ts': 'test/store/redis-auth.test.ts', // a remote store's failures and readiness
-  'store/shared/lease-cells.ts': 'test/unit/store/shared/leases.test.ts', // the cells under the lease table's transitions
-  'store/shared/lock.ts': 'test/store/shared-memory-threads.test.ts', // the table locked across threads
-  'store/shared/store.ts': 'test/store/shared-memory.test.ts', // the store contract on the shared table
-  'store/shared/table-layout.ts': 'test/store/table-room.test.ts', // the table's layout, through its room
-  'store/shared/table.ts': 'test/store/table-room.test.ts', // the table's room and eviction
   'store/store.ts': 'test/store/memory.test.ts', // the store interface, checked by the contract on every store
   'store/stored-key.ts': 'test/e2e/store-long-keys.test.ts', // long limit keys stored shortened
+  'store/threads/lease-cells.ts': 'test/unit/store/threads/leases.test.ts', // the cells under the lease table's transitions
+  'store/threads/lock.ts': 'test/store/shared-memory-threads.test.ts', // the table locked across threads
+  'store/threads/store.ts': 'test/store/shared-memory.test.ts', // the store contract on the shared table
+  'store/threads/table-layout.ts': 'test/store/table-room.test.ts', // the table's layout, through its room
+  'store/threads/table.ts': 'test/store/table-room.test.ts', // the table's room and eviction
   'unknown-settings.ts': 'test/unit/settings.test.ts', // unknown FAIRVISOR_* variables refused
   'version.ts': 'test/e2e/cli-usage.test.ts', // --version
   'workers/config-share.ts': 'test/e2e/workers-bundle.test.ts', // the bundle handed to every worker

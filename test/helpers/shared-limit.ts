@@ -1,10 +1,10 @@
 /**
  * Limits stay exact across gateway instances: two gateway processes on one
- * shared store, `clients` keep-alive clients split across them, hammer one
+ * remote store, `clients` keep-alive clients split across them, hammer one
  * key of a `burst 10, tokens_per_second 10` bucket for `durationMs`. The
  * backend must see at most 10 + 10 × elapsed requests (elapsed: until the last
  * answer) and no fewer than 10 + 10 × the load's duration, minus 2 (nothing is
- * sent after the deadline). Used for every shared store (Redis, Redis Cluster, PostgreSQL).
+ * sent after the deadline). Used for every remote store (Redis, Redis Cluster, PostgreSQL).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'

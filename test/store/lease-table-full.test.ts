@@ -12,7 +12,7 @@ import { bucketLimit, type BucketLimit } from '../../src/algorithms/kinds/token-
 import { LeasingStore } from '../../src/store/leasing.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
-import { LeaseTable } from '../../src/store/shared/leases.js'
+import { LeaseTable } from '../../src/store/threads/leases.js'
 import { applyAsync } from '../helpers/store.js'
 import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
 

@@ -5,8 +5,8 @@ import { resolve } from 'node:path'
 import { describe, it } from 'node:test'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import { SharedMemoryStore } from '../../src/store/shared/store.js'
-import { SharedTable } from '../../src/store/shared/table.js'
+import { SharedMemoryStore } from '../../src/store/threads/store.js'
+import { SharedTable } from '../../src/store/threads/table.js'
 import { tbCheck } from '../helpers/store.js'
 
 const dist = (p: string): string => pathToFileURL(resolve('dist', p)).href
@@ -14,8 +14,8 @@ const dist = (p: string): string => pathToFileURL(resolve('dist', p)).href
 const HAMMER = `
 const { workerData, parentPort, threadId } = require('node:worker_threads')
 ;(async () => {
-  const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
-  const { SharedMemoryStore } = await import(${JSON.stringify(dist('store/shared/store.js'))})
+  const { SharedTable } = await import(${JSON.stringify(dist('store/threads/table.js'))})
+  const { SharedMemoryStore } = await import(${JSON.stringify(dist('store/threads/store.js'))})
   const { bucketLimit } = await import(${JSON.stringify(dist('algorithms/kinds/token-bucket/kind.js'))})
   const { counterLimit } = await import(${JSON.stringify(dist('algorithms/kinds/window-counter/kind.js'))})
   const store = new SharedMemoryStore({ table: new SharedTable(workerData.buffer, threadId) })
@@ -72,7 +72,7 @@ describe('shared-memory store across threads', () => {
       `
       const { workerData, parentPort, threadId } = require('node:worker_threads')
       ;(async () => {
-        const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
+        const { SharedTable } = await import(${JSON.stringify(dist('store/threads/table.js'))})
         const t = new SharedTable(workerData.buffer, threadId)
         parentPort.postMessage(workerData.keys.flatMap((k) => { const out = new Int32Array(4); t.locate(k, out, 0); return [...out] }))
       })()`,
@@ -93,7 +93,7 @@ describe('shared-memory store across threads', () => {
       `
       const { workerData, parentPort, threadId } = require('node:worker_threads')
       ;(async () => {
-        const { SharedTable } = await import(${JSON.stringify(dist('store/shared/table.js'))})
+        const { SharedTable } = await import(${JSON.stringify(dist('store/threads/table.js'))})
         const t = new SharedTable(workerData.buffer, threadId)
         const loc = new Int32Array(4)
         t.locate('tb:kept', loc, 0)

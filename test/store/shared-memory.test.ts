@@ -1,6 +1,6 @@
 // The store contract on the shared-memory store (driven clock, exact figures), as for the memory store.
-import { SharedMemoryStore } from '../../src/store/shared/store.js'
-import { SharedTable } from '../../src/store/shared/table.js'
+import { SharedMemoryStore } from '../../src/store/threads/store.js'
+import { SharedTable } from '../../src/store/threads/table.js'
 import type { Store } from '../../src/store/store.js'
 import { runStoreContract } from './contract.js'
 

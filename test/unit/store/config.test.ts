@@ -17,7 +17,7 @@ test('the store deadline defaults to 50 ms for Redis and 500 ms for PostgreSQL; 
   assert.equal(loadSettings({ ...base, FAIRVISOR_STORE: 'redis://127.0.0.1:6379', FAIRVISOR_STORE_TIMEOUT_MS: '30' }).storeTimeoutMs, 30)
 })
 
-test('FAIRVISOR_LEASE_TABLE_KEYS: 8192 by default, 16 to 1048576, handed to the store config of a shared store', () => {
+test('FAIRVISOR_LEASE_TABLE_KEYS: 8192 by default, 16 to 1048576, handed to the store config of a remote store', () => {
   const redis = { ...base, FAIRVISOR_STORE: 'redis://127.0.0.1:6379' }
   assert.equal(loadSettings(redis).leaseTableKeys, 8192)
   const small = loadSettings({ ...redis, FAIRVISOR_LEASE_TABLE_KEYS: '16' })

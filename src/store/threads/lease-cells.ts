@@ -8,7 +8,7 @@
  * serial per lease, the key's text (for the give-back call), and the leased
  * limit as numbers (kind id and parameters, slice and lifetime): a cell
  * tells a changed limit from the same one by them, and any thread can give
- * the unspent part back to the shared store, reading the limit back through
+ * the unspent part back to the remote store, reading the limit back through
  * the kind table (algorithms/kinds/index.ts).
  */
 import { EPSILON, PARAMS, type LeaseDescription, type Limit } from '../../algorithms/algorithm.js'
@@ -83,7 +83,7 @@ export class LeaseCells {
   private readonly seed: Int32Array
   /** The located key's hash: high, low (its fingerprint; the low half names its group). */
   private readonly loc = new Int32Array(2)
-  /** Unspent tokens taken out of ended leases, for the caller to give back to the shared store (then cleared). */
+  /** Unspent tokens taken out of ended leases, for the caller to give back to the remote store (then cleared). */
   returns: Adjustment[] = []
 
   /** The table behind `buffer` (made by leaseBuffer(), maybe in another thread), used by thread `threadId`. */

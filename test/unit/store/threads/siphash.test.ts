@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { test } from 'node:test'
-import { sipHash, sipKey } from '../../../../src/store/shared/siphash.js'
+import { sipHash, sipKey } from '../../../../src/store/threads/siphash.js'
 
 const SIP24 = `
     310e0edd47db6f72 fd67dc93c539f874 5a4fa9d909806c0d 2d7efbd796666785

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import { bucketLimit } from '../../../../src/algorithms/kinds/token-bucket/kind.js'
-import { FETCH, FETCH_BOUND_MS, LeaseTable, SPENT, WAIT } from '../../../../src/store/shared/leases.js'
+import { FETCH, FETCH_BOUND_MS, LeaseTable, SPENT, WAIT } from '../../../../src/store/threads/leases.js'
 
 const lim = bucketLimit(1, 100)
 const cfg = { tokens: 10, ttlMs: 1000 }
