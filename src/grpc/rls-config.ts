@@ -30,15 +30,23 @@ export interface RlsLimit {
 
 export interface RlsNode {
   limit: RlsLimit | undefined
-  /** `key_value` and `key` (key-only default) → child. */
+  /** `key_value` and `key` (key-only default) → child; a wildcard value is here too, under its literal `key_va*lue`. */
   children: Map<string, RlsNode>
-  /** Values ending in `*`: prefix → child, tried after an exact value. */
-  wildcards: Array<{ key: string; prefix: string; node: RlsNode }>
+  /** Values with `*` anywhere, in file order: tried after an exact value, the first that matches wins. */
+  wildcards: RlsWildcard[]
+  /** `share_threshold` on a wildcard: every value it matches counts under the pattern (`files/*`) instead. */
+  sharePattern: string | undefined
+}
+
+/** A `key_value` pattern split on `*` once at load, so a request matches it without allocating. */
+export interface RlsWildcard {
+  parts: string[]
+  node: RlsNode
 }
 
 export type RlsConfig = Map<string, RlsNode>
 
-const newNode = (limit?: RlsLimit): RlsNode => ({ limit, children: new Map(), wildcards: [] })
+const newNode = (limit?: RlsLimit, sharePattern?: string): RlsNode => ({ limit, children: new Map(), wildcards: [], sharePattern })
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -78,16 +86,18 @@ function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
     const at = `${where}.descriptors[${i}]`
     if (!isObject(raw) || typeof raw.key !== 'string' || raw.key === '') throw new RlsConfigError(`${at} needs a non-empty key`)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
-    const node = newNode(
-      raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
-    )
-    parseDescriptors(raw.descriptors, at, node)
-    if (value.endsWith('*')) {
-      into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })
-      continue
-    }
     const mapKey = value === '' ? raw.key : `${raw.key}_${value}`
     if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor ${mapKey}`)
+    const wildcard = mapKey.includes('*')
+    if (raw.share_threshold === true && !wildcard)
+      throw new RlsConfigError(`${at}: share_threshold can only be used with wildcard values (containing '*'), but found key '${mapKey}'`)
+    const node = newNode(
+      raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+      raw.share_threshold === true ? value : undefined,
+    )
+    parseDescriptors(raw.descriptors, at, node)
+    // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
+    if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })
     into.children.set(mapKey, node)
   }
 }

@@ -15,10 +15,14 @@ export interface PlannedDescriptor extends NamedLimit {
   answer: RlsRule
 }
 
-/** `key_value` of each entry joined by `_`: with the rule's `rls:<domain>_` prefix, the counter key. */
-function composite(entries: readonly Entry[]): string {
-  let out = `${entries[0]!.key}_${entries[0]!.value}`
-  for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
+/**
+ * `key_value` of each entry joined by `_`: with the rule's `rls:<domain>_` prefix, the counter key.
+ * An entry matched by a `share_threshold` wildcard puts the pattern in place of its value, so all
+ * the values it matches share one counter (as envoyproxy/ratelimit builds its cache key).
+ */
+function composite(entries: readonly Entry[], share: ReadonlyArray<string | undefined> | undefined): string {
+  let out = ''
+  for (let i = 0; i < entries.length; i++) out += `${i ? '_' : ''}${entries[i]!.key}_${share?.[i] ?? entries[i]!.value}`
   return out
 }
 
@@ -31,8 +35,11 @@ export function planDescriptors(
   descriptors: ReadonlyArray<{ entries: Entry[]; hits: number }>,
   statuses: DescriptorStatus[],
 ): PlannedDescriptor[] {
-  const rules = descriptors.map((d): RlsRule | undefined => {
-    const limit = matchLimit(domain.root, d.entries)
+  const shares: Array<Array<string | undefined> | undefined> = []
+  const rules = descriptors.map((d, i): RlsRule | undefined => {
+    const share: Array<string | undefined> = []
+    const limit = matchLimit(domain.root, d.entries, share)
+    if (share.length) shares[i] = share
     return limit === undefined ? undefined : domain.rules.get(limit)
   })
   // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
@@ -46,7 +53,7 @@ export function planDescriptors(
       continue
     }
     const d = descriptors[index]!
-    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries), cost: d.hits })
+    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries, shares[index]), cost: d.hits })
   }
   return planned
 }
