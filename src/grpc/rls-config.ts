@@ -52,50 +52,102 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+/** Every key envoyproxy/ratelimit knows, at any level: any other is a misspelling, refused rather than silently ignored. */
+const VALID_KEYS = new Set([
+  'domain',
+  'key',
+  'value',
+  'descriptors',
+  'rate_limit',
+  'unit',
+  'requests_per_unit',
+  'unlimited',
+  'shadow_mode',
+  'quota_mode',
+  'name',
+  'replaces',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'metadata',
+])
+
+/** Keys checked as envoyproxy/ratelimit checks them, on the document read with its keys' own types. */
+function validateKeys(node: Map<unknown, unknown>, source: string): void {
+  for (const [k, v] of node) {
+    if (typeof k !== 'string') throw new RlsConfigError(`${source}: config error, key is not of type string: ${String(k)}`)
+    if (!VALID_KEYS.has(k)) throw new RlsConfigError(`${source}: config error, unknown key '${k}'`)
+    if (k === 'metadata') continue // free-form
+    if (v instanceof Map) validateKeys(v, source)
+    else if (Array.isArray(v))
+      for (const e of v) {
+        if (!(e instanceof Map))
+          throw new RlsConfigError(`${source}: config error, yaml file contains list of type other than map: ${String(e)}`)
+        validateKeys(e, source)
+      }
+  }
+}
+
 function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric: boolean): RlsLimit {
   if (!isObject(raw)) throw new RlsConfigError(`${where}.rate_limit must be a mapping`)
   const unlimited = raw.unlimited === true
   const unit = typeof raw.unit === 'string' ? raw.unit.toLowerCase() : undefined
-  const rpu = raw.requests_per_unit
-  if (!unlimited) {
-    if (unit === undefined || !(unit in UNIT_SECONDS))
-      throw new RlsConfigError(`${where}.rate_limit.unit "${String(raw.unit)}" is not one of ${Object.keys(UNIT_SECONDS).join(', ')}`)
+  const validUnit = unit !== undefined && unit in UNIT_SECONDS
+  // An absent requests_per_unit is 0, as upstream reads it (every request over the limit).
+  const rpu = raw.requests_per_unit ?? 0
+  if (unlimited) {
+    if (validUnit) throw new RlsConfigError(`${where}: should not specify rate limit unit when unlimited`)
+  } else {
+    if (!validUnit)
+      throw new RlsConfigError(
+        `${where}: invalid rate limit unit '${String(raw.unit ?? '')}' (one of ${Object.keys(UNIT_SECONDS).join(', ')})`,
+      )
     if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffffffff)
       throw new RlsConfigError(`${where}.rate_limit.requests_per_unit must be an integer from 0 to 4294967295`)
-  } else if (unit !== undefined || rpu !== undefined)
-    throw new RlsConfigError(`${where}.rate_limit: unlimited takes no unit or requests_per_unit`)
-  const replaces = raw.replaces === undefined ? [] : raw.replaces
-  if (!Array.isArray(replaces) || !replaces.every((r) => isObject(r) && typeof r.name === 'string' && r.name !== ''))
+  }
+  if (raw.name !== undefined && raw.name !== null && typeof raw.name !== 'string')
+    throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
+  const name = typeof raw.name === 'string' && raw.name !== '' ? raw.name : undefined
+  const replaces = raw.replaces ?? []
+  if (!Array.isArray(replaces) || !replaces.every(isObject))
     throw new RlsConfigError(`${where}.rate_limit.replaces must be a list of {name: …}`)
-  if (raw.name !== undefined && typeof raw.name !== 'string') throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
+  const names = replaces.map((r) => r.name)
+  if (names.some((n) => typeof n !== 'string' || n === '')) throw new RlsConfigError(`${where}: should not have an empty replaces entry`)
+  // A limit replacing itself would silently disable it.
+  if (name !== undefined && names.includes(name)) throw new RlsConfigError(`${where}: replaces should not contain name of same descriptor`)
   return {
-    unit: (unit ?? 'second') as Unit,
+    unit: (validUnit ? unit : 'second') as Unit,
     requestsPerUnit: unlimited ? 0 : (rpu as number),
     unlimited,
-    name: raw.name as string | undefined,
-    replaces: replaces.map((r: { name: string }) => r.name),
+    name,
+    replaces: names as string[],
     shadow,
     detailedMetric,
   }
 }
 
-function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
+/** `parentKey` is the composite key so far (`domain.key_value.`), as upstream names a duplicate. */
+function parseDescriptors(list: unknown, where: string, parentKey: string, into: RlsNode): void {
   if (list === undefined || list === null) return
   if (!Array.isArray(list)) throw new RlsConfigError(`${where}.descriptors must be a list`)
   for (const [i, raw] of list.entries()) {
     const at = `${where}.descriptors[${i}]`
-    if (!isObject(raw) || typeof raw.key !== 'string' || raw.key === '') throw new RlsConfigError(`${at} needs a non-empty key`)
+    if (!isObject(raw) || raw.key === undefined || raw.key === null || raw.key === '')
+      throw new RlsConfigError(`${at}: descriptor has empty key`)
+    const key = String(raw.key)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
-    const mapKey = value === '' ? raw.key : `${raw.key}_${value}`
-    if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor ${mapKey}`)
+    const mapKey = value === '' ? key : `${key}_${value}`
+    if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor composite key '${parentKey}${mapKey}'`)
     const wildcard = mapKey.includes('*')
     if (raw.share_threshold === true && !wildcard)
       throw new RlsConfigError(`${at}: share_threshold can only be used with wildcard values (containing '*'), but found key '${mapKey}'`)
     const node = newNode(
-      raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+      raw.rate_limit === undefined || raw.rate_limit === null
+        ? undefined
+        : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
       raw.share_threshold === true ? value : undefined,
     )
-    parseDescriptors(raw.descriptors, at, node)
+    parseDescriptors(raw.descriptors, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })
     into.children.set(mapKey, node)
@@ -105,14 +157,16 @@ function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
 /** One YAML text (one or more documents) into `into`; `source` names it in errors. */
 export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map()): RlsConfig {
   for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length) throw new RlsConfigError(`${source}: ${doc.errors[0]!.message}`)
-    const root: unknown = doc.toJS()
-    if (root === null || root === undefined) continue
-    if (!isObject(root) || typeof root.domain !== 'string' || root.domain === '')
-      throw new RlsConfigError(`${source}: a configuration needs a non-empty domain`)
-    if (into.has(root.domain)) throw new RlsConfigError(`${source}: duplicate domain ${root.domain}`)
+    if (doc.errors.length) throw new RlsConfigError(`${source}: error loading config file: ${doc.errors[0]!.message}`)
+    const typed: unknown = doc.toJS({ mapAsMap: true })
+    if (typed === null || typed === undefined) continue
+    if (!(typed instanceof Map)) throw new RlsConfigError(`${source}: error loading config file: not a mapping`)
+    validateKeys(typed, source)
+    const root = doc.toJS() as Record<string, unknown>
+    if (typeof root.domain !== 'string' || root.domain === '') throw new RlsConfigError(`${source}: config file cannot have empty domain`)
+    if (into.has(root.domain)) throw new RlsConfigError(`${source}: duplicate domain '${root.domain}' in config file`)
     const node = newNode()
-    parseDescriptors(root.descriptors, `${source}: ${root.domain}`, node)
+    parseDescriptors(root.descriptors, `${source}: ${root.domain}`, `${root.domain}.`, node)
     into.set(root.domain, node)
   }
   return into
