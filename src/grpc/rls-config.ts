@@ -154,8 +154,12 @@ function parseDescriptors(list: unknown, where: string, parentKey: string, into:
   }
 }
 
-/** One YAML text (one or more documents) into `into`; `source` names it in errors. */
-export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map()): RlsConfig {
+/**
+ * One YAML text (one or more documents) into `into`; `source` names it in errors. `merge`
+ * (MERGE_DOMAIN_CONFIG): a domain seen before gets this document's descriptors added to it, as
+ * envoyproxy/ratelimit merges one domain split over several files; a descriptor both define is still refused.
+ */
+export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map(), merge = false): RlsConfig {
   for (const doc of parseAllDocuments(text)) {
     if (doc.errors.length) throw new RlsConfigError(`${source}: error loading config file: ${doc.errors[0]!.message}`)
     const typed: unknown = doc.toJS({ mapAsMap: true })
@@ -164,8 +168,9 @@ export function parseRlsYaml(text: string, source: string, into: RlsConfig = new
     validateKeys(typed, source)
     const root = doc.toJS() as Record<string, unknown>
     if (typeof root.domain !== 'string' || root.domain === '') throw new RlsConfigError(`${source}: config file cannot have empty domain`)
-    if (into.has(root.domain)) throw new RlsConfigError(`${source}: duplicate domain '${root.domain}' in config file`)
-    const node = newNode()
+    const seen = into.get(root.domain)
+    if (seen !== undefined && !merge) throw new RlsConfigError(`${source}: duplicate domain '${root.domain}' in config file`)
+    const node = seen ?? newNode()
     parseDescriptors(root.descriptors, `${source}: ${root.domain}`, `${root.domain}.`, node)
     into.set(root.domain, node)
   }
@@ -173,7 +178,7 @@ export function parseRlsYaml(text: string, source: string, into: RlsConfig = new
 }
 
 /** A file, or every .yaml / .yml file of a directory (as envoyproxy/ratelimit loads its runtime directory). */
-export function loadRlsConfig(path: string): RlsConfig {
+export function loadRlsConfig(path: string, merge = false): RlsConfig {
   const config: RlsConfig = new Map()
   const files = statSync(path).isDirectory()
     ? readdirSync(path)
@@ -181,6 +186,6 @@ export function loadRlsConfig(path: string): RlsConfig {
         .sort()
         .map((f) => join(path, f))
     : [path]
-  for (const file of files) parseRlsYaml(readFileSync(file, 'utf8'), file, config)
+  for (const file of files) parseRlsYaml(readFileSync(file, 'utf8'), file, config, merge)
   return config
 }

@@ -17,12 +17,14 @@ export class RlsSource {
     private readonly path: string,
     private readonly log: Logger,
     private readonly onLoaded: (config: RlsConfig) => void = () => {},
+    /** MERGE_DOMAIN_CONFIG: one domain may be split over several files. */
+    private readonly mergeDomains = false,
   ) {}
 
   /** True when the configuration loaded (and replaced the one in force). */
   reload(): boolean {
     try {
-      this.current = loadRlsConfig(this.path)
+      this.current = loadRlsConfig(this.path, this.mergeDomains)
       this.log.info({ file: this.path, domains: [...this.current.keys()] }, 'rls config loaded')
       this.onLoaded(this.current)
       return true

@@ -1,10 +1,12 @@
 /** envoyproxy/ratelimit YAML: what loads, what is refused, and which limit a descriptor gets. */
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { parseRlsYaml, RlsConfigError } from '../../../src/grpc/rls-config.js'
+import { loadRlsConfig, parseRlsYaml, RlsConfigError } from '../../../src/grpc/rls-config.js'
 import { matchLimit } from '../../../src/grpc/rls-match.js'
+import { loadSettings } from '../../../src/settings.js'
 import { ROOT } from '../../helpers/processes.js'
 
 const YAML = `
@@ -148,4 +150,46 @@ test('upstream accepts: its basic config, its other known keys, unlimited with r
   ).get('d')!
   assert.equal(matchLimit(c, [{ key: 'a', value: '' }])?.unlimited, true)
   assert.equal(matchLimit(c, [{ key: 'b', value: '' }])?.requestsPerUnit, 0)
+})
+
+test('MERGE_DOMAIN_CONFIG: one domain over two files merges; off, it is a duplicate domain; a descriptor both define is refused', () => {
+  const merged = new Map()
+  for (const n of ['merge_domain_key1.yaml', 'merge_domain_key2.yaml'])
+    parseRlsYaml(readFileSync(join(UPSTREAM, n), 'utf8'), n, merged, true)
+  const d = merged.get('test-domain')!
+  assert.equal(matchLimit(d, [{ key: 'key1', value: 'value1' }])?.requestsPerUnit, 10)
+  assert.equal(matchLimit(d, [{ key: 'key2', value: 'value2' }])?.requestsPerUnit, 20)
+  assert.equal(merged.get('foo_domain'), undefined)
+  assert.throws(
+    () => parseFixtures('merge_domain_key1.yaml', 'merge_domain_key2.yaml'),
+    /merge_domain_key2\.yaml: duplicate domain 'test-domain' in config file/,
+  )
+  const twice = new Map()
+  assert.throws(() => {
+    for (const n of ['merge_domain_key1.yaml', 'merge_domain_key1.yaml'])
+      parseRlsYaml(readFileSync(join(UPSTREAM, n), 'utf8'), n, twice, true)
+  }, /merge_domain_key1\.yaml: .*duplicate descriptor composite key 'test-domain\.key1_value1'/)
+})
+
+test('a directory of files loads with or without merging, as MERGE_DOMAIN_CONFIG says', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rls-merge-'))
+  try {
+    for (const n of ['merge_domain_key1.yaml', 'merge_domain_key2.yaml']) copyFileSync(join(UPSTREAM, n), join(dir, n))
+    assert.throws(() => loadRlsConfig(dir), /duplicate domain 'test-domain'/)
+    assert.equal(matchLimit(loadRlsConfig(dir, true).get('test-domain')!, [{ key: 'key2', value: 'value2' }])?.requestsPerUnit, 20)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG, or upstream MERGE_DOMAIN_CONFIG: false by default, ours wins when both are set', () => {
+  const base = { FAIRVISOR_MODE: 'decision_service' }
+  assert.equal(loadSettings(base).rlsMergeDomainConfig, false)
+  assert.equal(loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'true' }).rlsMergeDomainConfig, true)
+  assert.equal(loadSettings({ ...base, FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG: 'true' }).rlsMergeDomainConfig, true)
+  assert.equal(
+    loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'true', FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG: 'false' }).rlsMergeDomainConfig,
+    false,
+  )
+  assert.throws(() => loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'maybe' }), /MERGE_DOMAIN_CONFIG/)
 })
