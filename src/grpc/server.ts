@@ -64,7 +64,8 @@ function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?
   ]
 }
 
-const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService'])
+// `ratelimit` is the name envoyproxy/ratelimit serves its health under: probes written for it keep working.
+const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService', 'ratelimit'])
 
 /** The listener's server, not listening yet: the runtime listens on its socket (runtime/runtime.ts). */
 export function createGrpc(o: GrpcOptions): UnaryServer {
