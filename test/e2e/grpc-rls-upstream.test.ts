@@ -5,10 +5,11 @@
  * alone unless share_threshold makes them share one counter.
  */
 import assert from 'node:assert/strict'
-import { copyFileSync, mkdtempSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { status as Code } from '@grpc/grpc-js'
 import { grpcClients, type GrpcClients } from '../helpers/grpc-client.js'
 import { ROOT, startGateway, type GatewayProcess } from '../helpers/processes.js'
 
@@ -74,3 +75,42 @@ describe('envoyproxy/ratelimit wildcards and share_threshold over gRPC', () => {
     assert.equal((await ask('file', 'test3')).overall_code, OVER_LIMIT)
   })
 })
+
+for (const workers of ['1', '2'])
+  test(`a bad configuration at start (its misspelled_key.yaml), ${workers} thread(s): calls answer UNKNOWN "no rate limit configuration loaded" until a good one loads`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fv-rls-bad-start-'))
+    copyFileSync(join(ROOT, 'test/fixtures/rls/upstream/misspelled_key.yaml'), join(dir, 'config.yaml'))
+    const gw = await startGateway({
+      FAIRVISOR_MODE: 'decision_service',
+      FAIRVISOR_GRPC_PORT: '0',
+      FAIRVISOR_RLS_CONFIG: dir,
+      FAIRVISOR_WORKERS: workers,
+    })
+    const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
+    const c = grpcClients(line.grpcPort as number)
+    try {
+      const req = { domain: 'test-domain', descriptors: [{ entries: [{ key: 'key1', value: 'value1' }] }] }
+      await assert.rejects(
+        c.shouldRateLimit(req),
+        (e: { code: number; details: string }) => e.code === Code.UNKNOWN && e.details === 'no rate limit configuration loaded',
+      )
+      writeFileSync(
+        join(dir, 'config.yaml'),
+        'domain: test-domain\ndescriptors:\n  - key: key1\n    value: value1\n    rate_limit: {unit: day, requests_per_unit: 5}\n',
+      )
+      // Polled: with worker threads the loaded configuration reaches each worker a moment after the log line.
+      const deadline = Date.now() + 20_000
+      for (;;) {
+        const r = (await c.shouldRateLimit(req).catch(() => undefined)) as Answer | undefined
+        if (r !== undefined) {
+          assert.equal(r.statuses[0]!.current_limit?.requests_per_unit, 5)
+          break
+        }
+        assert.ok(Date.now() < deadline, 'the good configuration never answered')
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    } finally {
+      c.close()
+      await gw.stop()
+    }
+  })
