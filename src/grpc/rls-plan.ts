@@ -21,10 +21,14 @@ export interface PlannedDescriptor extends NamedLimit {
  * the values it matches share one counter (as envoyproxy/ratelimit builds its cache key).
  */
 function composite(entries: readonly Entry[], share: ReadonlyArray<string | undefined> | undefined): string {
-  let out = ''
-  for (let i = 0; i < entries.length; i++) out += `${i ? '_' : ''}${entries[i]!.key}_${share?.[i] ?? entries[i]!.value}`
+  let out = `${entries[0]!.key}_${share?.[0] ?? entries[0]!.value}`
+  if (share === undefined) for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
+  else for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${share[i] ?? entries[i]!.value}`
   return out
 }
+
+/** Reused across descriptors (calls are synchronous here): no array per descriptor on the common path. */
+const scratch: Array<string | undefined> = []
 
 /**
  * The limits to check, in descriptor order. Descriptors answered without a check (an `unlimited`
@@ -37,9 +41,11 @@ export function planDescriptors(
 ): PlannedDescriptor[] {
   const shares: Array<Array<string | undefined> | undefined> = []
   const rules = descriptors.map((d, i): RlsRule | undefined => {
-    const share: Array<string | undefined> = []
-    const limit = matchLimit(domain.root, d.entries, share)
-    if (share.length) shares[i] = share
+    const limit = matchLimit(domain.root, d.entries, scratch)
+    if (scratch.length) {
+      shares[i] = scratch.slice() // copied only when a share_threshold wildcard matched
+      scratch.length = 0
+    }
     return limit === undefined ? undefined : domain.rules.get(limit)
   })
   // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
