@@ -29,6 +29,10 @@ import type { Runtime } from './runtime/runtime.js'
 import type { Settings } from './settings.js'
 import { openStore } from './store/open.js'
 import { VERSION } from './version.js'
+import type { RlsConfig } from './grpc/rls-config.js'
+
+/** No FAIRVISOR_RLS_CONFIG: RLS calls have no configured limits (a bundle may still limit them). */
+const NO_RLS_FILE: RlsConfig = new Map()
 
 export interface Gateway {
   address: AddressInfo
@@ -79,7 +83,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           exposeReason,
           encodedSlashes: settings.encodedSlashes,
           decideLimits: createLimitDecider({ engine, clock, decided }),
-          rlsConfig: () => config.rls() ?? new Map(),
+          // Without FAIRVISOR_RLS_CONFIG only the bundle limits RLS calls; with it, nothing loaded is an error per call.
+          rlsConfig: settings.rlsConfig === undefined ? () => NO_RLS_FILE : () => config.rls(),
           rlsResponseHeaders: settings.rlsResponseHeaders,
           rlsMaxDescriptors: settings.rlsMaxDescriptors,
           bundleLoaded: () => bundle() !== null,

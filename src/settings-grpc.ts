@@ -12,6 +12,8 @@ export interface GrpcSettings {
   grpcTls: { cert: Buffer; key: Buffer; ca?: Buffer } | undefined
   /** envoyproxy/ratelimit YAML configuration: a file or a directory of .yaml files. */
   rlsConfig: string | undefined
+  /** One domain may be split over several files, merged (FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG, or envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). */
+  rlsMergeDomainConfig: boolean
   /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
   rlsResponseHeaders: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
@@ -65,6 +67,8 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
     grpcPort: optional(env, 'FAIRVISOR_GRPC_PORT') === undefined ? undefined : integer(env, 'FAIRVISOR_GRPC_PORT', 0, 0, 65535),
     grpcTls: tls(env),
     rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
+    // envoyproxy/ratelimit's own name is read too, so its deployment's environment carries over; ours wins when both are set.
+    rlsMergeDomainConfig: bool(env, 'FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG', bool(env, 'MERGE_DOMAIN_CONFIG', false)),
     rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),

@@ -107,6 +107,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     'a gRPC call unanswered after this (or its shorter grpc-timeout) is DEADLINE_EXCEEDED',
   ],
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
+  ['FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG', 'false', 'one RLS domain split over several files is merged (or MERGE_DOMAIN_CONFIG)'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],

@@ -70,7 +70,6 @@ function compileDomain(domain: string, root: RlsNode): RlsDomain {
     if (node.limit !== undefined) rules.set(node.limit, compileLimit(domain, node.limit, path))
     const at = path === '' ? '' : `${path}.`
     for (const [k, child] of node.children) walk(child, at + k)
-    for (const w of node.wildcards) walk(w.node, `${at}${w.key}_${w.prefix}*`)
   }
   walk(root, '')
   const compiled = [...rules.values()].flatMap((r) => (r.rule === undefined ? [] : [r.rule]))

@@ -30,86 +30,155 @@ export interface RlsLimit {
 
 export interface RlsNode {
   limit: RlsLimit | undefined
-  /** `key_value` and `key` (key-only default) → child. */
+  /** `key_value` and `key` (key-only default) → child; a wildcard value is here too, under its literal `key_va*lue`. */
   children: Map<string, RlsNode>
-  /** Values ending in `*`: prefix → child, tried after an exact value. */
-  wildcards: Array<{ key: string; prefix: string; node: RlsNode }>
+  /** Values with `*` anywhere, in file order: tried after an exact value, the first that matches wins. */
+  wildcards: RlsWildcard[]
+  /** `share_threshold` on a wildcard: every value it matches counts under the pattern (`files/*`) instead. */
+  sharePattern: string | undefined
+}
+
+/** A `key_value` pattern split on `*` once at load, so a request matches it without allocating. */
+export interface RlsWildcard {
+  parts: string[]
+  node: RlsNode
 }
 
 export type RlsConfig = Map<string, RlsNode>
 
-const newNode = (limit?: RlsLimit): RlsNode => ({ limit, children: new Map(), wildcards: [] })
+const newNode = (limit?: RlsLimit, sharePattern?: string): RlsNode => ({ limit, children: new Map(), wildcards: [], sharePattern })
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** Every key envoyproxy/ratelimit knows, at any level: any other is a misspelling, refused rather than silently ignored. */
+const VALID_KEYS = new Set([
+  'domain',
+  'key',
+  'value',
+  'descriptors',
+  'rate_limit',
+  'unit',
+  'requests_per_unit',
+  'unlimited',
+  'shadow_mode',
+  'quota_mode',
+  'name',
+  'replaces',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'metadata',
+])
+
+/** Keys checked as envoyproxy/ratelimit checks them, on the document read with its keys' own types. */
+function validateKeys(node: Map<unknown, unknown>, source: string): void {
+  for (const [k, v] of node) {
+    if (typeof k !== 'string') throw new RlsConfigError(`${source}: config error, key is not of type string: ${String(k)}`)
+    if (!VALID_KEYS.has(k)) throw new RlsConfigError(`${source}: config error, unknown key '${k}'`)
+    if (k === 'metadata') continue // free-form
+    if (v instanceof Map) validateKeys(v, source)
+    else if (Array.isArray(v))
+      for (const e of v) {
+        if (!(e instanceof Map))
+          throw new RlsConfigError(`${source}: config error, yaml file contains list of type other than map: ${String(e)}`)
+        validateKeys(e, source)
+      }
+  }
 }
 
 function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric: boolean): RlsLimit {
   if (!isObject(raw)) throw new RlsConfigError(`${where}.rate_limit must be a mapping`)
   const unlimited = raw.unlimited === true
   const unit = typeof raw.unit === 'string' ? raw.unit.toLowerCase() : undefined
-  const rpu = raw.requests_per_unit
-  if (!unlimited) {
-    if (unit === undefined || !(unit in UNIT_SECONDS))
-      throw new RlsConfigError(`${where}.rate_limit.unit "${String(raw.unit)}" is not one of ${Object.keys(UNIT_SECONDS).join(', ')}`)
+  const validUnit = unit !== undefined && unit in UNIT_SECONDS
+  // An absent requests_per_unit is 0, as upstream reads it (every request over the limit).
+  const rpu = raw.requests_per_unit ?? 0
+  if (unlimited) {
+    if (validUnit) throw new RlsConfigError(`${where}: should not specify rate limit unit when unlimited`)
+  } else {
+    if (!validUnit)
+      throw new RlsConfigError(
+        `${where}: invalid rate limit unit '${String(raw.unit ?? '')}' (one of ${Object.keys(UNIT_SECONDS).join(', ')})`,
+      )
     if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffffffff)
       throw new RlsConfigError(`${where}.rate_limit.requests_per_unit must be an integer from 0 to 4294967295`)
-  } else if (unit !== undefined || rpu !== undefined)
-    throw new RlsConfigError(`${where}.rate_limit: unlimited takes no unit or requests_per_unit`)
-  const replaces = raw.replaces === undefined ? [] : raw.replaces
-  if (!Array.isArray(replaces) || !replaces.every((r) => isObject(r) && typeof r.name === 'string' && r.name !== ''))
+  }
+  if (raw.name !== undefined && raw.name !== null && typeof raw.name !== 'string')
+    throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
+  const name = typeof raw.name === 'string' && raw.name !== '' ? raw.name : undefined
+  const replaces = raw.replaces ?? []
+  if (!Array.isArray(replaces) || !replaces.every(isObject))
     throw new RlsConfigError(`${where}.rate_limit.replaces must be a list of {name: …}`)
-  if (raw.name !== undefined && typeof raw.name !== 'string') throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
+  const names = replaces.map((r) => r.name)
+  if (names.some((n) => typeof n !== 'string' || n === '')) throw new RlsConfigError(`${where}: should not have an empty replaces entry`)
+  // A limit replacing itself would silently disable it.
+  if (name !== undefined && names.includes(name)) throw new RlsConfigError(`${where}: replaces should not contain name of same descriptor`)
   return {
-    unit: (unit ?? 'second') as Unit,
+    unit: (validUnit ? unit : 'second') as Unit,
     requestsPerUnit: unlimited ? 0 : (rpu as number),
     unlimited,
-    name: raw.name as string | undefined,
-    replaces: replaces.map((r: { name: string }) => r.name),
+    name,
+    replaces: names as string[],
     shadow,
     detailedMetric,
   }
 }
 
-function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
+/** `parentKey` is the composite key so far (`domain.key_value.`), as upstream names a duplicate. */
+function parseDescriptors(list: unknown, where: string, parentKey: string, into: RlsNode): void {
   if (list === undefined || list === null) return
   if (!Array.isArray(list)) throw new RlsConfigError(`${where}.descriptors must be a list`)
   for (const [i, raw] of list.entries()) {
     const at = `${where}.descriptors[${i}]`
-    if (!isObject(raw) || typeof raw.key !== 'string' || raw.key === '') throw new RlsConfigError(`${at} needs a non-empty key`)
+    if (!isObject(raw) || raw.key === undefined || raw.key === null || raw.key === '')
+      throw new RlsConfigError(`${at}: descriptor has empty key`)
+    const key = String(raw.key)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
+    const mapKey = value === '' ? key : `${key}_${value}`
+    if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor composite key '${parentKey}${mapKey}'`)
+    const wildcard = mapKey.includes('*')
+    if (raw.share_threshold === true && !wildcard)
+      throw new RlsConfigError(`${at}: share_threshold can only be used with wildcard values (containing '*'), but found key '${mapKey}'`)
     const node = newNode(
-      raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+      raw.rate_limit === undefined || raw.rate_limit === null
+        ? undefined
+        : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+      raw.share_threshold === true ? value : undefined,
     )
-    parseDescriptors(raw.descriptors, at, node)
-    if (value.endsWith('*')) {
-      into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })
-      continue
-    }
-    const mapKey = value === '' ? raw.key : `${raw.key}_${value}`
-    if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor ${mapKey}`)
+    parseDescriptors(raw.descriptors, at, `${parentKey}${mapKey}.`, node)
+    // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
+    if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })
     into.children.set(mapKey, node)
   }
 }
 
-/** One YAML text (one or more documents) into `into`; `source` names it in errors. */
-export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map()): RlsConfig {
+/**
+ * One YAML text (one or more documents) into `into`; `source` names it in errors. `merge`
+ * (MERGE_DOMAIN_CONFIG): a domain seen before gets this document's descriptors added to it, as
+ * envoyproxy/ratelimit merges one domain split over several files; a descriptor both define is still refused.
+ */
+export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map(), merge = false): RlsConfig {
   for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length) throw new RlsConfigError(`${source}: ${doc.errors[0]!.message}`)
-    const root: unknown = doc.toJS()
-    if (root === null || root === undefined) continue
-    if (!isObject(root) || typeof root.domain !== 'string' || root.domain === '')
-      throw new RlsConfigError(`${source}: a configuration needs a non-empty domain`)
-    if (into.has(root.domain)) throw new RlsConfigError(`${source}: duplicate domain ${root.domain}`)
-    const node = newNode()
-    parseDescriptors(root.descriptors, `${source}: ${root.domain}`, node)
+    if (doc.errors.length) throw new RlsConfigError(`${source}: error loading config file: ${doc.errors[0]!.message}`)
+    const typed: unknown = doc.toJS({ mapAsMap: true })
+    if (typed === null || typed === undefined) continue
+    if (!(typed instanceof Map)) throw new RlsConfigError(`${source}: error loading config file: not a mapping`)
+    validateKeys(typed, source)
+    const root = doc.toJS() as Record<string, unknown>
+    if (typeof root.domain !== 'string' || root.domain === '') throw new RlsConfigError(`${source}: config file cannot have empty domain`)
+    const seen = into.get(root.domain)
+    if (seen !== undefined && !merge) throw new RlsConfigError(`${source}: duplicate domain '${root.domain}' in config file`)
+    const node = seen ?? newNode()
+    parseDescriptors(root.descriptors, `${source}: ${root.domain}`, `${root.domain}.`, node)
     into.set(root.domain, node)
   }
   return into
 }
 
 /** A file, or every .yaml / .yml file of a directory (as envoyproxy/ratelimit loads its runtime directory). */
-export function loadRlsConfig(path: string): RlsConfig {
+export function loadRlsConfig(path: string, merge = false): RlsConfig {
   const config: RlsConfig = new Map()
   const files = statSync(path).isDirectory()
     ? readdirSync(path)
@@ -117,6 +186,6 @@ export function loadRlsConfig(path: string): RlsConfig {
         .sort()
         .map((f) => join(path, f))
     : [path]
-  for (const file of files) parseRlsYaml(readFileSync(file, 'utf8'), file, config)
+  for (const file of files) parseRlsYaml(readFileSync(file, 'utf8'), file, config, merge)
   return config
 }

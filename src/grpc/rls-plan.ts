@@ -15,12 +15,20 @@ export interface PlannedDescriptor extends NamedLimit {
   answer: RlsRule
 }
 
-/** `key_value` of each entry joined by `_`: with the rule's `rls:<domain>_` prefix, the counter key. */
-function composite(entries: readonly Entry[]): string {
-  let out = `${entries[0]!.key}_${entries[0]!.value}`
-  for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
+/**
+ * `key_value` of each entry joined by `_`: with the rule's `rls:<domain>_` prefix, the counter key.
+ * An entry matched by a `share_threshold` wildcard puts the pattern in place of its value, so all
+ * the values it matches share one counter (as envoyproxy/ratelimit builds its cache key).
+ */
+function composite(entries: readonly Entry[], share: ReadonlyArray<string | undefined> | undefined): string {
+  let out = `${entries[0]!.key}_${share?.[0] ?? entries[0]!.value}`
+  if (share === undefined) for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
+  else for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${share[i] ?? entries[i]!.value}`
   return out
 }
+
+/** Reused across descriptors (calls are synchronous here): no array per descriptor on the common path. */
+const scratch: Array<string | undefined> = []
 
 /**
  * The limits to check, in descriptor order. Descriptors answered without a check (an `unlimited`
@@ -31,8 +39,13 @@ export function planDescriptors(
   descriptors: ReadonlyArray<{ entries: Entry[]; hits: number }>,
   statuses: DescriptorStatus[],
 ): PlannedDescriptor[] {
-  const rules = descriptors.map((d): RlsRule | undefined => {
-    const limit = matchLimit(domain.root, d.entries)
+  const shares: Array<Array<string | undefined> | undefined> = []
+  const rules = descriptors.map((d, i): RlsRule | undefined => {
+    const limit = matchLimit(domain.root, d.entries, scratch)
+    if (scratch.length) {
+      shares[i] = scratch.slice() // copied only when a share_threshold wildcard matched
+      scratch.length = 0
+    }
     return limit === undefined ? undefined : domain.rules.get(limit)
   })
   // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
@@ -46,7 +59,7 @@ export function planDescriptors(
       continue
     }
     const d = descriptors[index]!
-    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries), cost: d.hits })
+    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries, shares[index]), cost: d.hits })
   }
   return planned
 }

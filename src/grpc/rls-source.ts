@@ -10,21 +10,25 @@ import type { Logger } from '../observe/logger.js'
 import { loadRlsConfig, type RlsConfig } from './rls-config.js'
 
 export class RlsSource {
-  current: RlsConfig = new Map()
+  /** undefined until a configuration loads: a bad one at start leaves none (calls answered an error), not an empty one. */
+  current: RlsConfig | undefined = undefined
   private watcher: FileWatcher | undefined
 
   constructor(
     private readonly path: string,
     private readonly log: Logger,
     private readonly onLoaded: (config: RlsConfig) => void = () => {},
+    /** MERGE_DOMAIN_CONFIG: one domain may be split over several files. */
+    private readonly mergeDomains = false,
   ) {}
 
   /** True when the configuration loaded (and replaced the one in force). */
   reload(): boolean {
     try {
-      this.current = loadRlsConfig(this.path)
-      this.log.info({ file: this.path, domains: [...this.current.keys()] }, 'rls config loaded')
-      this.onLoaded(this.current)
+      const loaded = loadRlsConfig(this.path, this.mergeDomains)
+      this.current = loaded
+      this.log.info({ file: this.path, domains: [...loaded.keys()] }, 'rls config loaded')
+      this.onLoaded(loaded)
       return true
     } catch (err) {
       this.log.error({ file: this.path, err: { message: (err as Error).message } }, 'rls config rejected; the last good one stays')

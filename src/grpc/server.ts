@@ -26,7 +26,8 @@ export interface GrpcOptions {
   encodedSlashes: EncodedSlashes
   /** The engine, for the RLS configuration's limits (the bundle's are decided through `decide`). */
   decideLimits: DecideLimits
-  rlsConfig(): RlsConfig
+  /** undefined: FAIRVISOR_RLS_CONFIG is set but no configuration has loaded yet (calls are answered an error). */
+  rlsConfig(): RlsConfig | undefined
   rlsResponseHeaders: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
@@ -44,7 +45,7 @@ export interface GrpcOptions {
   streamTimeoutMs: number
 }
 
-type Handler<Req> = (req: Req, then: (err: Error | null, res?: object) => void) => void
+type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void) => void
 
 /**
  * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
@@ -59,17 +60,24 @@ function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?
       decode: codec.decode,
       encode: codec.encode,
       handle: (req, answer) =>
-        handle(req as Req, (err, res) => answer(err ? new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message) : res!)),
+        handle(req as Req, (err, res) =>
+          answer(err instanceof GrpcFailure ? err : err ? new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message) : res!),
+        ),
     },
   ]
 }
 
-const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService'])
+// `ratelimit` is the name envoyproxy/ratelimit serves its health under: probes written for it keep working.
+/** As envoyproxy/ratelimit answers (UNKNOWN) while no configuration has loaded: not OK to everything, Envoy's failure_mode_deny decides. */
+const NO_CONFIG = new GrpcFailure(GrpcStatus.UNKNOWN, 'no rate limit configuration loaded')
+const EMPTY: RlsConfig = new Map()
+
+const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.service.ratelimit.v3.RateLimitService', 'ratelimit'])
 
 /** The listener's server, not listening yet: the runtime listens on its socket (runtime/runtime.ts). */
 export function createGrpc(o: GrpcOptions): UnaryServer {
   const shouldRateLimit = createShouldRateLimit({
-    config: () => o.rlsConfig(),
+    config: () => o.rlsConfig() ?? EMPTY,
     decideLimits: o.decideLimits,
     responseHeaders: o.rlsResponseHeaders,
     decide: o.decide,
@@ -85,7 +93,7 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     unary<RateLimitRequest>(
       'envoy.service.ratelimit.v3.RateLimitService',
       'ShouldRateLimit',
-      shouldRateLimit,
+      (req, then) => (o.rlsConfig() === undefined ? then(NO_CONFIG) : shouldRateLimit(req, then)),
       descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
     ),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>

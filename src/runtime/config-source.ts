@@ -29,14 +29,15 @@ export class ConfigSource implements BundleFeed {
   private readonly watcher: FileWatcher
 
   constructor(
-    private readonly settings: Pick<Settings, 'configFile' | 'bundleSigningKey' | 'rlsConfig'>,
+    private readonly settings: Pick<Settings, 'configFile' | 'bundleSigningKey' | 'rlsConfig' | 'rlsMergeDomainConfig'>,
     private readonly log: Logger,
     clock: () => number,
     on: ConfigEvents,
   ) {
     this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
     this.bundles.onReload((r) => on.reloaded(r))
-    this.rlsSource = settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log, on.rlsLoaded)
+    this.rlsSource =
+      settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log, on.rlsLoaded, settings.rlsMergeDomainConfig)
     // Hot reload on every way the file can be replaced (see bundle/watch.ts).
     this.watcher = watchBundle(this.bundles, bundleWatchLog(log, settings.configFile))
   }

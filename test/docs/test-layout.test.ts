@@ -83,7 +83,6 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'grpc/metrics.ts': 'test/e2e/grpc-authz.test.ts', // the gRPC metrics
   'grpc/protos.ts': 'test/e2e/grpc-wire.test.ts', // the messages on the wire
   'grpc/rls-bundle.ts': 'test/e2e/grpc-rls.test.ts', // the RLS configuration loaded and reloaded
-  'grpc/rls-match.ts': 'test/unit/grpc/rls-config.test.ts', // descriptors matched against the RLS configuration
   'grpc/rls-source.ts': 'test/e2e/grpc-rls.test.ts', // the RLS configuration file read and watched
   'grpc/server.ts': 'test/e2e/grpc-authz.test.ts', // the gRPC listener
   'grpc/status.ts': 'test/unit/grpc/rls-cap.test.ts', // gRPC status codes of a refusal

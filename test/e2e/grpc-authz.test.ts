@@ -50,9 +50,10 @@ describe('ext_authz v3 Check over gRPC', () => {
     await gw?.stop()
   })
 
-  test('health: SERVING for the server and both services, SERVICE_UNKNOWN otherwise', async () => {
+  test('health: SERVING for the server, both services and envoyproxy/ratelimit\'s "ratelimit", SERVICE_UNKNOWN otherwise', async () => {
     assert.equal((await c.healthCheck()).status, 1)
     assert.equal((await c.healthCheck('envoy.service.auth.v3.Authorization')).status, 1)
+    assert.equal((await c.healthCheck('ratelimit')).status, 1)
     assert.equal((await c.healthCheck('nope')).status, 3)
   })
 

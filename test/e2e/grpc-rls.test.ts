@@ -175,17 +175,14 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
     assert.ok(((await metricValue(gw, 'fairvisor_rls_decisions_total', 'domain="messaging",code="over_limit"')) ?? 0) >= 1)
   })
 
-  test('hot reload: a new configuration applies; a broken one is refused and the last good stays', async () => {
+  test('hot reload: a new configuration applies; a broken one (a misspelled key) is refused and the last good stays', async () => {
     writeFileSync(join(dir, 'config.yaml'), 'domain: fresh\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n')
     await gw.waitForLog((l) => l.msg === 'rls config loaded' && Array.isArray(l.domains) && (l.domains as string[]).includes('fresh'))
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OK)
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OVER_LIMIT)
-    writeFileSync(
-      join(dir, 'config.yaml'),
-      'domain: fresh\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n',
-    )
+    writeFileSync(join(dir, 'config.yaml'), 'domain: fresh\ndescriptors:\n  - key: k\n    ratelimit: {unit: hour, requests_per_unit: 1}\n')
     const refused = await gw.waitForLog((l) => String(l.msg).startsWith('rls config rejected'))
-    assert.match(String((refused.err as { message: string }).message), /unit "fortnight"/)
+    assert.match(String((refused.err as { message: string }).message), /config error, unknown key 'ratelimit'/)
     assert.equal((await ask('fresh', [desc([['k', 'v']])])).overall_code, OVER_LIMIT)
   })
 })

@@ -1,8 +1,13 @@
 /** envoyproxy/ratelimit YAML: what loads, what is refused, and which limit a descriptor gets. */
 import assert from 'node:assert/strict'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
-import { parseRlsYaml, RlsConfigError } from '../../../src/grpc/rls-config.js'
+import { loadRlsConfig, parseRlsYaml, RlsConfigError } from '../../../src/grpc/rls-config.js'
 import { matchLimit } from '../../../src/grpc/rls-match.js'
+import { loadSettings } from '../../../src/settings.js'
+import { ROOT } from '../../helpers/processes.js'
 
 const YAML = `
 domain: d
@@ -64,18 +69,21 @@ test('refused with a message naming the place: unknown unit, missing key, duplic
   const bad: Array<[string, RegExp]> = [
     [
       'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n',
-      /d\.descriptors\[0\]\.rate_limit\.unit "fortnight"/,
+      /d\.descriptors\[0\]: invalid rate limit unit 'fortnight'/,
     ],
-    ['domain: d\ndescriptors:\n  - value: v\n', /descriptors\[0\] needs a non-empty key/],
-    ['domain: d\ndescriptors:\n  - key: k\n  - key: k\n', /duplicate descriptor k/],
-    ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n', /unlimited takes no unit/],
+    ['domain: d\ndescriptors:\n  - value: v\n', /descriptors\[0\]: descriptor has empty key/],
+    ['domain: d\ndescriptors:\n  - key: k\n  - key: k\n', /duplicate descriptor composite key 'd\.k'/],
+    [
+      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n',
+      /should not specify rate limit unit when unlimited/,
+    ],
     [
       'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n',
       /requests_per_unit must be an integer/,
     ],
-    ['descriptors: []\n', /needs a non-empty domain/],
-    ['domain: d\n---\ndomain: d\n', /duplicate domain d/],
-    ['domain: [unclosed\n', /f\.yaml: /],
+    ['descriptors: []\n', /config file cannot have empty domain/],
+    ['domain: d\n---\ndomain: d\n', /duplicate domain 'd' in config file/],
+    ['domain: [unclosed\n', /f\.yaml: error loading config file: /],
   ]
   for (const [text, message] of bad)
     assert.throws(
@@ -91,4 +99,97 @@ test('units are case-insensitive and week, month and year are accepted', () => {
     'u.yaml',
   )
   assert.equal(matchLimit(c.get('u')!, [{ key: 'w', value: 'x' }])?.unit, 'week')
+})
+
+const UPSTREAM = join(ROOT, 'test/fixtures/rls/upstream')
+const parseFixtures = (...names: string[]) => {
+  const into = new Map()
+  for (const n of names) parseRlsYaml(readFileSync(join(UPSTREAM, n), 'utf8'), n, into)
+  return into
+}
+
+test("envoyproxy/ratelimit's invalid configurations are refused with its messages", () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['empty_domain.yaml'], /^empty_domain\.yaml: config file cannot have empty domain$/],
+    [['basic_config.yaml', 'duplicate_domain.yaml'], /^duplicate_domain\.yaml: duplicate domain 'test-domain' in config file$/],
+    [['empty_key.yaml'], /^empty_key\.yaml: .*descriptor has empty key$/],
+    [['duplicate_key.yaml'], /^duplicate_key\.yaml: .*duplicate descriptor composite key 'test-domain\.key1_value1'$/],
+    [['bad_limit_unit.yaml'], /^bad_limit_unit\.yaml: .*invalid rate limit unit 'foo'/],
+    [['replaces_self.yaml'], /^replaces_self\.yaml: .*replaces should not contain name of same descriptor$/],
+    [['replaces_empty.yaml'], /^replaces_empty\.yaml: .*should not have an empty replaces entry$/],
+    [['bad_yaml.yaml'], /^bad_yaml\.yaml: error loading config file: /],
+    [['misspelled_key.yaml'], /^misspelled_key\.yaml: config error, unknown key 'ratelimit'$/],
+    [['misspelled_key2.yaml'], /^misspelled_key2\.yaml: config error, unknown key 'requestsperunit'$/],
+    [['non_string_key.yaml'], /^non_string_key\.yaml: config error, key is not of type string: 0\.25$/],
+    [['non_map_list.yaml'], /^non_map_list\.yaml: config error, yaml file contains list of type other than map: a$/],
+    [['unlimited_with_unit.yaml'], /^unlimited_with_unit\.yaml: .*should not specify rate limit unit when unlimited$/],
+  ]
+  for (const [files, message] of cases)
+    assert.throws(
+      () => parseFixtures(...files),
+      (e: Error) => e instanceof RlsConfigError && message.test(e.message),
+      `${files.join(' + ')}`,
+    )
+})
+
+test('upstream accepts: its basic config, its other known keys, unlimited with requests_per_unit, requests_per_unit absent as 0', () => {
+  assert.ok(parseFixtures('basic_config.yaml').get('test-domain'))
+  const c = parseRlsYaml(
+    [
+      'domain: d',
+      'descriptors:',
+      '  - key: a',
+      '    quota_mode: true',
+      '    value_to_metric: true',
+      '    metadata: {any: [1, 2], Thing: x}',
+      '    rate_limit: {unlimited: true, requests_per_unit: 5}',
+      '  - key: b',
+      '    rate_limit: {unit: second}',
+    ].join('\n'),
+    'ok.yaml',
+  ).get('d')!
+  assert.equal(matchLimit(c, [{ key: 'a', value: '' }])?.unlimited, true)
+  assert.equal(matchLimit(c, [{ key: 'b', value: '' }])?.requestsPerUnit, 0)
+})
+
+test('MERGE_DOMAIN_CONFIG: one domain over two files merges; off, it is a duplicate domain; a descriptor both define is refused', () => {
+  const merged = new Map()
+  for (const n of ['merge_domain_key1.yaml', 'merge_domain_key2.yaml'])
+    parseRlsYaml(readFileSync(join(UPSTREAM, n), 'utf8'), n, merged, true)
+  const d = merged.get('test-domain')!
+  assert.equal(matchLimit(d, [{ key: 'key1', value: 'value1' }])?.requestsPerUnit, 10)
+  assert.equal(matchLimit(d, [{ key: 'key2', value: 'value2' }])?.requestsPerUnit, 20)
+  assert.equal(merged.get('foo_domain'), undefined)
+  assert.throws(
+    () => parseFixtures('merge_domain_key1.yaml', 'merge_domain_key2.yaml'),
+    /merge_domain_key2\.yaml: duplicate domain 'test-domain' in config file/,
+  )
+  const twice = new Map()
+  assert.throws(() => {
+    for (const n of ['merge_domain_key1.yaml', 'merge_domain_key1.yaml'])
+      parseRlsYaml(readFileSync(join(UPSTREAM, n), 'utf8'), n, twice, true)
+  }, /merge_domain_key1\.yaml: .*duplicate descriptor composite key 'test-domain\.key1_value1'/)
+})
+
+test('a directory of files loads with or without merging, as MERGE_DOMAIN_CONFIG says', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rls-merge-'))
+  try {
+    for (const n of ['merge_domain_key1.yaml', 'merge_domain_key2.yaml']) copyFileSync(join(UPSTREAM, n), join(dir, n))
+    assert.throws(() => loadRlsConfig(dir), /duplicate domain 'test-domain'/)
+    assert.equal(matchLimit(loadRlsConfig(dir, true).get('test-domain')!, [{ key: 'key2', value: 'value2' }])?.requestsPerUnit, 20)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG, or upstream MERGE_DOMAIN_CONFIG: false by default, ours wins when both are set', () => {
+  const base = { FAIRVISOR_MODE: 'decision_service' }
+  assert.equal(loadSettings(base).rlsMergeDomainConfig, false)
+  assert.equal(loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'true' }).rlsMergeDomainConfig, true)
+  assert.equal(loadSettings({ ...base, FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG: 'true' }).rlsMergeDomainConfig, true)
+  assert.equal(
+    loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'true', FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG: 'false' }).rlsMergeDomainConfig,
+    false,
+  )
+  assert.throws(() => loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'maybe' }), /MERGE_DOMAIN_CONFIG/)
 })

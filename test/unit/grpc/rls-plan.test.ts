@@ -61,3 +61,24 @@ test('replaces: the named limit is neither checked nor reported; alone, it is', 
     ['global'],
   )
 })
+
+test('share_threshold: every value a wildcard matches counts under one key with the pattern; others under their value', () => {
+  const upstream = compileRls(
+    parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/upstream/share_threshold.yaml'), 'utf8'), 'x.yaml'),
+  ).get('test-domain')!
+  const statuses = [noLimitStatus(), noLimitStatus(), noLimitStatus(), noLimitStatus()]
+  const planned = planDescriptors(
+    upstream,
+    [d(1, 'files', 'files/a'), d(1, 'files', 'files/b'), d(1, 'path', 'path/x', 'file', 'file/y', 'type', 't'), d(1, 'file', 'test1')],
+    statuses,
+  )
+  assert.deepEqual(
+    planned.map((p) => p.rule.counterPrefix + p.composite),
+    [
+      'rls:test-domain_files_files/*',
+      'rls:test-domain_files_files/*',
+      'rls:test-domain_path_path/*_file_file/y_type_t',
+      'rls:test-domain_file_test1',
+    ],
+  )
+})
