@@ -57,8 +57,10 @@ function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ en
         if (!e.key) throw new InvalidGrpcRequest(`descriptor ${i} has an entry without a key`)
         return { key: e.key, value: e.value ?? '' }
       })
-      const own = d.hits_addend?.value
-      return { entries, hits: own !== undefined && own !== null ? Number(own) : hits }
+      // A present wrapper is the descriptor's own count, 0 included (Envoy's check-only call; its
+      // encoder leaves a 0 out, so the wrapper decodes empty); an absent one takes the request's.
+      const own = d.hits_addend
+      return { entries, hits: own !== undefined && own !== null ? Number(own.value ?? 0) : hits }
     }),
   }
 }

@@ -82,6 +82,23 @@ describe('ShouldRateLimit through the engine', () => {
     assert.equal(g.decisions[0]!.mode, 'shadow')
   })
 
+  test('a descriptor hits_addend of 0 only checks: an empty wrapper (as Envoy encodes 0) and an explicit 0 charge nothing', async () => {
+    // As envoyproxy/ratelimit's GetHitsAddends: a present per-descriptor hits_addend is used as it is, 0 included.
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    const check = (wrapper: object): RateLimitRequest => ({
+      domain: 'example7',
+      descriptors: [{ entries: [{ key: 'key1', value: 'value1' }], hits_addend: wrapper }],
+      hits_addend: 2, // the request's count, not used by a descriptor that has its own
+    })
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await g.ask(check({}))).overall_code, OK, `check ${i}`)
+      assert.equal((await g.ask(check({ value: 0 }))).overall_code, OK, `check ${i}`)
+    }
+    // The limit (3 an hour) is untouched: three charged calls pass, the fourth is over.
+    for (let i = 0; i < 3; i++) assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OK, `call ${i}`)
+    assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OVER_LIMIT)
+  })
+
   describe('the store down', () => {
     const stores: Store[] = []
     after(() => Promise.all(stores.map((s) => s.close())))
