@@ -51,11 +51,11 @@ export function limitStatus(l: AnsweredLimit, o: Outcome | undefined): Descripto
   const current_limit = l.current
   const perUnit = current_limit.requests_per_unit
   if (o === undefined) return { code: OK, current_limit, limit_remaining: perUnit }
-  const remaining = Math.max(0, Math.floor(perUnit - o.value))
   return {
     code: o.allowed || l.shadow ? OK : OVER_LIMIT,
     current_limit,
-    limit_remaining: o.allowed ? remaining : Math.min(remaining, perUnit),
+    // Over the limit (shadow_mode too) leaves nothing, whatever the count short of it, as envoyproxy/ratelimit says.
+    limit_remaining: o.allowed ? Math.max(0, Math.floor(perUnit - o.value)) : 0,
     duration_until_reset: { seconds: o.retryAfter },
   }
 }

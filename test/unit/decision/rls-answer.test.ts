@@ -34,6 +34,12 @@ test("a check's outcome: hits left, OVER_LIMIT on a reject unless shadow_mode, t
   assert.deepEqual(limitStatus(limit, undefined), { code: OK, current_limit: current, limit_remaining: 10 })
 })
 
+test('an OVER_LIMIT status (or a shadow_mode one over) has nothing left, though the count is short of the limit', () => {
+  // As envoyproxy/ratelimit's base limiter: a status over its threshold reports 0 remaining (a cost of 3 at 9/10).
+  assert.equal(limitStatus(limit, { allowed: false, value: 9, retryAfter: 1 }).limit_remaining, 0)
+  assert.equal(limitStatus({ current, shadow: true }, { allowed: false, value: 9, retryAfter: 1 }).limit_remaining, 0)
+})
+
 test("a failed store: the engine's fail policy decides each checked descriptor", () => {
   assert.ok(storeFailed(open) && storeFailed(closed))
   assert.ok(!storeFailed({ ...closed, reason: 'store_full' }))

@@ -41,7 +41,7 @@ function gateway(store: Store, failPolicy: FailPolicy = 'open') {
     answered() {},
   })
   const ask = (req: RateLimitRequest) =>
-    new Promise<{ overall_code: number; statuses: Array<{ code: number }> }>((resolve, reject) =>
+    new Promise<{ overall_code: number; statuses: Array<{ code: number; limit_remaining: number }> }>((resolve, reject) =>
       shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))),
     )
   return { ask, decisions, shadow, storeErrors }
@@ -97,6 +97,18 @@ describe('ShouldRateLimit through the engine', () => {
     // The limit (3 an hour) is untouched: three charged calls pass, the fourth is over.
     for (let i = 0; i < 3; i++) assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OK, `call ${i}`)
     assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OVER_LIMIT)
+  })
+
+  test('a call over the limit by its cost reports 0 remaining: a cost of 3 at 98/100 (and a shadow_mode one over)', async () => {
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    assert.equal((await g.ask(call('internal', 'azure', 'b', 98))).statuses[0]!.limit_remaining, 2)
+    assert.deepEqual((await g.ask(call('internal', 'azure', 'b', 3))).statuses[0], {
+      code: OVER_LIMIT,
+      limit_remaining: 0,
+      current_limit: { requests_per_unit: 100, unit: 2 },
+      duration_until_reset: { seconds: 60 },
+    })
+    assert.deepEqual((await g.ask(call('example6', 'remote_address', '10.0.0.3', 11))).statuses[0]!.limit_remaining, 0)
   })
 
   describe('the store down', () => {
