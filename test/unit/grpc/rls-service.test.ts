@@ -25,7 +25,7 @@ const OK = 1
 const OVER_LIMIT = 2
 const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
 
-function gateway(store: Store, failPolicy: FailPolicy = 'open') {
+function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected = true) {
   const decisions: Decision[] = []
   const shadow: ShadowReject[] = []
   const storeErrors: Error[] = []
@@ -36,8 +36,9 @@ function gateway(store: Store, failPolicy: FailPolicy = 'open') {
   })
   const shouldRateLimit = createShouldRateLimit({
     config: () => config,
-    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d) }),
+    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d), chargeRejected }),
     responseHeaders: false,
+    chargeRejected,
     answered() {},
   })
   const ask = (req: RateLimitRequest) =>
@@ -109,6 +110,77 @@ describe('ShouldRateLimit through the engine', () => {
       duration_until_reset: { seconds: 60 },
     })
     assert.deepEqual((await g.ask(call('example6', 'remote_address', '10.0.0.3', 11))).statuses[0]!.limit_remaining, 0)
+  })
+
+  describe('a rejected call', () => {
+    // messaging: (message_type marketing, to_number) 5 a day, (to_number) 100 a day.
+    const marketing = {
+      entries: [
+        { key: 'message_type', value: 'marketing' },
+        { key: 'to_number', value: 'n' },
+      ],
+    }
+    const plain = { entries: [{ key: 'to_number', value: 'n' }] }
+    const remaining = async (g: ReturnType<typeof gateway>, descriptors: object[]) =>
+      (await g.ask({ domain: 'messaging', descriptors })).statuses.map((s) => [s.code, s.limit_remaining])
+    for (const [order, descriptors] of [
+      ['over one first', [marketing, plain]],
+      ['over one last', [plain, marketing]],
+    ] as const) {
+      test(`${order}: every descriptor is charged and reports its count with its hits (upstream's default)`, async () => {
+        // As envoyproxy/ratelimit's fixed cache with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off: INCRBY on every key.
+        const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+        for (let i = 0; i < 5; i++) await g.ask({ domain: 'messaging', descriptors: [marketing, plain] })
+        const over = await remaining(g, [...descriptors])
+        assert.deepEqual(
+          over,
+          descriptors[0] === marketing
+            ? [
+                [OVER_LIMIT, 0],
+                [OK, 94],
+              ]
+            : [
+                [OK, 94],
+                [OVER_LIMIT, 0],
+              ],
+        )
+        assert.deepEqual(await remaining(g, [plain]), [[OK, 93]])
+      })
+      test(`${order}, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: nothing is charged; the others report their count before`, async () => {
+        // As upstream's TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig: the key not over reports limit - count.
+        const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }), 'open', false)
+        for (let i = 0; i < 5; i++) await g.ask({ domain: 'messaging', descriptors: [marketing, plain] })
+        const over = await remaining(g, [...descriptors])
+        assert.deepEqual(
+          over,
+          descriptors[0] === marketing
+            ? [
+                [OVER_LIMIT, 0],
+                [OK, 95],
+              ]
+            : [
+                [OK, 95],
+                [OVER_LIMIT, 0],
+              ],
+        )
+        assert.deepEqual(await remaining(g, [plain]), [[OK, 94]])
+      })
+    }
+
+    test("Envoy's token quota: checks with hits_addend 0, charges of 1 after; the check after the charge that went over is rejected", async () => {
+      // As upstream's integration script token-quota.sh (a limit of 2 rejects the 4th request); here 3 an hour, the 5th.
+      const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+      const at = (hits: object) => ({
+        domain: 'example7',
+        descriptors: [{ entries: [{ key: 'key1', value: 'value1' }], hits_addend: hits }],
+      })
+      const codes: number[] = []
+      for (let i = 0; i < 5; i++) {
+        codes.push((await g.ask(at({}))).overall_code)
+        await g.ask(at({ value: 1 }))
+      }
+      assert.deepEqual(codes, [OK, OK, OK, OK, OVER_LIMIT])
+    })
   })
 
   describe('the store down', () => {
