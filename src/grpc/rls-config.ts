@@ -26,6 +26,8 @@ export interface RlsLimit {
   replaces: string[]
   shadow: boolean
   detailedMetric: boolean
+  /** quota_mode: over alone does not make the call OVER_LIMIT; every quota descriptor of it over does. */
+  quota?: boolean
 }
 
 export interface RlsNode {
@@ -81,6 +83,7 @@ function parseDescriptors(list: unknown, where: string, into: RlsNode): void {
     const node = newNode(
       raw.rate_limit === undefined ? undefined : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
     )
+    if (node.limit !== undefined && raw.quota_mode === true) node.limit.quota = true
     parseDescriptors(raw.descriptors, at, node)
     if (value.endsWith('*')) {
       into.wildcards.push({ key: raw.key, prefix: value.slice(0, -1), node })

@@ -113,7 +113,9 @@ export function createShouldRateLimit(o: RlsOptions) {
     const statuses: DescriptorStatus[] = parsed.descriptors.map(noLimitStatus)
     const planned = domain === undefined ? NONE : planDescriptors(domain, parsed.descriptors, statuses)
     const answer = (failed: boolean): void => {
-      const res = rateLimitResponse(statuses, o.responseHeaders)
+      let quota: boolean[] | undefined
+      for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
+      const res = rateLimitResponse(statuses, o.responseHeaders, quota)
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)
       then(null, res)
     }

@@ -25,7 +25,7 @@ const OK = 1
 const OVER_LIMIT = 2
 const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
 
-function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected = true) {
+function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected = true, rls = config) {
   const decisions: Decision[] = []
   const shadow: ShadowReject[] = []
   const storeErrors: Error[] = []
@@ -35,7 +35,7 @@ function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected =
     observer: { descriptorMissing() {}, shadowReject: (r) => shadow.push(r), storeError: (e) => storeErrors.push(e) },
   })
   const shouldRateLimit = createShouldRateLimit({
-    config: () => config,
+    config: () => rls,
     decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d), chargeRejected }),
     responseHeaders: false,
     chargeRejected,
@@ -181,6 +181,34 @@ describe('ShouldRateLimit through the engine', () => {
       }
       assert.deepEqual(codes, [OK, OK, OK, OK, OVER_LIMIT])
     })
+  })
+
+  test('quota_mode from the YAML: the call is OVER_LIMIT only once every quota descriptor is over', async () => {
+    const yaml = [
+      'domain: quota',
+      'descriptors:',
+      '  - key: small',
+      '    quota_mode: true',
+      '    rate_limit: {unit: hour, requests_per_unit: 1}',
+      '  - key: large',
+      '    quota_mode: true',
+      '    rate_limit: {unit: hour, requests_per_unit: 2}',
+    ].join('\n')
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }), 'open', true, parseRlsYaml(yaml, 'quota.yaml'))
+    const both = {
+      domain: 'quota',
+      descriptors: [{ entries: [{ key: 'small', value: 'a' }] }, { entries: [{ key: 'large', value: 'a' }] }],
+    }
+    const answers = []
+    for (let i = 0; i < 3; i++) {
+      const r = await g.ask(both)
+      answers.push([r.overall_code, ...r.statuses.map((s) => s.code)])
+    }
+    assert.deepEqual(answers, [
+      [OK, OK, OK],
+      [OK, OVER_LIMIT, OK], // the small quota is spent, the large one is not
+      [OVER_LIMIT, OVER_LIMIT, OVER_LIMIT],
+    ])
   })
 
   describe('the store down', () => {
