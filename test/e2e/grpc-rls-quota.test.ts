@@ -1,11 +1,12 @@
 /**
- * Envoy's token-quota pattern through the gateway, on the in-process store
- * and on Redis: a check-only call (a descriptor hits_addend of 0, which Envoy
- * encodes as an empty wrapper) on the request path, a charge of 1 on the
- * response path. As envoyproxy/ratelimit's integration script token-quota.sh:
- * with 2 a unit, the 4th request is rejected, because the 3rd request's charge
- * (over the limit) still counts. With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
- * a rejected charge counts nothing here, so checks keep passing.
+ * Envoy's token-quota pattern through the gateway, on the in-process store,
+ * the shared-memory store of two workers, Redis and PostgreSQL: a check-only
+ * call (a descriptor hits_addend of 0, which Envoy encodes as an empty
+ * wrapper) on the request path, a charge of 1 on the response path. As
+ * envoyproxy/ratelimit's integration script token-quota.sh: with 2 a unit,
+ * the 4th request is rejected, because the 3rd request's charge (over the
+ * limit) still counts. With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT a
+ * rejected charge counts nothing here, so checks keep passing.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
@@ -36,7 +37,13 @@ describe("Envoy's token quota over RLS", () => {
 
   const cases = [
     ['in-process store', {}, [OK, OK, OK, OVER_LIMIT, OVER_LIMIT]],
+    ['shared memory, 2 workers', { FAIRVISOR_WORKERS: '2' }, [OK, OK, OK, OVER_LIMIT, OVER_LIMIT]],
     ['Redis', { FAIRVISOR_STORE: 'redis://127.0.0.1:6379', FAIRVISOR_STORE_TIMEOUT_MS: '2000' }, [OK, OK, OK, OVER_LIMIT, OVER_LIMIT]],
+    [
+      'PostgreSQL',
+      { FAIRVISOR_STORE: 'postgres://postgres@127.0.0.1:5432/test', FAIRVISOR_STORE_TIMEOUT_MS: '2000' },
+      [OK, OK, OK, OVER_LIMIT, OVER_LIMIT],
+    ],
     [
       'in-process store, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
       { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true' },
@@ -54,7 +61,7 @@ describe("Envoy's token quota over RLS", () => {
       const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
       const c = grpcClients(line.grpcPort as number)
       running.push({ gw, c })
-      // A service of its own: Redis is shared, its counters outlive the test.
+      // A service of its own: Redis and PostgreSQL are shared, its counters outlive the test.
       const service = randomUUID()
       const call = (hits_addend: object) =>
         c.shouldRateLimit({ domain: 'quota', descriptors: [{ entries: [{ key: 'service', value: service }], hits_addend }] })
