@@ -16,6 +16,8 @@ export interface GrpcSettings {
   rlsMergeDomainConfig: boolean
   /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
   rlsResponseHeaders: boolean
+  /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
+  rlsStopIncrementWhenOverLimit: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -70,6 +72,12 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
     // envoyproxy/ratelimit's own name is read too, so its deployment's environment carries over; ours wins when both are set.
     rlsMergeDomainConfig: bool(env, 'FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG', bool(env, 'MERGE_DOMAIN_CONFIG', false)),
     rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+    // envoyproxy/ratelimit's own name is read too, so that its deployment's environment carries over.
+    rlsStopIncrementWhenOverLimit: bool(
+      env,
+      'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+      bool(env, 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
+    ),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),

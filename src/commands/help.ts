@@ -109,6 +109,11 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_RLS_CONFIG', 'unset', 'envoyproxy/ratelimit YAML configuration for ShouldRateLimit: a file or a directory of .yaml'],
   ['FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG', 'false', 'one RLS domain split over several files is merged (or MERGE_DOMAIN_CONFIG)'],
   ['FAIRVISOR_RLS_RESPONSE_HEADERS', 'false', 'add RateLimit-Limit/-Remaining/-Reset to ShouldRateLimit answers'],
+  [
+    'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+    'false',
+    'a rejected ShouldRateLimit call charges nothing (default: every descriptor); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+  ],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]

@@ -57,15 +57,21 @@ export function createDecider(o: DeciderOptions): Decide {
 export type DecideLimits = (
   target: LimitTarget | undefined,
   limits: readonly NamedLimit[],
-  then: (d: Decision, outcomes: Outcomes | undefined) => void,
+  then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
 ) => void
 
-export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'>): DecideLimits {
+export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'> & { chargeRejected?: boolean }): DecideLimits {
   return (target, limits, then) => {
     const start = process.hrtime.bigint()
-    o.engine.evaluateLimits(target, limits, o.clock(), (d, outcomes) => {
-      o.decided(d, start)
-      then(d, outcomes)
-    })
+    o.engine.evaluateLimits(
+      target,
+      limits,
+      o.clock(),
+      (d, outcomes, read) => {
+        o.decided(d, start)
+        then(d, outcomes, read)
+      },
+      o.chargeRejected,
+    )
   }
 }

@@ -38,6 +38,8 @@ export interface AnsweredLimit {
   current: CurrentLimit
   /** shadow_mode: counted and reported, never OVER_LIMIT. */
   shadow: boolean
+  /** quota_mode: OVER_LIMIT itself, but the call only when every quota descriptor of it is. */
+  quota?: boolean
 }
 
 /** A descriptor whose limit is `unlimited`: no check, the most a uint32 says. */
@@ -51,11 +53,11 @@ export function limitStatus(l: AnsweredLimit, o: Outcome | undefined): Descripto
   const current_limit = l.current
   const perUnit = current_limit.requests_per_unit
   if (o === undefined) return { code: OK, current_limit, limit_remaining: perUnit }
-  const remaining = Math.max(0, Math.floor(perUnit - o.value))
   return {
     code: o.allowed || l.shadow ? OK : OVER_LIMIT,
     current_limit,
-    limit_remaining: o.allowed ? remaining : Math.min(remaining, perUnit),
+    // Over the limit (shadow_mode too) leaves nothing, whatever the count short of it, as envoyproxy/ratelimit says.
+    limit_remaining: o.allowed ? Math.max(0, Math.floor(perUnit - o.value)) : 0,
     duration_until_reset: { seconds: o.retryAfter },
   }
 }
@@ -92,9 +94,23 @@ function headers(statuses: readonly DescriptorStatus[]): Array<{ key: string; va
   ]
 }
 
-/** The response: OVER_LIMIT overall when any descriptor is; `withHeaders`: FAIRVISOR_RLS_RESPONSE_HEADERS. */
-export function rateLimitResponse(statuses: DescriptorStatus[], withHeaders: boolean): RateLimitResponse {
-  const res: RateLimitResponse = { overall_code: statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK, statuses }
+/**
+ * The response: OVER_LIMIT overall when a descriptor not in quota_mode is, or when every one in
+ * quota_mode (`quota[i]`) is, as envoyproxy/ratelimit; `withHeaders`: FAIRVISOR_RLS_RESPONSE_HEADERS.
+ */
+export function rateLimitResponse(statuses: DescriptorStatus[], withHeaders: boolean, quota?: readonly boolean[]): RateLimitResponse {
+  let over = false
+  let quotas = 0
+  let quotasOver = 0
+  for (let i = 0; i < statuses.length; i++) {
+    const isOver = statuses[i]!.code === OVER_LIMIT
+    if (quota?.[i] === true) {
+      quotas++
+      if (isOver) quotasOver++
+    } else if (isOver) over = true
+  }
+  const overall = over || (quotas > 0 && quotasOver === quotas) ? OVER_LIMIT : OK
+  const res: RateLimitResponse = { overall_code: overall, statuses }
   if (withHeaders) res.response_headers_to_add = headers(statuses)
   return res
 }

@@ -124,14 +124,18 @@ export class Engine {
    * The decision on a call that names its limits itself: `target` is the compiled policy its
    * limits' rules belong to (undefined: none, nothing to check), one check per limit in order,
    * all in one store call. `then` also gets each check's outcome, for front ends that answer per
-   * limit: a check a reject left unevaluated is read (cost 0) so that its count is known too.
+   * limit. In a group with a reject, every check's counter is then read (cost 0) so that its count
+   * is known whatever its position, `read` telling which outcomes are such reads; with
+   * `chargeRejected` those checks are first charged their cost regardless of their limit, as
+   * envoyproxy/ratelimit increments every descriptor of a rejected call (its default).
    * Outcomes are undefined when the store failed (the decision then carries the fail policy).
    */
   evaluateLimits(
     target: LimitTarget | undefined,
     limits: readonly NamedLimit[],
     nowMs: number,
-    then: (d: Decision, outcomes: Outcomes | undefined) => void,
+    then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
+    chargeRejected = false,
   ): void {
     if (target === undefined) return then(NO_MATCH, undefined)
     const { policy, view } = target
@@ -146,25 +150,49 @@ export class Engine {
     this.apply(plan.checks, nowMs, (err, outcomes) => {
       if (err) return then(this.storeFailed(err, ids), undefined)
       const d = finish(plan, outcomes!, ids)
-      this.readSkipped(plan.checks, outcomes!, nowMs, () => then(d, outcomes))
+      this.readRejected(plan.checks, outcomes!, nowMs, chargeRejected, (read) => then(d, outcomes, read))
     })
   }
 
-  /** Fills the outcomes of checks a reject in their group left unevaluated by reading their counters (cost 0). */
-  private readSkipped(checks: readonly Check[], outcomes: Outcomes, nowMs: number, done: () => void): void {
-    let skipped: number[] | undefined
-    for (let i = 0; i < checks.length; i++) if (outcomes[i] === undefined) (skipped ??= []).push(i)
-    if (skipped === undefined) return done()
-    const at = skipped
-    // A failed read decides nothing (the decision is made): those checks report their limit untouched.
-    this.apply(
-      at.map((i) => ({ ...checks[i]!, cost: 0 })),
-      nowMs,
-      (err, read) => {
-        if (!err) for (let j = 0; j < at.length; j++) outcomes[at[j]!] = read![j]
-        done()
-      },
-    )
+  /** Reads (after charging them, with `charge`) the counters of the checks in a group with a reject. */
+  private readRejected(
+    checks: readonly Check[],
+    outcomes: Outcomes,
+    nowMs: number,
+    charge: boolean,
+    done: (read?: boolean[]) => void,
+  ): void {
+    const rejected = [false, false] // per group: enforce, shadow
+    for (let i = 0; i < checks.length; i++) if (outcomes[i]?.allowed !== true) rejected[+checks[i]!.shadow] = true
+    if (!rejected[0] && !rejected[1]) return done()
+    const at: number[] = []
+    for (let i = 0; i < checks.length; i++) if (rejected[+checks[i]!.shadow]) at.push(i)
+    const marks = checks.map(() => false)
+    // A read over its limit stops its group as any check does: the rest are read in another call.
+    const read = (left: number[]): void => {
+      if (left.length === 0) return done(marks)
+      this.apply(
+        left.map((i) => ({ ...checks[i]!, cost: 0 })),
+        nowMs,
+        (err, got) => {
+          // A failed read decides nothing (the decision is made): the outcomes stay those of the call.
+          if (err) return done(marks)
+          const next: number[] = []
+          for (let j = 0; j < left.length; j++) {
+            const o = got![j]
+            if (o === undefined) next.push(left[j]!)
+            else {
+              outcomes[left[j]!] = o
+              marks[left[j]!] = true
+            }
+          }
+          read(next)
+        },
+      )
+    }
+    if (!charge) return read(at)
+    const adjustments = at.map((i) => ({ key: checks[i]!.key, limit: checks[i]!.limit, amount: -checks[i]!.cost }))
+    this.opts.store.adjust(adjustments, nowMs / 1000, (err) => (err ? done() : read(at)))
   }
 
   private apply(checks: readonly Check[], nowMs: number, done: ApplyDone): void {

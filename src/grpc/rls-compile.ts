@@ -57,6 +57,7 @@ function compileLimit(domain: string, l: RlsLimit, path: string): RlsRule {
   return {
     rule,
     shadow: l.shadow,
+    quota: l.quota === true,
     current: { requests_per_unit: l.requestsPerUnit, unit: UNIT_CODE[l.unit], ...(l.name ? { name: l.name } : {}) },
     name: l.name,
     replaces: l.replaces,

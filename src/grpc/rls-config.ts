@@ -26,6 +26,8 @@ export interface RlsLimit {
   replaces: string[]
   shadow: boolean
   detailedMetric: boolean
+  /** quota_mode: over alone does not make the call OVER_LIMIT; every quota descriptor of it over does. */
+  quota?: boolean
 }
 
 export interface RlsNode {
@@ -147,6 +149,7 @@ function parseDescriptors(list: unknown, where: string, parentKey: string, into:
         : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
       raw.share_threshold === true ? value : undefined,
     )
+    if (node.limit !== undefined && raw.quota_mode === true) node.limit.quota = true
     parseDescriptors(raw.descriptors, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })

@@ -19,6 +19,7 @@ import {
   type RateLimitResponse,
 } from '../decision/rls-answer.js'
 import { InvalidGrpcRequest } from '../errors.js'
+import type { Outcome } from '../store/store.js'
 import { decideDescriptors } from './rls-bundle.js'
 import { compileRls } from './rls-compile.js'
 import type { RlsConfig } from './rls-config.js'
@@ -40,6 +41,11 @@ export interface RlsOptions {
   /** The bundle's decider, consulted per descriptor when a bundle is loaded (`descriptor:<key>` limit keys). */
   decide?: Decide
   bundleLoaded?(): boolean
+  /**
+   * A rejected call charges every descriptor (envoyproxy/ratelimit's default); false:
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, nothing is charged. As the decider was made.
+   */
+  chargeRejected: boolean
   /** Every answer (metrics). `domain` is a configured one or undefined. */
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
 }
@@ -57,13 +63,40 @@ function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ en
         if (!e.key) throw new InvalidGrpcRequest(`descriptor ${i} has an entry without a key`)
         return { key: e.key, value: e.value ?? '' }
       })
-      const own = d.hits_addend?.value
-      return { entries, hits: own !== undefined && own !== null ? Number(own) : hits }
+      // A present wrapper is the descriptor's own count, 0 included (Envoy's check-only call; its
+      // encoder leaves a 0 out, so the wrapper decodes empty); an absent one takes the request's.
+      const own = d.hits_addend
+      return { entries, hits: own !== undefined && own !== null ? Number(own.value ?? 0) : hits }
     }),
   }
 }
 
 const NONE: readonly PlannedDescriptor[] = []
+
+/**
+ * A descriptor of a rejected call, from its counter read after the call: over its limit when its
+ * count with its own hits is (whatever its position in the call, as envoyproxy/ratelimit); the
+ * requests left counted after its hits when they were charged, before them when not.
+ */
+function afterReject(p: PlannedDescriptor, read: Outcome, charged: boolean, later: number): Outcome {
+  // Charged: the count read includes the hits of later descriptors on the same counter (upstream
+  // increments them one after the other); not charged: each is the count before the call.
+  const count = charged ? read.value - later : read.value
+  const after = charged ? count : count + p.cost
+  return { allowed: after <= p.answer.current.requests_per_unit, value: count, retryAfter: read.retryAfter }
+}
+
+/** The hits of the descriptors after each one on its counter (usually none: a counter appears once). */
+function laterHits(planned: readonly PlannedDescriptor[]): number[] {
+  const sums = new Map<string, number>()
+  const later = new Array<number>(planned.length)
+  for (let i = planned.length - 1; i >= 0; i--) {
+    const key = `${+planned[i]!.shadow}${planned[i]!.composite}`
+    later[i] = sums.get(key) ?? 0
+    sums.set(key, later[i]! + planned[i]!.cost)
+  }
+  return later
+}
 
 export function createShouldRateLimit(o: RlsOptions) {
   return (req: RateLimitRequest, then: (err: Error | null, res?: RateLimitResponse) => void): void => {
@@ -80,15 +113,19 @@ export function createShouldRateLimit(o: RlsOptions) {
     const statuses: DescriptorStatus[] = parsed.descriptors.map(noLimitStatus)
     const planned = domain === undefined ? NONE : planDescriptors(domain, parsed.descriptors, statuses)
     const answer = (failed: boolean): void => {
-      const res = rateLimitResponse(statuses, o.responseHeaders)
+      let quota: boolean[] | undefined
+      for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
+      const res = rateLimitResponse(statuses, o.responseHeaders, quota)
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)
       then(null, res)
     }
-    o.decideLimits(domain, planned, (d, outcomes) => {
+    o.decideLimits(domain, planned, (d, outcomes, read) => {
       const failed = storeFailed(d)
+      const later = read === undefined ? undefined : laterHits(planned)
       for (let i = 0; i < planned.length; i++) {
         const p = planned[i]!
-        statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, outcomes?.[i])
+        const out = read?.[i] ? afterReject(p, outcomes![i]!, o.chargeRejected, later![i]!) : outcomes?.[i]
+        statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, out)
       }
       if (o.decide && o.bundleLoaded?.()) {
         decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {

@@ -29,6 +29,8 @@ export interface GrpcOptions {
   /** undefined: FAIRVISOR_RLS_CONFIG is set but no configuration has loaded yet (calls are answered an error). */
   rlsConfig(): RlsConfig | undefined
   rlsResponseHeaders: boolean
+  /** The decider charges every descriptor of a rejected call (FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off). */
+  rlsChargeRejected: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
   /** A bundle is in force: RLS descriptors are also decided by it. */
@@ -80,6 +82,7 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     config: () => o.rlsConfig() ?? EMPTY,
     decideLimits: o.decideLimits,
     responseHeaders: o.rlsResponseHeaders,
+    chargeRejected: o.rlsChargeRejected,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
     answered: (domain, overall, storeFailed) =>

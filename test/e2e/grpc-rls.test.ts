@@ -97,13 +97,14 @@ describe('RLS v3 ShouldRateLimit over gRPC', () => {
     assert.equal(sixth.overall_code, OVER_LIMIT)
     assert.equal(sixth.statuses[0].code, OVER_LIMIT)
     assert.equal(sixth.statuses[0].limit_remaining, 0)
-    // Nothing is charged on a rejected call: the number's daily count stays at 5.
+    // A rejected call charges every descriptor, as envoyproxy/ratelimit (its fixed cache with
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off): the number's daily count goes to 6.
     assert.equal(sixth.statuses[1].code, OK)
-    assert.equal(sixth.statuses[1].limit_remaining, 95)
+    assert.equal(sixth.statuses[1].limit_remaining, 94)
     // A non-marketing message to the same number is still allowed, on the 100/day limit.
     const plain = await ask('messaging', [any])
     assert.equal(plain.overall_code, OK)
-    assert.equal(plain.statuses[0].limit_remaining, 94)
+    assert.equal(plain.statuses[0].limit_remaining, 93)
     // The RateLimit-* headers of the descriptor with the fewest requests left.
     const h = Object.fromEntries(sixth.response_headers_to_add.map((x: { key: string; value: string }) => [x.key, x.value]))
     assert.equal(h['RateLimit-Limit'], '5')

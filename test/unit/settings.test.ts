@@ -56,6 +56,19 @@ describe('known names', () => {
   })
 })
 
+describe("envoyproxy/ratelimit's own names", () => {
+  test('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: off by default, read under its own name, ours first', () => {
+    const stop = (env: Record<string, string>) => loadSettings({ ...base, ...env }).rlsStopIncrementWhenOverLimit
+    assert.equal(stop({}), false)
+    assert.equal(stop({ STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true' }), true)
+    assert.equal(stop({ FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true' }), true)
+    assert.equal(
+      stop({ STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'false' }),
+      false,
+    )
+  })
+})
+
 describe('unknown FAIRVISOR_* variables', () => {
   test('are refused, with the closest setting when one is near', () => {
     refusedAs({ FAIRVISOR_WORKER: '4' }, 'FAIRVISOR_WORKER', /did you mean FAIRVISOR_WORKERS\?/)

@@ -14,6 +14,7 @@ import {
   OVER_LIMIT,
   rateLimitResponse,
   storeFailed,
+  type DescriptorStatus,
 } from '../../../src/decision/rls-answer.js'
 import type { Decision } from '../../../src/engine/decision.js'
 
@@ -32,6 +33,28 @@ test("a check's outcome: hits left, OVER_LIMIT on a reject unless shadow_mode, t
   assert.equal(limitStatus(limit, { allowed: false, value: 10, retryAfter: 1 }).code, OVER_LIMIT)
   assert.equal(limitStatus({ current, shadow: true }, { allowed: false, value: 10, retryAfter: 1 }).code, OK)
   assert.deepEqual(limitStatus(limit, undefined), { code: OK, current_limit: current, limit_remaining: 10 })
+})
+
+test('an OVER_LIMIT status (or a shadow_mode one over) has nothing left, though the count is short of the limit', () => {
+  // As envoyproxy/ratelimit's base limiter: a status over its threshold reports 0 remaining (a cost of 3 at 9/10).
+  assert.equal(limitStatus(limit, { allowed: false, value: 9, retryAfter: 1 }).limit_remaining, 0)
+  assert.equal(limitStatus({ current, shadow: true }, { allowed: false, value: 9, retryAfter: 1 }).limit_remaining, 0)
+})
+
+test('quota_mode: OVER_LIMIT overall only when every quota descriptor is over, or a descriptor not in quota_mode is', () => {
+  // As envoyproxy/ratelimit's service: failed rate limit descriptors, or all quota descriptors failed.
+  const ok = limitStatus(limit, { allowed: true, value: 1, retryAfter: 1 })
+  const over = limitStatus(limit, { allowed: false, value: 10, retryAfter: 1 })
+  const overall = (s: DescriptorStatus[], quota: boolean[]) => rateLimitResponse(s, false, quota).overall_code
+  assert.equal(overall([over], [true]), OVER_LIMIT)
+  assert.equal(overall([over, ok], [true, true]), OK)
+  assert.equal(overall([over, over], [true, true]), OVER_LIMIT)
+  assert.equal(overall([over, ok], [true, false]), OVER_LIMIT, 'its only quota descriptor is over')
+  assert.equal(overall([over, ok, ok], [true, true, false]), OK)
+  assert.equal(overall([over, over], [true, false]), OVER_LIMIT)
+  assert.equal(overall([over, noLimitStatus()], [true, false]), OVER_LIMIT)
+  // The quota descriptor over keeps its own status.
+  assert.equal(rateLimitResponse([over, ok], false, [true, true]).statuses[0]!.code, OVER_LIMIT)
 })
 
 test("a failed store: the engine's fail policy decides each checked descriptor", () => {

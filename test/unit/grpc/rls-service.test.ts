@@ -25,7 +25,7 @@ const OK = 1
 const OVER_LIMIT = 2
 const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
 
-function gateway(store: Store, failPolicy: FailPolicy = 'open') {
+function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected = true, rls = config) {
   const decisions: Decision[] = []
   const shadow: ShadowReject[] = []
   const storeErrors: Error[] = []
@@ -35,13 +35,14 @@ function gateway(store: Store, failPolicy: FailPolicy = 'open') {
     observer: { descriptorMissing() {}, shadowReject: (r) => shadow.push(r), storeError: (e) => storeErrors.push(e) },
   })
   const shouldRateLimit = createShouldRateLimit({
-    config: () => config,
-    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d) }),
+    config: () => rls,
+    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d), chargeRejected }),
     responseHeaders: false,
+    chargeRejected,
     answered() {},
   })
   const ask = (req: RateLimitRequest) =>
-    new Promise<{ overall_code: number; statuses: Array<{ code: number }> }>((resolve, reject) =>
+    new Promise<{ overall_code: number; statuses: Array<{ code: number; limit_remaining: number }> }>((resolve, reject) =>
       shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))),
     )
   return { ask, decisions, shadow, storeErrors }
@@ -80,6 +81,134 @@ describe('ShouldRateLimit through the engine', () => {
       [['rls:example6', 'rls_over_limit', 'rls:example6_remote_address_10.0.0.2']],
     )
     assert.equal(g.decisions[0]!.mode, 'shadow')
+  })
+
+  test('a descriptor hits_addend of 0 only checks: an empty wrapper (as Envoy encodes 0) and an explicit 0 charge nothing', async () => {
+    // As envoyproxy/ratelimit's GetHitsAddends: a present per-descriptor hits_addend is used as it is, 0 included.
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    const check = (wrapper: object): RateLimitRequest => ({
+      domain: 'example7',
+      descriptors: [{ entries: [{ key: 'key1', value: 'value1' }], hits_addend: wrapper }],
+      hits_addend: 2, // the request's count, not used by a descriptor that has its own
+    })
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await g.ask(check({}))).overall_code, OK, `check ${i}`)
+      assert.equal((await g.ask(check({ value: 0 }))).overall_code, OK, `check ${i}`)
+    }
+    // The limit (3 an hour) is untouched: three charged calls pass, the fourth is over.
+    for (let i = 0; i < 3; i++) assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OK, `call ${i}`)
+    assert.equal((await g.ask(call('example7', 'key1', 'value1', 1))).overall_code, OVER_LIMIT)
+  })
+
+  test('a call over the limit by its cost reports 0 remaining: a cost of 3 at 98/100 (and a shadow_mode one over)', async () => {
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    assert.equal((await g.ask(call('internal', 'azure', 'b', 98))).statuses[0]!.limit_remaining, 2)
+    assert.deepEqual((await g.ask(call('internal', 'azure', 'b', 3))).statuses[0], {
+      code: OVER_LIMIT,
+      limit_remaining: 0,
+      current_limit: { requests_per_unit: 100, unit: 2 },
+      duration_until_reset: { seconds: 60 },
+    })
+    assert.deepEqual((await g.ask(call('example6', 'remote_address', '10.0.0.3', 11))).statuses[0]!.limit_remaining, 0)
+  })
+
+  describe('a rejected call', () => {
+    // messaging: (message_type marketing, to_number) 5 a day, (to_number) 100 a day.
+    const marketing = {
+      entries: [
+        { key: 'message_type', value: 'marketing' },
+        { key: 'to_number', value: 'n' },
+      ],
+    }
+    const plain = { entries: [{ key: 'to_number', value: 'n' }] }
+    const remaining = async (g: ReturnType<typeof gateway>, descriptors: object[]) =>
+      (await g.ask({ domain: 'messaging', descriptors })).statuses.map((s) => [s.code, s.limit_remaining])
+    for (const [order, descriptors] of [
+      ['over one first', [marketing, plain]],
+      ['over one last', [plain, marketing]],
+    ] as const) {
+      test(`${order}: every descriptor is charged and reports its count with its hits (upstream's default)`, async () => {
+        // As envoyproxy/ratelimit's fixed cache with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off: INCRBY on every key.
+        const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+        for (let i = 0; i < 5; i++) await g.ask({ domain: 'messaging', descriptors: [marketing, plain] })
+        const over = await remaining(g, [...descriptors])
+        assert.deepEqual(
+          over,
+          descriptors[0] === marketing
+            ? [
+                [OVER_LIMIT, 0],
+                [OK, 94],
+              ]
+            : [
+                [OK, 94],
+                [OVER_LIMIT, 0],
+              ],
+        )
+        assert.deepEqual(await remaining(g, [plain]), [[OK, 93]])
+      })
+      test(`${order}, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: nothing is charged; the others report their count before`, async () => {
+        // As upstream's TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig: the key not over reports limit - count.
+        const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }), 'open', false)
+        for (let i = 0; i < 5; i++) await g.ask({ domain: 'messaging', descriptors: [marketing, plain] })
+        const over = await remaining(g, [...descriptors])
+        assert.deepEqual(
+          over,
+          descriptors[0] === marketing
+            ? [
+                [OVER_LIMIT, 0],
+                [OK, 95],
+              ]
+            : [
+                [OK, 95],
+                [OVER_LIMIT, 0],
+              ],
+        )
+        assert.deepEqual(await remaining(g, [plain]), [[OK, 94]])
+      })
+    }
+
+    test("Envoy's token quota: checks with hits_addend 0, charges of 1 after; the check after the charge that went over is rejected", async () => {
+      // As upstream's integration script token-quota.sh (a limit of 2 rejects the 4th request); here 3 an hour, the 5th.
+      const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+      const at = (hits: object) => ({
+        domain: 'example7',
+        descriptors: [{ entries: [{ key: 'key1', value: 'value1' }], hits_addend: hits }],
+      })
+      const codes: number[] = []
+      for (let i = 0; i < 5; i++) {
+        codes.push((await g.ask(at({}))).overall_code)
+        await g.ask(at({ value: 1 }))
+      }
+      assert.deepEqual(codes, [OK, OK, OK, OK, OVER_LIMIT])
+    })
+  })
+
+  test('quota_mode from the YAML: the call is OVER_LIMIT only once every quota descriptor is over', async () => {
+    const yaml = [
+      'domain: quota',
+      'descriptors:',
+      '  - key: small',
+      '    quota_mode: true',
+      '    rate_limit: {unit: hour, requests_per_unit: 1}',
+      '  - key: large',
+      '    quota_mode: true',
+      '    rate_limit: {unit: hour, requests_per_unit: 2}',
+    ].join('\n')
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }), 'open', true, parseRlsYaml(yaml, 'quota.yaml'))
+    const both = {
+      domain: 'quota',
+      descriptors: [{ entries: [{ key: 'small', value: 'a' }] }, { entries: [{ key: 'large', value: 'a' }] }],
+    }
+    const answers = []
+    for (let i = 0; i < 3; i++) {
+      const r = await g.ask(both)
+      answers.push([r.overall_code, ...r.statuses.map((s) => s.code)])
+    }
+    assert.deepEqual(answers, [
+      [OK, OK, OK],
+      [OK, OVER_LIMIT, OK], // the small quota is spent, the large one is not
+      [OVER_LIMIT, OVER_LIMIT, OVER_LIMIT],
+    ])
   })
 
   describe('the store down', () => {
