@@ -58,8 +58,8 @@ function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ en
   return {
     domain: req.domain,
     descriptors: req.descriptors.map((d, i) => {
-      if (!d.entries?.length) throw new InvalidGrpcRequest(`descriptor ${i} has no entries`)
-      const entries = d.entries.map((e) => {
+      // A descriptor without entries matches no limit: OK with none, as envoyproxy/ratelimit answers it.
+      const entries = (d.entries ?? []).map((e) => {
         if (!e.key) throw new InvalidGrpcRequest(`descriptor ${i} has an entry without a key`)
         return { key: e.key, value: e.value ?? '' }
       })

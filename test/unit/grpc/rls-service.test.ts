@@ -72,6 +72,31 @@ describe('ShouldRateLimit through the engine', () => {
     assert.deepEqual(g.decisions[0]!.limit, { policyId: 'rls:internal', limit: 100, remaining: 0, resetS: 60, windowS: 60 })
   })
 
+  test('a descriptor without entries matches no limit: OK with none, beside a limited one (as envoyproxy/ratelimit)', async () => {
+    const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
+    const alone = await g.ask({ domain: 'internal', descriptors: [{ entries: [] }] })
+    assert.equal(alone.overall_code, OK)
+    assert.deepEqual(
+      alone.statuses.map((s) => s.code),
+      [OK],
+    )
+    const req: RateLimitRequest = {
+      domain: 'internal',
+      descriptors: [{ entries: [] }, ...call('internal', 'azure', 'a', 100).descriptors!],
+    }
+    const first = (await g.ask(req)) as { overall_code: number; statuses: Array<{ code: number; current_limit?: unknown }> }
+    assert.equal(first.overall_code, OK)
+    assert.equal(first.statuses[0]!.current_limit ?? null, null)
+    assert.equal(first.statuses[1]!.code, OK)
+    // The limited descriptor still counts: its next hit is over, the empty one stays OK.
+    const second = await g.ask(req)
+    assert.equal(second.overall_code, OVER_LIMIT)
+    assert.deepEqual(
+      second.statuses.map((s) => s.code),
+      [OK, OVER_LIMIT],
+    )
+  })
+
   test('a shadow_mode limit over its count answers OK and is reported as a shadow would-reject', async () => {
     const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }))
     const r = await g.ask(call('example6', 'remote_address', '10.0.0.2', 11))
