@@ -87,6 +87,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           // Without FAIRVISOR_RLS_CONFIG only the bundle limits RLS calls; with it, nothing loaded is an error per call.
           rlsConfig: settings.rlsConfig === undefined ? () => NO_RLS_FILE : () => config.rls(),
           rlsResponseHeaders: settings.rlsResponseHeaders,
+          rlsHeaderNames: settings.rlsHeaderNames,
           rlsMaxDescriptors: settings.rlsMaxDescriptors,
           bundleLoaded: () => bundle() !== null,
           metrics: createGrpcMetrics(metrics.registry, () => budget.held),

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { SettingError } from './errors.js'
 import { MAX_BUDGET_BYTES } from './grpc/byte-budget.js'
 import { bool, integer, optional, parseSize, type Env } from './settings-env.js'
+import { RLS_HEADER_NAMES, type RlsHeaderNames } from './decision/rls-answer.js'
 
 export interface GrpcSettings {
   /** gRPC listener (Envoy ext_authz v3, Rate Limit Service v3, health); off when unset. */
@@ -16,6 +17,8 @@ export interface GrpcSettings {
   rlsMergeDomainConfig: boolean
   /** Add RateLimit-Limit / -Remaining / -Reset to ShouldRateLimit answers. */
   rlsResponseHeaders: boolean
+  /** The names of those headers: envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER. */
+  rlsHeaderNames: RlsHeaderNames
   /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
   rlsStopIncrementWhenOverLimit: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
@@ -71,7 +74,13 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
     rlsConfig: optional(env, 'FAIRVISOR_RLS_CONFIG'),
     // envoyproxy/ratelimit's own name is read too, so its deployment's environment carries over; ours wins when both are set.
     rlsMergeDomainConfig: bool(env, 'FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG', bool(env, 'MERGE_DOMAIN_CONFIG', false)),
-    rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', false),
+    // envoyproxy/ratelimit's switch and header names are read too (ours wins when both are set).
+    rlsResponseHeaders: bool(env, 'FAIRVISOR_RLS_RESPONSE_HEADERS', bool(env, 'LIMIT_RESPONSE_HEADERS_ENABLED', false)),
+    rlsHeaderNames: {
+      limit: optional(env, 'LIMIT_LIMIT_HEADER') ?? RLS_HEADER_NAMES.limit,
+      remaining: optional(env, 'LIMIT_REMAINING_HEADER') ?? RLS_HEADER_NAMES.remaining,
+      reset: optional(env, 'LIMIT_RESET_HEADER') ?? RLS_HEADER_NAMES.reset,
+    },
     // envoyproxy/ratelimit's own name is read too, so that its deployment's environment carries over.
     rlsStopIncrementWhenOverLimit: bool(
       env,

@@ -82,15 +82,31 @@ export function mergeDecision(s: DescriptorStatus, d: Decision): DescriptorStatu
   }
 }
 
-function headers(statuses: readonly DescriptorStatus[]): Array<{ key: string; value: string }> | undefined {
+/** The names of the three headers (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER). */
+export interface RlsHeaderNames {
+  limit: string
+  remaining: string
+  reset: string
+}
+
+export const RLS_HEADER_NAMES: Readonly<RlsHeaderNames> = {
+  limit: 'RateLimit-Limit',
+  remaining: 'RateLimit-Remaining',
+  reset: 'RateLimit-Reset',
+}
+
+function headers(
+  statuses: readonly DescriptorStatus[],
+  names: Readonly<RlsHeaderNames>,
+): Array<{ key: string; value: string }> | undefined {
   // As envoyproxy/ratelimit: the limited descriptor with the fewest requests left.
   let min: DescriptorStatus | undefined
   for (const s of statuses) if (s.current_limit && (min === undefined || s.limit_remaining < min.limit_remaining)) min = s
   if (min === undefined) return undefined
   return [
-    { key: 'RateLimit-Limit', value: String(min.current_limit!.requests_per_unit) },
-    { key: 'RateLimit-Remaining', value: String(min.limit_remaining) },
-    { key: 'RateLimit-Reset', value: String(min.duration_until_reset?.seconds ?? 0) },
+    { key: names.limit, value: String(min.current_limit!.requests_per_unit) },
+    { key: names.remaining, value: String(min.limit_remaining) },
+    { key: names.reset, value: String(min.duration_until_reset?.seconds ?? 0) },
   ]
 }
 
@@ -98,7 +114,12 @@ function headers(statuses: readonly DescriptorStatus[]): Array<{ key: string; va
  * The response: OVER_LIMIT overall when a descriptor not in quota_mode is, or when every one in
  * quota_mode (`quota[i]`) is, as envoyproxy/ratelimit; `withHeaders`: FAIRVISOR_RLS_RESPONSE_HEADERS.
  */
-export function rateLimitResponse(statuses: DescriptorStatus[], withHeaders: boolean, quota?: readonly boolean[]): RateLimitResponse {
+export function rateLimitResponse(
+  statuses: DescriptorStatus[],
+  withHeaders: boolean,
+  quota?: readonly boolean[],
+  names: Readonly<RlsHeaderNames> = RLS_HEADER_NAMES,
+): RateLimitResponse {
   let over = false
   let quotas = 0
   let quotasOver = 0
@@ -111,6 +132,6 @@ export function rateLimitResponse(statuses: DescriptorStatus[], withHeaders: boo
   }
   const overall = over || (quotas > 0 && quotasOver === quotas) ? OVER_LIMIT : OK
   const res: RateLimitResponse = { overall_code: overall, statuses }
-  if (withHeaders) res.response_headers_to_add = headers(statuses)
+  if (withHeaders) res.response_headers_to_add = headers(statuses, names)
   return res
 }

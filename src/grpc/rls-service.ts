@@ -17,6 +17,7 @@ import {
   storeFailed,
   type DescriptorStatus,
   type RateLimitResponse,
+  type RlsHeaderNames,
 } from '../decision/rls-answer.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Outcome } from '../store/store.js'
@@ -38,6 +39,8 @@ export interface RlsOptions {
   decideLimits: DecideLimits
   /** Add the RateLimit-Limit / -Remaining / -Reset headers envoyproxy/ratelimit adds when its response headers are enabled. */
   responseHeaders: boolean
+  /** Their names (LIMIT_*_HEADER); the RateLimit-* names when absent. */
+  headerNames?: Readonly<RlsHeaderNames>
   /** The bundle's decider, consulted per descriptor when a bundle is loaded (`descriptor:<key>` limit keys). */
   decide?: Decide
   bundleLoaded?(): boolean
@@ -115,7 +118,7 @@ export function createShouldRateLimit(o: RlsOptions) {
     const answer = (failed: boolean): void => {
       let quota: boolean[] | undefined
       for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
-      const res = rateLimitResponse(statuses, o.responseHeaders, quota)
+      const res = rateLimitResponse(statuses, o.responseHeaders, quota, o.headerNames)
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)
       then(null, res)
     }

@@ -5,7 +5,7 @@
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
 import type { Decide, DecideLimits } from '../decision/decide.js'
-import { OVER_LIMIT } from '../decision/rls-answer.js'
+import { OVER_LIMIT, type RlsHeaderNames } from '../decision/rls-answer.js'
 import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
 import type { ByteBudget } from './byte-budget.js'
@@ -29,6 +29,7 @@ export interface GrpcOptions {
   /** undefined: FAIRVISOR_RLS_CONFIG is set but no configuration has loaded yet (calls are answered an error). */
   rlsConfig(): RlsConfig | undefined
   rlsResponseHeaders: boolean
+  rlsHeaderNames?: Readonly<RlsHeaderNames>
   /** The decider charges every descriptor of a rejected call (FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off). */
   rlsChargeRejected: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
@@ -82,6 +83,7 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     config: () => o.rlsConfig() ?? EMPTY,
     decideLimits: o.decideLimits,
     responseHeaders: o.rlsResponseHeaders,
+    headerNames: o.rlsHeaderNames,
     chargeRejected: o.rlsChargeRejected,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,

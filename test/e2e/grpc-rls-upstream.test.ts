@@ -37,6 +37,10 @@ describe('envoyproxy/ratelimit wildcards and share_threshold over gRPC', () => {
       FAIRVISOR_GRPC_PORT: '0',
       FAIRVISOR_RLS_CONFIG: dir,
       MERGE_DOMAIN_CONFIG: 'true',
+      // Its response-header switch and names, under its own variable names.
+      LIMIT_RESPONSE_HEADERS_ENABLED: 'true',
+      LIMIT_LIMIT_HEADER: 'X-RL-Limit',
+      LIMIT_REMAINING_HEADER: 'X-RL-Remaining',
     })
     const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
     c = grpcClients(line.grpcPort as number)
@@ -47,6 +51,19 @@ describe('envoyproxy/ratelimit wildcards and share_threshold over gRPC', () => {
   after(async () => {
     c?.close()
     await gw?.stop()
+  })
+
+  test('LIMIT_RESPONSE_HEADERS_ENABLED adds the headers, under the LIMIT_*_HEADER names (RateLimit-Reset by default)', async () => {
+    const r = (await c.shouldRateLimit({
+      domain: 'test-domain',
+      descriptors: [{ entries: [{ key: 'midWild', value: 'bar-headers-b' }], hits_addend: { value: 1 } }],
+    })) as Answer & { response_headers_to_add?: Array<{ key: string; value: string }> }
+    assert.equal(r.overall_code, OK)
+    assert.deepEqual(
+      (r.response_headers_to_add ?? []).map((h) => h.key),
+      ['X-RL-Limit', 'X-RL-Remaining', 'RateLimit-Reset'],
+    )
+    assert.equal(r.response_headers_to_add?.[0]?.value, '20')
   })
 
   test('a middle wildcard and several wildcards match; each matched value counts alone without share_threshold', async () => {

@@ -67,6 +67,16 @@ describe("envoyproxy/ratelimit's own names", () => {
       false,
     )
   })
+
+  test('LIMIT_RESPONSE_HEADERS_ENABLED and the LIMIT_*_HEADER names: off and RateLimit-* by default, ours first', () => {
+    const s = (env: Record<string, string>) => loadSettings({ ...base, ...env })
+    assert.equal(s({}).rlsResponseHeaders, false)
+    assert.deepEqual(s({}).rlsHeaderNames, { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' })
+    assert.equal(s({ LIMIT_RESPONSE_HEADERS_ENABLED: 'true' }).rlsResponseHeaders, true)
+    assert.equal(s({ LIMIT_RESPONSE_HEADERS_ENABLED: 'true', FAIRVISOR_RLS_RESPONSE_HEADERS: 'false' }).rlsResponseHeaders, false)
+    const named = s({ LIMIT_LIMIT_HEADER: 'X-L', LIMIT_REMAINING_HEADER: 'X-R', LIMIT_RESET_HEADER: 'X-T' }).rlsHeaderNames
+    assert.deepEqual(named, { limit: 'X-L', remaining: 'X-R', reset: 'X-T' })
+  })
 })
 
 describe('unknown FAIRVISOR_* variables', () => {

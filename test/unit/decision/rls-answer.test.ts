@@ -93,4 +93,11 @@ test('the response: OVER_LIMIT when any descriptor is; headers of the limited de
   ])
   assert.equal(rateLimitResponse([a, failedStatus(closed)], false).overall_code, OVER_LIMIT)
   assert.equal(rateLimitResponse([noLimitStatus()], true).response_headers_to_add, undefined)
+  // The names envoyproxy/ratelimit's LIMIT_*_HEADER settings give.
+  const named = rateLimitResponse([a, b], true, undefined, { limit: 'X-RL-Limit', remaining: 'X-RL-Left', reset: 'X-RL-Reset' })
+  assert.deepEqual(named.response_headers_to_add, [
+    { key: 'X-RL-Limit', value: '5' },
+    { key: 'X-RL-Left', value: '1' },
+    { key: 'X-RL-Reset', value: '9' },
+  ])
 })
