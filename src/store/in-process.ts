@@ -26,11 +26,10 @@ const SCAN_MAX = 8
  * by key as well, so a call of n checks (a Rate Limit Service call may carry
  * thousands) costs n look-ups, not n²/2 comparisons. Undefined: no map.
  */
-export const stagedByKey = (checks: readonly Check[]): Map<string, Step<unknown>> | undefined =>
-  checks.length > SCAN_MAX ? new Map() : undefined
+const stagedByKey = (checks: readonly Check[]): Map<string, Step<unknown>> | undefined => (checks.length > SCAN_MAX ? new Map() : undefined)
 
 /** The state staged by the latest earlier check of check i's key, if any (checks are staged in order). */
-export function earlierStaged(
+function earlierStaged(
   checks: readonly Check[],
   staged: readonly (Step<unknown> | undefined)[],
   byKey: Map<string, Step<unknown>> | undefined,
@@ -68,6 +67,59 @@ export abstract class InProcessStore implements Store {
 
   /** One sweep-timer tick: drop counters that have expired by `now` (seconds). */
   protected abstract sweepExpired(now: number): void
+
+  /** The stored state of check i's key (undefined: none, or expired). */
+  protected abstract storedState(checks: readonly Check[], i: number, now: number): unknown
+  /** Whether check i's new state `s` has a slot (its own, or one found now); false: no room without dropping a live counter. */
+  protected abstract hasRoom(checks: readonly Check[], i: number, s: Step<unknown>, now: number): boolean
+  /** When the first live counter expires (seconds): the Retry-After of a check refused for want of room. */
+  protected abstract soonestExpiry(): number
+  /** Write check i's state to the slot hasRoom() gave it. */
+  protected abstract writeState(checks: readonly Check[], i: number, s: Step<unknown>): void
+
+  /**
+   * Evaluate the first n checks as groups (enforce, shadow): each check steps from the state an
+   * earlier check of its key staged, else the stored one; a group is written only if no check of
+   * it is rejected, and a rejected check's own commit (a kind that counts rejects) is written at
+   * once. Both in-process stores run this on their own slots (one thread, or locked buckets).
+   */
+  protected evaluateGroups(checks: readonly Check[], n: number, now: number): Outcomes {
+    const out: Outcomes = new Array(n)
+    // Tentative new states, per check index; committed only if the group passes.
+    const staged: (Step<unknown> | undefined)[] = new Array(n)
+    const byKey = stagedByKey(checks)
+    let enforceRejected = false
+    let shadowRejected = false
+    for (let i = 0; i < n; i++) {
+      const c = checks[i]!
+      if (c.shadow ? shadowRejected : enforceRejected) continue
+      const earlier = earlierStaged(checks, staged, byKey, i)
+      const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.storedState(checks, i, now), c.limit, c.cost, now)
+      if ((r.allowed || r.commit) && !this.hasRoom(checks, i, r, now)) {
+        // No room for this key's counter: refused, and nothing of its group is written.
+        out[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.soonestExpiry(), now), full: true }
+        if (c.shadow) shadowRejected = true
+        else enforceRejected = true
+        continue
+      }
+      out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
+      if (r.allowed) {
+        staged[i] = r
+        byKey?.set(c.key, r)
+      } else {
+        if (r.commit) this.writeState(checks, i, r)
+        if (c.shadow) shadowRejected = true
+        else enforceRejected = true
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      const s = staged[i]
+      const c = checks[i]!
+      if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
+      this.writeState(checks, i, s)
+    }
+    return out
+  }
 
   /** Synchronous: `done` runs before apply() returns. */
   apply(checks: readonly Check[], now: number, done: ApplyDone): void {

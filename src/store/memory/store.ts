@@ -7,7 +7,7 @@
  * by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
+import { fullRetryAfter, InProcessStore } from '../in-process.js'
 import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
 import { storedKey } from '../stored-key.js'
 import { Counters, RESERVED } from './counters.js'
@@ -61,44 +61,28 @@ export class MemoryStore extends InProcessStore {
 
   applyNow(checks: readonly Check[], now: number): Outcomes {
     if (checks.length === 1) return this.applyOne(checks[0]!, now)
-    const out: Outcomes = new Array(checks.length)
-    // Tentative new states, per check index; committed only if the group passes.
-    const staged: (Step<unknown> | undefined)[] = new Array(checks.length)
-    const byKey = stagedByKey(checks)
-    let enforceRejected = false
-    let shadowRejected = false
-    for (let i = 0; i < checks.length; i++) {
-      const c = checks[i]!
-      if (c.shadow ? shadowRejected : enforceRejected) continue
-      const earlier = earlierStaged(checks, staged, byKey, i)
-      const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(c.key, c.limit, now), c.limit, c.cost, now)
-      if ((r.allowed || r.commit) && this.slotFor(storedKey(c.key), r, now) === -1) {
-        // No room for this key's counter: refused, and nothing of its group is written.
-        out[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.counters.soonest, now), full: true }
-        if (c.shadow) shadowRejected = true
-        else enforceRejected = true
-        continue
-      }
-      out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
-      if (r.allowed) {
-        staged[i] = r
-        byKey?.set(c.key, r)
-      } else {
-        if (r.commit) this.write(c, r)
-        if (c.shadow) shadowRejected = true
-        else enforceRejected = true
-      }
-    }
-    for (let i = 0; i < checks.length; i++) {
-      const s = staged[i]
-      const c = checks[i]!
-      if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
-      this.write(c, s)
-    }
+    const out = this.evaluateGroups(checks, checks.length, now)
     // Slots added for checks whose group was not committed.
     for (const slot of this.reserved) if (this.counters.expireAt[slot] === RESERVED) this.counters.remove(slot)
     this.reserved.length = 0
     return out
+  }
+
+  protected storedState(checks: readonly Check[], i: number, now: number): unknown {
+    const c = checks[i]!
+    return this.stored(c.key, c.limit, now)
+  }
+
+  protected hasRoom(checks: readonly Check[], i: number, s: Step<unknown>, now: number): boolean {
+    return this.slotFor(storedKey(checks[i]!.key), s, now) !== -1
+  }
+
+  protected soonestExpiry(): number {
+    return this.counters.soonest
+  }
+
+  protected writeState(checks: readonly Check[], i: number, s: Step<unknown>): void {
+    this.write(checks[i]!, s)
   }
 
   /** The usual request: one check, its own group. One index lookup serves the read and the write. */

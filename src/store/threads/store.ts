@@ -12,7 +12,7 @@
  * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { earlierStaged, fullRetryAfter, InProcessStore, stagedByKey } from '../in-process.js'
+import { fullRetryAfter, InProcessStore } from '../in-process.js'
 import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
 import { RESERVED, type SharedTable } from './table.js'
 
@@ -64,7 +64,7 @@ export class SharedMemoryStore extends InProcessStore {
     const n = checks.length
     const held = this.locate(checks)
     try {
-      return this.evaluate(checks, n, now)
+      return this.evaluateGroups(checks, n, now)
     } finally {
       this.unlockAll(held)
     }
@@ -178,42 +178,20 @@ export class SharedMemoryStore extends InProcessStore {
     return slot
   }
 
-  /** memory.ts's applyNow, on the locked slots. */
-  private evaluate(checks: readonly Check[], n: number, now: number): Outcomes {
-    const out: Outcomes = new Array(n)
-    const staged: (Step<unknown> | undefined)[] = new Array(n)
-    const byKey = stagedByKey(checks)
-    let enforceRejected = false
-    let shadowRejected = false
-    for (let i = 0; i < n; i++) {
-      const c = checks[i]!
-      if (c.shadow ? shadowRejected : enforceRejected) continue
-      const earlier = earlierStaged(checks, staged, byKey, i)
-      const r = c.limit.kind.step(earlier !== undefined ? earlier.state : this.stored(i, c.limit, now), c.limit, c.cost, now)
-      if ((r.allowed || r.commit) && this.slotFor(i, r, now) === -1) {
-        // No room for this key's counter: refused, and nothing of its group is written.
-        out[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.table.soonest, now), full: true }
-        if (c.shadow) shadowRejected = true
-        else enforceRejected = true
-        continue
-      }
-      out[i] = { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
-      if (r.allowed) {
-        staged[i] = r
-        byKey?.set(c.key, r)
-      } else {
-        if (r.commit) this.write(i, c.limit, r)
-        if (c.shadow) shadowRejected = true
-        else enforceRejected = true
-      }
-    }
-    for (let i = 0; i < n; i++) {
-      const s = staged[i]
-      const c = checks[i]!
-      if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
-      this.write(i, c.limit, s)
-    }
-    return out
+  protected storedState(checks: readonly Check[], i: number, now: number): unknown {
+    return this.stored(i, checks[i]!.limit, now)
+  }
+
+  protected hasRoom(_checks: readonly Check[], i: number, s: Step<unknown>, now: number): boolean {
+    return this.slotFor(i, s, now) !== -1
+  }
+
+  protected soonestExpiry(): number {
+    return this.table.soonest
+  }
+
+  protected writeState(checks: readonly Check[], i: number, s: Step<unknown>): void {
+    this.write(i, checks[i]!.limit, s)
   }
 
   private stored(i: number, limit: Check['limit'], now: number): unknown {
