@@ -89,6 +89,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           rlsResponseHeaders: settings.rlsResponseHeaders,
           rlsHeaderNames: settings.rlsHeaderNames,
           rlsMaxDescriptors: settings.rlsMaxDescriptors,
+          rlsStoreFailure: settings.rlsStoreFailure,
           bundleLoaded: () => bundle() !== null,
           metrics: createGrpcMetrics(metrics.registry, () => budget.held),
           log,

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs'
 import { SettingError } from './errors.js'
 import { MAX_BUDGET_BYTES } from './grpc/byte-budget.js'
-import { bool, integer, optional, parseSize, type Env } from './settings-env.js'
+import { bool, integer, oneOf, optional, parseSize, type Env } from './settings-env.js'
 import { RLS_HEADER_NAMES, type RlsHeaderNames } from './decision/rls-answer.js'
 
 export interface GrpcSettings {
@@ -21,6 +21,8 @@ export interface GrpcSettings {
   rlsHeaderNames: RlsHeaderNames
   /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
   rlsStopIncrementWhenOverLimit: boolean
+  /** A ShouldRateLimit call whose store failed: `error` (UNKNOWN, as envoyproxy/ratelimit) or `policy` (FAIRVISOR_FAIL_POLICY's statuses). */
+  rlsStoreFailure: 'error' | 'policy'
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -87,6 +89,8 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
       'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
       bool(env, 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
     ),
+    // envoyproxy/ratelimit answers a Redis error with an error and leaves the choice to Envoy (failure_mode_deny).
+    rlsStoreFailure: oneOf(env, 'FAIRVISOR_RLS_STORE_FAILURE', ['error', 'policy'] as const, 'error'),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),

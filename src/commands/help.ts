@@ -114,6 +114,11 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     'false',
     'a rejected ShouldRateLimit call charges nothing (default: every descriptor); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
   ],
+  [
+    'FAIRVISOR_RLS_STORE_FAILURE',
+    'error',
+    'store down: ShouldRateLimit answers UNKNOWN (error, as envoyproxy/ratelimit) or the FAIRVISOR_FAIL_POLICY statuses (policy)',
+  ],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]

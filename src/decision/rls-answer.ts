@@ -9,7 +9,8 @@
 import type { Decision } from '../engine/decision.js'
 import type { Outcome } from '../store/store.js'
 
-/** RateLimitResponse.Code. */
+/** RateLimitResponse.Code (UNKNOWN: no answer was made, the call was answered a gRPC error). */
+export const UNKNOWN = 0
 export const OK = 1
 export const OVER_LIMIT = 2
 
@@ -66,6 +67,12 @@ export function limitStatus(l: AnsweredLimit, o: Outcome | undefined): Descripto
 export function storeFailed(d: Decision): boolean {
   return d.reason === 'service_unavailable' || d.reason === 'store_unavailable_fail_open'
 }
+
+/**
+ * The message of the gRPC error a call whose store failed is answered (FAIRVISOR_RLS_STORE_FAILURE=error),
+ * as envoyproxy/ratelimit answers a Redis error with its text: the store's error, named as the store's.
+ */
+export const storeFailureMessage = (d: Decision): string => `rate limit store unavailable: ${d.storeError ?? d.reason}`
 
 /** A checked descriptor's status when the store failed: the fail policy's answer. */
 export const failedStatus = (d: Decision): DescriptorStatus => ({ code: d.allowed ? OK : OVER_LIMIT, limit_remaining: 0 })

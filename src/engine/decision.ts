@@ -61,6 +61,8 @@ export interface Decision {
   matchedPolicies: readonly string[]
   /** What makes an `ambiguous_request` ambiguous, for the client (names only what it sent). */
   message?: string
+  /** The store's error when it failed (`store_unavailable_fail_open`, `service_unavailable`): for front ends that answer it, never for a client. */
+  storeError?: string
   /** Descriptor key → value of the limits evaluated (debug sessions). */
   descriptors?: Map<string, string>
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */

@@ -203,8 +203,9 @@ export class Engine {
 
   private storeFailed(err: Error, ids: string[]): Decision {
     this.opts.observer.storeError(err)
+    const storeError = err.message
     if (this.opts.failPolicy === 'closed')
-      return { allowed: false, status: 503, reason: 'service_unavailable', mode: 'enforce', matchedPolicies: ids }
-    return { allowed: true, status: 200, reason: 'store_unavailable_fail_open', mode: 'enforce', matchedPolicies: ids }
+      return { allowed: false, status: 503, reason: 'service_unavailable', mode: 'enforce', matchedPolicies: ids, storeError }
+    return { allowed: true, status: 200, reason: 'store_unavailable_fail_open', mode: 'enforce', matchedPolicies: ids, storeError }
   }
 }

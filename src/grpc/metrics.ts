@@ -27,7 +27,7 @@ export function createGrpcMetrics(registry: Registry, buffered: () => number): G
     }),
     rlsDecisions: new Counter({
       name: 'fairvisor_rls_decisions_total',
-      help: 'ShouldRateLimit answers by configured domain (_unknown for any other) and overall code (ok, over_limit, store_failed_ok, store_failed_over_limit).',
+      help: 'ShouldRateLimit answers by configured domain (_unknown for any other) and overall code (ok, over_limit, store_failed_ok, store_failed_over_limit, store_error).',
       labelNames: ['domain', 'code'],
       registers,
     }),

@@ -5,9 +5,12 @@
  * (grpc/rls-compile.ts, rls-plan.ts) and decided by the engine like any
  * request (one store call: enforce descriptors all or nothing, shadow ones in
  * their own group; the fail policy; metrics and logs). Answers one
- * DescriptorStatus per descriptor, in request order (decision/rls-answer.ts).
+ * DescriptorStatus per descriptor, in request order (decision/rls-answer.ts),
+ * or, when the store failed, an error as envoyproxy/ratelimit does (or the
+ * fail policy's statuses: FAIRVISOR_RLS_STORE_FAILURE).
  */
 import type { Decide, DecideLimits } from '../decision/decide.js'
+import type { Decision } from '../engine/decision.js'
 import {
   failedStatus,
   limitStatus,
@@ -15,6 +18,8 @@ import {
   noLimitStatus,
   rateLimitResponse,
   storeFailed,
+  storeFailureMessage,
+  UNKNOWN,
   type DescriptorStatus,
   type RateLimitResponse,
   type RlsHeaderNames,
@@ -26,6 +31,8 @@ import { compileRls } from './rls-compile.js'
 import type { RlsConfig } from './rls-config.js'
 import type { Entry } from './rls-match.js'
 import { planDescriptors, type PlannedDescriptor } from './rls-plan.js'
+import { GrpcStatus } from './status.js'
+import { GrpcFailure } from './wire.js'
 
 export interface RateLimitRequest {
   domain?: string
@@ -49,7 +56,13 @@ export interface RlsOptions {
    * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, nothing is charged. As the decider was made.
    */
   chargeRejected: boolean
-  /** Every answer (metrics). `domain` is a configured one or undefined. */
+  /**
+   * FAIRVISOR_RLS_STORE_FAILURE. `error`: a call whose store failed (the configuration's limits or a bundle's) is
+   * answered gRPC UNKNOWN with the store's error, as envoyproxy/ratelimit answers a Redis error, and Envoy's
+   * failure_mode_deny decides; `policy` (or absent): the fail policy's statuses (OK open, OVER_LIMIT closed).
+   */
+  storeFailure?: 'error' | 'policy'
+  /** Every answer (metrics). `domain` is a configured one or undefined; `overall` UNKNOWN when answered the store's error. */
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
 }
 
@@ -102,7 +115,8 @@ function laterHits(planned: readonly PlannedDescriptor[]): number[] {
 }
 
 export function createShouldRateLimit(o: RlsOptions) {
-  return (req: RateLimitRequest, then: (err: Error | null, res?: RateLimitResponse) => void): void => {
+  const storeError = o.storeFailure === 'error'
+  return (req: RateLimitRequest, then: (err: Error | GrpcFailure | null, res?: RateLimitResponse) => void): void => {
     let parsed: ReturnType<typeof parse>
     try {
       parsed = parse(req)
@@ -122,8 +136,13 @@ export function createShouldRateLimit(o: RlsOptions) {
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)
       then(null, res)
     }
+    const fail = (d: Decision): void => {
+      o.answered(domain === undefined ? undefined : parsed.domain, UNKNOWN, true)
+      then(new GrpcFailure(GrpcStatus.UNKNOWN, storeFailureMessage(d)))
+    }
     o.decideLimits(domain, planned, (d, outcomes, read) => {
       const failed = storeFailed(d)
+      if (failed && storeError) return fail(d)
       const later = read === undefined ? undefined : laterHits(planned)
       for (let i = 0; i < planned.length; i++) {
         const p = planned[i]!
@@ -132,6 +151,8 @@ export function createShouldRateLimit(o: RlsOptions) {
       }
       if (o.decide && o.bundleLoaded?.()) {
         decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
+          const down = storeError ? ds.find(storeFailed) : undefined
+          if (down !== undefined) return fail(down)
           for (let i = 0; i < ds.length; i++) statuses[i] = mergeDecision(statuses[i]!, ds[i]!)
           answer(failed)
         })

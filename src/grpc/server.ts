@@ -5,7 +5,7 @@
  * answered INVALID_ARGUMENT; no request can throw out of a handler.
  */
 import type { Decide, DecideLimits } from '../decision/decide.js'
-import { OVER_LIMIT, type RlsHeaderNames } from '../decision/rls-answer.js'
+import { OVER_LIMIT, UNKNOWN, type RlsHeaderNames } from '../decision/rls-answer.js'
 import type { EncodedSlashes } from '../request/target.js'
 import type { Logger } from '../observe/logger.js'
 import type { ByteBudget } from './byte-budget.js'
@@ -32,6 +32,8 @@ export interface GrpcOptions {
   rlsHeaderNames?: Readonly<RlsHeaderNames>
   /** The decider charges every descriptor of a rejected call (FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT off). */
   rlsChargeRejected: boolean
+  /** FAIRVISOR_RLS_STORE_FAILURE: a call whose store failed is answered an error (UNKNOWN) or the fail policy's statuses. */
+  rlsStoreFailure: 'error' | 'policy'
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
   /** A bundle is in force: RLS descriptors are also decided by it. */
@@ -85,12 +87,13 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     responseHeaders: o.rlsResponseHeaders,
     headerNames: o.rlsHeaderNames,
     chargeRejected: o.rlsChargeRejected,
+    storeFailure: o.rlsStoreFailure,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
     answered: (domain, overall, storeFailed) =>
       o.metrics.rlsDecisions.inc({
         domain: domain ?? '_unknown',
-        code: (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok'),
+        code: overall === UNKNOWN ? 'store_error' : (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok'),
       }),
   })
   const methods = new Map([

@@ -1,6 +1,8 @@
 /**
  * gRPC on a shared Redis: exact limits across two gateway processes under 64
- * concurrent clients, and the fail policy's answer when Redis is gone.
+ * concurrent clients, and the fail policy's answer when Redis is gone
+ * (ShouldRateLimit with FAIRVISOR_RLS_STORE_FAILURE=policy; its default, an
+ * error, is in grpc-rls-store-outage.test.ts).
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
@@ -103,7 +105,7 @@ describe('gRPC on Redis', () => {
   })
 
   for (const policy of ['open', 'closed'] as const) {
-    test(`Redis stopped, fail ${policy}: Check and ShouldRateLimit answer the fail policy`, async () => {
+    test(`Redis stopped, fail ${policy}, FAIRVISOR_RLS_STORE_FAILURE=policy: Check and ShouldRateLimit answer the fail policy`, async () => {
       const redis: RedisServer = await startRedis()
       cleanup.push(() => redis.stop())
       const { bundle, rls } = writeConfig()
@@ -112,6 +114,7 @@ describe('gRPC on Redis', () => {
         FAIRVISOR_CONFIG_FILE: bundle,
         FAIRVISOR_RLS_CONFIG: rls,
         FAIRVISOR_FAIL_POLICY: policy,
+        FAIRVISOR_RLS_STORE_FAILURE: 'policy',
         FAIRVISOR_STORE_TIMEOUT_MS: '200',
       })
       cleanup.push(

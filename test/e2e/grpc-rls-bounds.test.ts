@@ -134,7 +134,7 @@ async function decidesLongCallsInLinearTime(gw: GatewayProcess, c: GrpcClients):
     )
     ms.push(a.ms)
   }
-  assert.equal(await metricValue(gw, 'fairvisor_rls_decisions_total', 'code="store_failed'), undefined, 'the store answered')
+  assert.equal(await metricValue(gw, 'fairvisor_rls_decisions_total', 'code="store_'), undefined, 'the store answered')
   assert.ok(Math.min(...ms) < LINEAR_MS, `${n} descriptors took ${ms.map((x) => x.toFixed(0)).join(' and ')} ms`)
   return `40,000 descriptors in ${ms.map((x) => x.toFixed(0)).join(' and ')} ms`
 }

@@ -77,6 +77,15 @@ describe("envoyproxy/ratelimit's own names", () => {
     const named = s({ LIMIT_LIMIT_HEADER: 'X-L', LIMIT_REMAINING_HEADER: 'X-R', LIMIT_RESET_HEADER: 'X-T' }).rlsHeaderNames
     assert.deepEqual(named, { limit: 'X-L', remaining: 'X-R', reset: 'X-T' })
   })
+
+  test('FAIRVISOR_RLS_STORE_FAILURE: an error by default, as envoyproxy/ratelimit answers a store outage; policy on request; nothing else', () => {
+    const s = (env: Record<string, string>) => loadSettings({ ...base, ...env }).rlsStoreFailure
+    assert.equal(s({}), 'error')
+    assert.equal(s({ FAIRVISOR_FAIL_POLICY: 'closed' }), 'error', 'whatever the fail policy')
+    assert.equal(s({ FAIRVISOR_RLS_STORE_FAILURE: 'policy' }), 'policy')
+    assert.equal(s({ FAIRVISOR_RLS_STORE_FAILURE: 'error' }), 'error')
+    refusedAs({ FAIRVISOR_RLS_STORE_FAILURE: 'open' }, 'FAIRVISOR_RLS_STORE_FAILURE')
+  })
 })
 
 describe('unknown FAIRVISOR_* variables', () => {

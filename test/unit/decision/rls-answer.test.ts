@@ -14,6 +14,7 @@ import {
   OVER_LIMIT,
   rateLimitResponse,
   storeFailed,
+  storeFailureMessage,
   type DescriptorStatus,
 } from '../../../src/decision/rls-answer.js'
 import type { Decision } from '../../../src/engine/decision.js'
@@ -62,6 +63,14 @@ test("a failed store: the engine's fail policy decides each checked descriptor",
   assert.ok(!storeFailed({ ...closed, reason: 'store_full' }))
   assert.deepEqual(failedStatus(open), { code: OK, limit_remaining: 0 })
   assert.deepEqual(failedStatus(closed), { code: OVER_LIMIT, limit_remaining: 0 })
+})
+
+test("a failed store answered as an error: the message names the store's error (the reason when there is none)", () => {
+  assert.equal(
+    storeFailureMessage({ ...open, storeError: 'redis connection is not ready' }),
+    'rate limit store unavailable: redis connection is not ready',
+  )
+  assert.equal(storeFailureMessage(closed), 'rate limit store unavailable: service_unavailable')
 })
 
 test("a bundle's decision on a descriptor: a reject is OVER_LIMIT; with no configured limit, its RateLimit values", () => {

@@ -1,12 +1,16 @@
 /**
  * Engine.evaluate (docs/behaviour.md §4) with a real MemoryStore and bundles compiled by
- * loadBundleBytes; time is passed in, so every expectation is exact.
+ * loadBundleBytes; time is passed in, so every expectation is exact. A store failure on a
+ * Redis store with no server behind it.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { bundle, compile, Harness, policy, rule, T0, tb, view } from '../../helpers/engine-harness.js'
 import { Engine } from '../../../src/engine/evaluate.js'
+import type { Decision } from '../../../src/engine/decision.js'
 import { MemoryStore } from '../../../src/store/memory/store.js'
+import { RedisStore } from '../../../src/store/redis/store.js'
+import { parseRedisUrl } from '../../../src/store/redis/url.js'
 
 test('policies are evaluated in id order whatever their order in the file; the first reject wins', () => {
   const h = new Harness(
@@ -388,4 +392,30 @@ test('an ambiguous match value or kill-switch scope is refused too, never read a
   assert.equal(killed.run({ headers: { 'X-User': 'bad' } }).reason, 'kill_switch')
   const d = killed.run({ headers: { 'X-User': ['other', 'bad'] } })
   assert.deepEqual([d.status, d.reason], [400, 'ambiguous_request'])
+})
+
+test("a store failure: the fail policy's decision, carrying the store's error for the front ends that answer it", async () => {
+  // Nothing listens on port 1: the call fails at once.
+  const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+  try {
+    const b = compile(bundle([policy('p', [rule('r', ['ip:address'], tb(1, 5))])]))
+    for (const failPolicy of ['open', 'closed'] as const) {
+      const errors: Error[] = []
+      const engine = new Engine({
+        store,
+        failPolicy,
+        observer: { descriptorMissing() {}, shadowReject() {}, storeError: (e) => errors.push(e) },
+      })
+      const d = await new Promise<Decision>((resolve) => engine.evaluate(b, view(), T0, false, resolve))
+      assert.deepEqual(
+        [d.allowed, d.reason],
+        failPolicy === 'open' ? [true, 'store_unavailable_fail_open'] : [false, 'service_unavailable'],
+      )
+      assert.equal(errors.length, 1)
+      assert.equal(d.storeError, errors[0]!.message)
+      assert.equal(d.message, undefined, 'nothing of it for the client')
+    }
+  } finally {
+    await store.close()
+  }
 })

@@ -2,31 +2,44 @@
  * A ShouldRateLimit call is decided by the engine like any request: one
  * decision per call, recorded with its reason and the policy `rls:<domain>`;
  * a shadow_mode limit's would-reject reported as a shadow policy's; a store
- * failure reported to the observer (store errors, the log) and answered by
- * the engine's fail policy. The real engine, the in-process store, and a
- * Redis store whose server is not there.
+ * failure reported to the observer (store errors, the log) and answered an
+ * error as envoyproxy/ratelimit answers it (UNKNOWN), or by the engine's fail
+ * policy with FAIRVISOR_RLS_STORE_FAILURE=policy. The real engine, the
+ * in-process store, and a Redis store whose server is not there.
  */
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
-import { createLimitDecider } from '../../../src/decision/decide.js'
+import type { CompiledBundle } from '../../../src/bundle/compile.js'
+import { createDecider, createLimitDecider } from '../../../src/decision/decide.js'
 import type { Decision, ShadowReject } from '../../../src/engine/decision.js'
 import { Engine } from '../../../src/engine/evaluate.js'
 import { parseRlsYaml } from '../../../src/grpc/rls-config.js'
-import { createShouldRateLimit, type RateLimitRequest } from '../../../src/grpc/rls-service.js'
+import { createShouldRateLimit, type RateLimitRequest, type RlsOptions } from '../../../src/grpc/rls-service.js'
+import { GrpcFailure } from '../../../src/grpc/wire.js'
+import { NetworkData } from '../../../src/request/network-data.js'
 import { MemoryStore } from '../../../src/store/memory/store.js'
 import { RedisStore } from '../../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../../src/store/redis/url.js'
 import type { FailPolicy, Store } from '../../../src/store/store.js'
+import { bundle, compile, policy, rule, tb } from '../../helpers/engine-harness.js'
 import { ROOT } from '../../helpers/processes.js'
 
 const OK = 1
 const OVER_LIMIT = 2
 const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
 
-function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected = true, rls = config) {
+/** `o.bundle`: a bundle in force, deciding each descriptor too (grpc/rls-bundle.ts). */
+function gateway(
+  store: Store,
+  failPolicy: FailPolicy = 'open',
+  chargeRejected = true,
+  rls = config,
+  o: { storeFailure?: RlsOptions['storeFailure']; bundle?: CompiledBundle } = {},
+) {
   const decisions: Decision[] = []
+  const answers: Array<[string | undefined, number, boolean]> = []
   const shadow: ShadowReject[] = []
   const storeErrors: Error[] = []
   const engine = new Engine({
@@ -34,18 +47,28 @@ function gateway(store: Store, failPolicy: FailPolicy = 'open', chargeRejected =
     failPolicy,
     observer: { descriptorMissing() {}, shadowReject: (r) => shadow.push(r), storeError: (e) => storeErrors.push(e) },
   })
+  const clock = () => Date.UTC(2026, 0, 1)
+  const decided = (d: Decision) => decisions.push(d)
+  const net = new NetworkData({ asnMapFile: undefined, geoipCountryFile: undefined, geoipAsnFile: undefined, torExitListFile: undefined })
+  const compiled = o.bundle
   const shouldRateLimit = createShouldRateLimit({
     config: () => rls,
-    decideLimits: createLimitDecider({ engine, clock: () => Date.UTC(2026, 0, 1), decided: (d) => decisions.push(d), chargeRejected }),
+    decideLimits: createLimitDecider({ engine, clock, decided, chargeRejected }),
     responseHeaders: false,
     chargeRejected,
-    answered() {},
+    storeFailure: o.storeFailure,
+    decide:
+      compiled === undefined
+        ? undefined
+        : createDecider({ engine, bundle: () => compiled, jwt: undefined, trusted: undefined, net, clock, decided }),
+    bundleLoaded: () => compiled !== undefined,
+    answered: (domain, overall, failed) => answers.push([domain, overall, failed]),
   })
   const ask = (req: RateLimitRequest) =>
     new Promise<{ overall_code: number; statuses: Array<{ code: number; limit_remaining: number }> }>((resolve, reject) =>
       shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))),
     )
-  return { ask, decisions, shadow, storeErrors }
+  return { ask, decisions, shadow, storeErrors, answers }
 }
 
 const call = (domain: string, key: string, value: string, hits?: number): RateLimitRequest => ({
@@ -239,17 +262,74 @@ describe('ShouldRateLimit through the engine', () => {
   describe('the store down', () => {
     const stores: Store[] = []
     after(() => Promise.all(stores.map((s) => s.close())))
+    // Nothing listens on port 1: every call fails at once.
+    const down = (): Store => {
+      const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+      stores.push(store)
+      return store
+    }
+    /** The call's error: it must be a gRPC failure, not an answer. */
+    const refusal = (p: Promise<unknown>): Promise<GrpcFailure> =>
+      p.then(
+        (r) => assert.fail(`answered ${JSON.stringify(r)}`),
+        (err: unknown) => {
+          assert.ok(err instanceof GrpcFailure, `a gRPC failure, not ${String(err)}`)
+          return err
+        },
+      )
+    const UNKNOWN = 2 // the gRPC status envoyproxy/ratelimit's Go server answers a Redis error with
+
     for (const policy of ['open', 'closed'] as const) {
-      test(`fail ${policy}: the store error reaches the observer; the decision and the answer are the fail policy's`, async () => {
-        // Nothing listens on port 1: every call fails at once.
-        const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
-        stores.push(store)
-        const g = gateway(store, policy)
+      test(`fail ${policy}, FAIRVISOR_RLS_STORE_FAILURE=error (the default): answered UNKNOWN with the store's error (as envoyproxy/ratelimit), counted as such`, async () => {
+        const g = gateway(down(), policy, true, config, { storeFailure: 'error' })
+        const err = await refusal(g.ask(call('messaging', 'to_number', '2061234567')))
+        assert.equal(err.code, UNKNOWN)
+        assert.equal(err.details, `rate limit store unavailable: ${g.decisions[0]!.storeError}`)
+        assert.ok(g.decisions[0]!.storeError!.length > 0)
+        assert.equal(g.storeErrors.length, 1, 'the store error still reaches the observer (log, fairvisor_store_errors_total)')
+        assert.deepEqual(g.answers, [['messaging', 0, true]])
+      })
+
+      test(`fail ${policy}, FAIRVISOR_RLS_STORE_FAILURE=policy: the store error reaches the observer; the decision and the answer are the fail policy's`, async () => {
+        const g = gateway(down(), policy, true, config, { storeFailure: 'policy' })
         const r = await g.ask(call('messaging', 'to_number', '2061234567'))
         assert.equal(r.overall_code, policy === 'open' ? OK : OVER_LIMIT)
         assert.equal(g.storeErrors.length, 1)
         assert.equal(g.decisions[0]!.reason, policy === 'open' ? 'store_unavailable_fail_open' : 'service_unavailable')
+        assert.deepEqual(g.answers, [['messaging', r.overall_code, true]])
       })
     }
+
+    const edge = compile(
+      bundle([policy('edge', [rule('per_ip', ['descriptor:remote_address'], tb(1, 10))], {}, { pathExact: '/edge_bundle_only' })]),
+    )
+    // A domain the configuration does not have: only the bundle limits its calls.
+    const edgeCall: RateLimitRequest = {
+      domain: 'edge_bundle_only',
+      descriptors: [{ entries: [{ key: 'remote_address', value: '10.0.0.1' }] }],
+    }
+
+    test('a bundle deciding the descriptors (no configured limit) follows the same rule: UNKNOWN by default, the fail policy with policy', async () => {
+      const g = gateway(down(), 'closed', true, config, { storeFailure: 'error', bundle: edge })
+      const err = await refusal(g.ask(edgeCall))
+      assert.equal(err.code, UNKNOWN)
+      assert.match(err.details, /^rate limit store unavailable: \S/)
+      assert.deepEqual(g.answers, [[undefined, 0, true]])
+      assert.deepEqual(
+        g.decisions.map((d) => d.reason),
+        ['no_matching_policy', 'service_unavailable'],
+      )
+      const p = gateway(down(), 'closed', true, config, { storeFailure: 'policy', bundle: edge })
+      assert.equal((await p.ask(edgeCall)).overall_code, OVER_LIMIT)
+      const open = gateway(down(), 'open', true, config, { storeFailure: 'policy', bundle: edge })
+      assert.equal((await open.ask(edgeCall)).overall_code, OK)
+    })
+
+    test('a call that needs no store call is answered as usual with the store down', async () => {
+      const g = gateway(down(), 'closed', true, config, { storeFailure: 'error' })
+      const r = await g.ask(call('nowhere', 'k', 'v'))
+      assert.equal(r.overall_code, OK)
+      assert.equal(g.storeErrors.length, 0)
+    })
   })
 })
