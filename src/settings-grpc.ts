@@ -19,7 +19,7 @@ export interface GrpcSettings {
   rlsResponseHeaders: boolean
   /** The names of those headers: envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER. */
   rlsHeaderNames: RlsHeaderNames
-  /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
+  /** A rejected ShouldRateLimit call charges only its descriptors that go over (envoyproxy/ratelimit's switch of the same name, off by default). */
   rlsStopIncrementWhenOverLimit: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number

@@ -112,7 +112,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   [
     'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
     'false',
-    'a rejected ShouldRateLimit call charges nothing (default: every descriptor); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+    'a rejected ShouldRateLimit call charges only its descriptors going over (default: every one); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
   ],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
