@@ -268,7 +268,7 @@ onStores(
         r.statuses,
         units.map(([, unit]) => st(OK, lim(1, unit), 0)),
       )
-      units.forEach(([key, , seconds], i) => assertReset(r.resets[i], seconds, r.at, key))
+      for (const [i, [key, , seconds]] of units.entries()) assertReset(r.resets[i], seconds, r.at, key)
     })
 
     test('TestServiceWithDefaultRatelimitHeaders: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset of the descriptor over', async () => {
