@@ -82,7 +82,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           decide,
           exposeReason,
           encodedSlashes: settings.encodedSlashes,
-          decideLimits: createLimitDecider({ engine, clock, decided, chargeRejected: !settings.rlsStopIncrementWhenOverLimit }),
+          decideLimits: createLimitDecider({ engine, clock, decided }),
           rlsChargeRejected: !settings.rlsStopIncrementWhenOverLimit,
           // Without FAIRVISOR_RLS_CONFIG only the bundle limits RLS calls; with it, nothing loaded is an error per call.
           rlsConfig: settings.rlsConfig === undefined ? () => NO_RLS_FILE : () => config.rls(),

@@ -19,7 +19,7 @@ export interface GrpcSettings {
   rlsResponseHeaders: boolean
   /** The names of those headers: envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER. */
   rlsHeaderNames: RlsHeaderNames
-  /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
+  /** A rejected ShouldRateLimit call charges only its descriptors that go over (envoyproxy/ratelimit's switch of the same name, off by default). */
   rlsStopIncrementWhenOverLimit: boolean
   /** A ShouldRateLimit call whose store failed: `error` (UNKNOWN, as envoyproxy/ratelimit) or `policy` (FAIRVISOR_FAIL_POLICY's statuses). */
   rlsStoreFailure: 'error' | 'policy'

@@ -112,7 +112,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   [
     'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
     'false',
-    'a rejected ShouldRateLimit call charges nothing (default: every descriptor); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
+    'a rejected ShouldRateLimit call charges only its descriptors going over (default: every one); also read as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
   ],
   [
     'FAIRVISOR_RLS_STORE_FAILURE',

@@ -8,7 +8,7 @@
 import type { BlockList } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision } from '../engine/decision.js'
-import type { Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
+import type { ChargeRejected, Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
 import type { Outcomes } from '../store/store.js'
 import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
@@ -53,15 +53,19 @@ export function createDecider(o: DeciderOptions): Decide {
   }
 }
 
-/** The decision on a call that names its limits (Engine.evaluateLimits), with each check's outcome. */
+/**
+ * The decision on a call that names its limits (Engine.evaluateLimits), with each check's outcome;
+ * `charge`: what a group with a reject charges (nothing by default).
+ */
 export type DecideLimits = (
   target: LimitTarget | undefined,
   limits: readonly NamedLimit[],
   then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
+  charge?: ChargeRejected,
 ) => void
 
-export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'> & { chargeRejected?: boolean }): DecideLimits {
-  return (target, limits, then) => {
+export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'>): DecideLimits {
+  return (target, limits, then, charge) => {
     const start = process.hrtime.bigint()
     o.engine.evaluateLimits(
       target,
@@ -71,7 +75,7 @@ export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 
         o.decided(d, start)
         then(d, outcomes, read)
       },
-      o.chargeRejected,
+      charge,
     )
   }
 }

@@ -105,10 +105,16 @@ export const RLS_HEADER_NAMES: Readonly<RlsHeaderNames> = {
 function headers(
   statuses: readonly DescriptorStatus[],
   names: Readonly<RlsHeaderNames>,
+  quota: readonly boolean[] | undefined,
 ): Array<{ key: string; value: string }> | undefined {
-  // As envoyproxy/ratelimit: the limited descriptor with the fewest requests left.
+  // As envoyproxy/ratelimit: the limited descriptor with the fewest requests left, except that one
+  // OVER_LIMIT outside quota_mode (the last such) is taken over one that merely has none left.
   let min: DescriptorStatus | undefined
-  for (const s of statuses) if (s.current_limit && (min === undefined || s.limit_remaining < min.limit_remaining)) min = s
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i]!
+    if (!s.current_limit) continue
+    if ((s.code === OVER_LIMIT && quota?.[i] !== true) || min === undefined || s.limit_remaining < min.limit_remaining) min = s
+  }
   if (min === undefined) return undefined
   return [
     { key: names.limit, value: String(min.current_limit!.requests_per_unit) },
@@ -139,6 +145,6 @@ export function rateLimitResponse(
   }
   const overall = over || (quotas > 0 && quotasOver === quotas) ? OVER_LIMIT : OK
   const res: RateLimitResponse = { overall_code: overall, statuses }
-  if (withHeaders) res.response_headers_to_add = headers(statuses, names)
+  if (withHeaders) res.response_headers_to_add = headers(statuses, names, quota)
   return res
 }

@@ -13,7 +13,7 @@ import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/com
 import { AmbiguousRequest } from '../errors.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { RequestView } from '../request/view.js'
-import type { ApplyDone, Check, FailPolicy, Outcomes, Store } from '../store/store.js'
+import type { ApplyDone, Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store.js'
 import type { Decision, EngineObserver } from './decision.js'
 import { finish } from './finish.js'
 import { killSwitchRetryAfter } from './kill-switch.js'
@@ -40,6 +40,13 @@ export interface NamedLimit {
   cost: number
   shadow: boolean
 }
+
+/**
+ * What a group with a reject charges before its counters are read: nothing (false), every check
+ * (true), or the checks `overAlone` picks from their counters read first (index in the call, the
+ * read outcome), which are then read again.
+ */
+export type ChargeRejected = boolean | ((index: number, read: Outcome) => boolean)
 
 export interface EngineOptions {
   store: Store
@@ -126,8 +133,10 @@ export class Engine {
    * all in one store call. `then` also gets each check's outcome, for front ends that answer per
    * limit. In a group with a reject, every check's counter is then read (cost 0) so that its count
    * is known whatever its position, `read` telling which outcomes are such reads; with
-   * `chargeRejected` those checks are first charged their cost regardless of their limit, as
-   * envoyproxy/ratelimit increments every descriptor of a rejected call (its default).
+   * `chargeRejected` true those checks are first charged their cost regardless of their limit, as
+   * envoyproxy/ratelimit increments every descriptor of a rejected call (its default); a function
+   * picks, from the counters read, those charged after all (its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT:
+   * the ones that go over).
    * Outcomes are undefined when the store failed (the decision then carries the fail policy).
    */
   evaluateLimits(
@@ -135,7 +144,7 @@ export class Engine {
     limits: readonly NamedLimit[],
     nowMs: number,
     then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
-    chargeRejected = false,
+    chargeRejected: ChargeRejected = false,
   ): void {
     if (target === undefined) return then(NO_MATCH, undefined)
     const { policy, view } = target
@@ -154,12 +163,12 @@ export class Engine {
     })
   }
 
-  /** Reads (after charging them, with `charge`) the counters of the checks in a group with a reject. */
+  /** Reads the counters of the checks in a group with a reject, charging them first or after as `charge` says. */
   private readRejected(
     checks: readonly Check[],
     outcomes: Outcomes,
     nowMs: number,
-    charge: boolean,
+    charge: ChargeRejected,
     done: (read?: boolean[]) => void,
   ): void {
     const rejected = [false, false] // per group: enforce, shadow
@@ -169,8 +178,8 @@ export class Engine {
     for (let i = 0; i < checks.length; i++) if (rejected[+checks[i]!.shadow]) at.push(i)
     const marks = checks.map(() => false)
     // A read over its limit stops its group as any check does: the rest are read in another call.
-    const read = (left: number[]): void => {
-      if (left.length === 0) return done(marks)
+    const read = (left: number[], then: () => void): void => {
+      if (left.length === 0) return then()
       this.apply(
         left.map((i) => ({ ...checks[i]!, cost: 0 })),
         nowMs,
@@ -186,13 +195,25 @@ export class Engine {
               marks[left[j]!] = true
             }
           }
-          read(next)
+          read(next, then)
         },
       )
     }
-    if (!charge) return read(at)
-    const adjustments = at.map((i) => ({ key: checks[i]!.key, limit: checks[i]!.limit, amount: -checks[i]!.cost }))
-    this.opts.store.adjust(adjustments, nowMs / 1000, (err) => (err ? done() : read(at)))
+    // A failed charge leaves the counters as the reads (if any) found them.
+    const charged = (these: number[], then: () => void): void =>
+      this.opts.store.adjust(
+        these.map((i) => ({ key: checks[i]!.key, limit: checks[i]!.limit, amount: -checks[i]!.cost })),
+        nowMs / 1000,
+        (err) => (err ? done(marks.includes(true) ? marks : undefined) : then()),
+      )
+    const finished = () => done(marks)
+    if (charge === false) return read(at, finished)
+    if (charge === true) return charged(at, () => read(at, finished))
+    read(at, () => {
+      const over = at.filter((i) => marks[i] && charge(i, outcomes[i]!))
+      if (over.length === 0) return finished()
+      charged(over, () => read(over, finished))
+    })
   }
 
   private apply(checks: readonly Check[], nowMs: number, done: ApplyDone): void {

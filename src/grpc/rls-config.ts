@@ -90,33 +90,36 @@ function validateKeys(node: Map<unknown, unknown>, source: string): void {
   }
 }
 
-function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric: boolean): RlsLimit {
-  if (!isObject(raw)) throw new RlsConfigError(`${where}.rate_limit must be a mapping`)
+/**
+ * A refusal worded as envoyproxy/ratelimit words it (`<file>: <message>`, so what operators grep
+ * for still matches), then where in the file, which upstream does not say.
+ */
+const refused = (source: string, message: string, at: string): RlsConfigError => new RlsConfigError(`${source}: ${message} (at ${at})`)
+
+function parseLimit(raw: unknown, source: string, at: string, shadow: boolean, detailedMetric: boolean): RlsLimit {
+  if (!isObject(raw)) throw refused(source, 'rate_limit must be a mapping', at)
   const unlimited = raw.unlimited === true
   const unit = typeof raw.unit === 'string' ? raw.unit.toLowerCase() : undefined
   const validUnit = unit !== undefined && unit in UNIT_SECONDS
   // An absent requests_per_unit is 0, as upstream reads it (every request over the limit).
   const rpu = raw.requests_per_unit ?? 0
   if (unlimited) {
-    if (validUnit) throw new RlsConfigError(`${where}: should not specify rate limit unit when unlimited`)
+    if (validUnit) throw refused(source, 'should not specify rate limit unit when unlimited', at)
   } else {
     if (!validUnit)
-      throw new RlsConfigError(
-        `${where}: invalid rate limit unit '${String(raw.unit ?? '')}' (one of ${Object.keys(UNIT_SECONDS).join(', ')})`,
-      )
+      throw refused(source, `invalid rate limit unit '${String(raw.unit ?? '')}'`, `${at}; one of ${Object.keys(UNIT_SECONDS).join(', ')}`)
     if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffffffff)
-      throw new RlsConfigError(`${where}.rate_limit.requests_per_unit must be an integer from 0 to 4294967295`)
+      throw refused(source, 'rate_limit.requests_per_unit must be an integer from 0 to 4294967295', at)
   }
   if (raw.name !== undefined && raw.name !== null && typeof raw.name !== 'string')
-    throw new RlsConfigError(`${where}.rate_limit.name must be a string`)
+    throw refused(source, 'rate_limit.name must be a string', at)
   const name = typeof raw.name === 'string' && raw.name !== '' ? raw.name : undefined
   const replaces = raw.replaces ?? []
-  if (!Array.isArray(replaces) || !replaces.every(isObject))
-    throw new RlsConfigError(`${where}.rate_limit.replaces must be a list of {name: …}`)
+  if (!Array.isArray(replaces) || !replaces.every(isObject)) throw refused(source, 'rate_limit.replaces must be a list of {name: …}', at)
   const names = replaces.map((r) => r.name)
-  if (names.some((n) => typeof n !== 'string' || n === '')) throw new RlsConfigError(`${where}: should not have an empty replaces entry`)
+  if (names.some((n) => typeof n !== 'string' || n === '')) throw refused(source, 'should not have an empty replaces entry', at)
   // A limit replacing itself would silently disable it.
-  if (name !== undefined && names.includes(name)) throw new RlsConfigError(`${where}: replaces should not contain name of same descriptor`)
+  if (name !== undefined && names.includes(name)) throw refused(source, 'replaces should not contain name of same descriptor', at)
   return {
     unit: (validUnit ? unit : 'second') as Unit,
     requestsPerUnit: unlimited ? 0 : (rpu as number),
@@ -128,29 +131,31 @@ function parseLimit(raw: unknown, where: string, shadow: boolean, detailedMetric
   }
 }
 
-/** `parentKey` is the composite key so far (`domain.key_value.`), as upstream names a duplicate. */
-function parseDescriptors(list: unknown, where: string, parentKey: string, into: RlsNode): void {
+/**
+ * `parentKey` is the composite key so far (`domain.key_value.`), as upstream names a duplicate;
+ * `where` the place in the file (`domain.descriptors[0]…`), for our part of a message.
+ */
+function parseDescriptors(list: unknown, source: string, where: string, parentKey: string, into: RlsNode): void {
   if (list === undefined || list === null) return
-  if (!Array.isArray(list)) throw new RlsConfigError(`${where}.descriptors must be a list`)
+  if (!Array.isArray(list)) throw refused(source, 'descriptors must be a list', where)
   for (const [i, raw] of list.entries()) {
     const at = `${where}.descriptors[${i}]`
-    if (!isObject(raw) || raw.key === undefined || raw.key === null || raw.key === '')
-      throw new RlsConfigError(`${at}: descriptor has empty key`)
+    if (!isObject(raw) || raw.key === undefined || raw.key === null || raw.key === '') throw refused(source, 'descriptor has empty key', at)
     const key = String(raw.key)
     const value = raw.value === undefined || raw.value === null ? '' : String(raw.value)
     const mapKey = value === '' ? key : `${key}_${value}`
-    if (into.children.has(mapKey)) throw new RlsConfigError(`${at}: duplicate descriptor composite key '${parentKey}${mapKey}'`)
+    if (into.children.has(mapKey)) throw refused(source, `duplicate descriptor composite key '${parentKey}${mapKey}'`, at)
     const wildcard = mapKey.includes('*')
     if (raw.share_threshold === true && !wildcard)
-      throw new RlsConfigError(`${at}: share_threshold can only be used with wildcard values (containing '*'), but found key '${mapKey}'`)
+      throw refused(source, `share_threshold can only be used with wildcard values (containing '*'), but found key '${mapKey}'`, at)
     const node = newNode(
       raw.rate_limit === undefined || raw.rate_limit === null
         ? undefined
-        : parseLimit(raw.rate_limit, at, raw.shadow_mode === true, raw.detailed_metric === true),
+        : parseLimit(raw.rate_limit, source, at, raw.shadow_mode === true, raw.detailed_metric === true),
       raw.share_threshold === true ? value : undefined,
     )
     if (node.limit !== undefined && raw.quota_mode === true) node.limit.quota = true
-    parseDescriptors(raw.descriptors, at, `${parentKey}${mapKey}.`, node)
+    parseDescriptors(raw.descriptors, source, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })
     into.children.set(mapKey, node)
@@ -174,7 +179,7 @@ export function parseRlsYaml(text: string, source: string, into: RlsConfig = new
     const seen = into.get(root.domain)
     if (seen !== undefined && !merge) throw new RlsConfigError(`${source}: duplicate domain '${root.domain}' in config file`)
     const node = seen ?? newNode()
-    parseDescriptors(root.descriptors, `${source}: ${root.domain}`, `${root.domain}.`, node)
+    parseDescriptors(root.descriptors, source, root.domain, `${root.domain}.`, node)
     into.set(root.domain, node)
   }
   return into

@@ -53,7 +53,7 @@ export interface RlsOptions {
   bundleLoaded?(): boolean
   /**
    * A rejected call charges every descriptor (envoyproxy/ratelimit's default); false:
-   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, nothing is charged. As the decider was made.
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, only the descriptors that go over are charged.
    */
   chargeRejected: boolean
   /**
@@ -92,7 +92,8 @@ const NONE: readonly PlannedDescriptor[] = []
 /**
  * A descriptor of a rejected call, from its counter read after the call: over its limit when its
  * count with its own hits is (whatever its position in the call, as envoyproxy/ratelimit); the
- * requests left counted after its hits when they were charged, before them when not.
+ * requests left counted after its hits when every descriptor was charged, before them when only
+ * those going over were (a charged one is over: it reports none left).
  */
 function afterReject(p: PlannedDescriptor, read: Outcome, charged: boolean, later: number): Outcome {
   // Charged: the count read includes the hits of later descriptors on the same counter (upstream
@@ -101,6 +102,15 @@ function afterReject(p: PlannedDescriptor, read: Outcome, charged: boolean, late
   const after = charged ? count : count + p.cost
   return { allowed: after <= p.answer.current.requests_per_unit, value: count, retryAfter: read.retryAfter }
 }
+
+/**
+ * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, as envoyproxy/ratelimit applies it: of a rejected call,
+ * the descriptors whose count before it plus their own hits goes over are charged, the others not.
+ */
+const goingOver =
+  (planned: readonly PlannedDescriptor[]) =>
+  (i: number, read: Outcome): boolean =>
+    read.value + planned[i]!.cost > planned[i]!.answer.current.requests_per_unit
 
 /** The hits of the descriptors after each one on its counter (usually none: a counter appears once). */
 function laterHits(planned: readonly PlannedDescriptor[]): number[] {
@@ -140,23 +150,29 @@ export function createShouldRateLimit(o: RlsOptions) {
       o.answered(domain === undefined ? undefined : parsed.domain, UNKNOWN, true)
       then(new GrpcFailure(GrpcStatus.UNKNOWN, storeFailureMessage(d)))
     }
-    o.decideLimits(domain, planned, (d, outcomes, read) => {
-      const failed = storeFailed(d)
-      if (failed && storeError) return fail(d)
-      const later = read === undefined ? undefined : laterHits(planned)
-      for (let i = 0; i < planned.length; i++) {
-        const p = planned[i]!
-        const out = read?.[i] ? afterReject(p, outcomes![i]!, o.chargeRejected, later![i]!) : outcomes?.[i]
-        statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, out)
-      }
-      if (o.decide && o.bundleLoaded?.()) {
-        decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
-          const down = storeError ? ds.find(storeFailed) : undefined
-          if (down !== undefined) return fail(down)
-          for (let i = 0; i < ds.length; i++) statuses[i] = mergeDecision(statuses[i]!, ds[i]!)
-          answer(failed)
-        })
-      } else answer(failed)
-    })
+    o.decideLimits(
+      domain,
+      planned,
+      (d, outcomes, read) => {
+        const failed = storeFailed(d)
+        if (failed && storeError) return fail(d)
+        const later = read === undefined ? undefined : laterHits(planned)
+        for (let i = 0; i < planned.length; i++) {
+          const p = planned[i]!
+          const out = read?.[i] ? afterReject(p, outcomes![i]!, o.chargeRejected, later![i]!) : outcomes?.[i]
+          statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, out)
+        }
+        if (o.decide && o.bundleLoaded?.()) {
+          decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
+            const down = storeError ? ds.find(storeFailed) : undefined
+            if (down !== undefined) return fail(down)
+            for (let i = 0; i < ds.length; i++) statuses[i] = mergeDecision(statuses[i]!, ds[i]!)
+            answer(failed)
+          })
+        } else answer(failed)
+      },
+      // One descriptor rejected is one going over: charged, without a predicate to make.
+      o.chargeRejected || planned.length < 2 || goingOver(planned),
+    )
   }
 }

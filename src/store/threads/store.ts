@@ -12,7 +12,7 @@
  * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { fullRetryAfter, InProcessStore } from '../in-process.js'
+import { InProcessStore } from '../in-process.js'
 import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
 import { RESERVED, type SharedTable } from './table.js'
 

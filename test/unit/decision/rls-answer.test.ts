@@ -102,6 +102,12 @@ test('the response: OVER_LIMIT when any descriptor is; headers of the limited de
   ])
   assert.equal(rateLimitResponse([a, failedStatus(closed)], false).overall_code, OVER_LIMIT)
   assert.equal(rateLimitResponse([noLimitStatus()], true).response_headers_to_add, undefined)
+  // A descriptor over its limit (not in quota_mode) is the one reported, the last such, even after one with none left.
+  const none = limitStatus({ current: { requests_per_unit: 3, unit: 3 }, shadow: false }, { allowed: true, value: 3, retryAfter: 900 })
+  const over = limitStatus({ current: { requests_per_unit: 10, unit: 2 }, shadow: false }, { allowed: false, value: 10, retryAfter: 30 })
+  const headerValues = (res: { response_headers_to_add?: Array<{ value: string }> }) => res.response_headers_to_add?.map((h) => h.value)
+  assert.deepEqual(headerValues(rateLimitResponse([none, over, a], true)), ['10', '0', '30'])
+  assert.deepEqual(headerValues(rateLimitResponse([none, over], true, [false, true])), ['3', '0', '900'], 'a quota over does not take it')
   // The names envoyproxy/ratelimit's LIMIT_*_HEADER settings give.
   const named = rateLimitResponse([a, b], true, undefined, { limit: 'X-RL-Limit', remaining: 'X-RL-Left', reset: 'X-RL-Reset' })
   assert.deepEqual(named.response_headers_to_add, [

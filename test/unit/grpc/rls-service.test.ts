@@ -53,7 +53,7 @@ function gateway(
   const compiled = o.bundle
   const shouldRateLimit = createShouldRateLimit({
     config: () => rls,
-    decideLimits: createLimitDecider({ engine, clock, decided, chargeRejected }),
+    decideLimits: createLimitDecider({ engine, clock, decided }),
     responseHeaders: false,
     chargeRejected,
     storeFailure: o.storeFailure,
@@ -194,7 +194,7 @@ describe('ShouldRateLimit through the engine', () => {
         )
         assert.deepEqual(await remaining(g, [plain]), [[OK, 93]])
       })
-      test(`${order}, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: nothing is charged; the others report their count before`, async () => {
+      test(`${order}, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: only the one going over is charged; the others report their count before`, async () => {
         // As upstream's TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig: the key not over reports limit - count.
         const g = gateway(new MemoryStore({ maxBytes: 1 << 20 }), 'open', false)
         for (let i = 0; i < 5; i++) await g.ask({ domain: 'messaging', descriptors: [marketing, plain] })
@@ -212,6 +212,8 @@ describe('ShouldRateLimit through the engine', () => {
               ],
         )
         assert.deepEqual(await remaining(g, [plain]), [[OK, 94]])
+        // The marketing count went to 6 of 5: a check that charges nothing finds it over.
+        assert.deepEqual(await remaining(g, [{ ...marketing, hits_addend: { value: 0 } }]), [[OVER_LIMIT, 0]])
       })
     }
 
