@@ -21,6 +21,12 @@ export interface GrpcSettings {
   rlsHeaderNames: RlsHeaderNames
   /** A rejected ShouldRateLimit call charges nothing (envoyproxy/ratelimit's switch of the same name, off by default). */
   rlsStopIncrementWhenOverLimit: boolean
+  /** No ShouldRateLimit call is answered OVER_LIMIT, limits still counted (FAIRVISOR_RLS_SHADOW_MODE, or envoyproxy/ratelimit's SHADOW_MODE). */
+  rlsShadowMode: boolean
+  /** Every descriptor in quota_mode (FAIRVISOR_RLS_QUOTA_MODE, or envoyproxy/ratelimit's QUOTA_MODE). */
+  rlsQuotaMode: boolean
+  /** ShouldRateLimit answers carry dynamic_metadata (FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA, or RESPONSE_DYNAMIC_METADATA). */
+  rlsDynamicMetadata: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -87,6 +93,10 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
       'FAIRVISOR_RLS_STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT',
       bool(env, 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
     ),
+    // envoyproxy/ratelimit's global switches, under its names too (ours wins when both are set); off by default, as there.
+    rlsShadowMode: bool(env, 'FAIRVISOR_RLS_SHADOW_MODE', bool(env, 'SHADOW_MODE', false)),
+    rlsQuotaMode: bool(env, 'FAIRVISOR_RLS_QUOTA_MODE', bool(env, 'QUOTA_MODE', false)),
+    rlsDynamicMetadata: bool(env, 'FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA', bool(env, 'RESPONSE_DYNAMIC_METADATA', false)),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),

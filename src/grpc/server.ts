@@ -34,6 +34,10 @@ export interface GrpcOptions {
   rlsChargeRejected: boolean
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
+  /** FAIRVISOR_RLS_SHADOW_MODE, FAIRVISOR_RLS_QUOTA_MODE, FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA (envoyproxy/ratelimit's global switches). */
+  rlsShadowMode?: boolean
+  rlsQuotaMode?: boolean
+  rlsDynamicMetadata?: boolean
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
   metrics: GrpcMetrics
@@ -85,6 +89,9 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     responseHeaders: o.rlsResponseHeaders,
     headerNames: o.rlsHeaderNames,
     chargeRejected: o.rlsChargeRejected,
+    shadowMode: o.rlsShadowMode,
+    quotaMode: o.rlsQuotaMode,
+    dynamicMetadata: o.rlsDynamicMetadata,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
     answered: (domain, overall, storeFailed) =>

@@ -77,6 +77,20 @@ describe("envoyproxy/ratelimit's own names", () => {
     const named = s({ LIMIT_LIMIT_HEADER: 'X-L', LIMIT_REMAINING_HEADER: 'X-R', LIMIT_RESET_HEADER: 'X-T' }).rlsHeaderNames
     assert.deepEqual(named, { limit: 'X-L', remaining: 'X-R', reset: 'X-T' })
   })
+
+  for (const [ours, theirs, field] of [
+    ['FAIRVISOR_RLS_SHADOW_MODE', 'SHADOW_MODE', 'rlsShadowMode'],
+    ['FAIRVISOR_RLS_QUOTA_MODE', 'QUOTA_MODE', 'rlsQuotaMode'],
+    ['FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA', 'RESPONSE_DYNAMIC_METADATA', 'rlsDynamicMetadata'],
+  ] as const)
+    test(`${theirs}: off by default, read under its own name, ${ours} first`, () => {
+      const s = (env: Record<string, string>) => loadSettings({ ...base, ...env })[field]
+      assert.equal(s({}), false)
+      assert.equal(s({ [theirs]: 'true' }), true)
+      assert.equal(s({ [ours]: 'true' }), true)
+      assert.equal(s({ [theirs]: 'true', [ours]: 'false' }), false)
+      assert.throws(() => s({ [theirs]: 'maybe' }), new RegExp(theirs))
+    })
 })
 
 describe('unknown FAIRVISOR_* variables', () => {
