@@ -4,8 +4,10 @@
  * per domain a CompiledPolicy `rls:<domain>`, per configured limit a
  * CompiledRule on the window counter (algorithms/rls-limit.ts) whose counter
  * keys read `rls:<domain>_<key>_<value>…`, and the limit as the answer states
- * it (current_limit), built once. The configuration stays plain data (worker
- * threads receive it by message); each thread compiles it on first use.
+ * it (current_limit, metadata), built once; a call's limit overrides get
+ * rules of the same kind, made when first asked for. The configuration stays
+ * plain data (worker threads receive it by message); each thread compiles it
+ * on first use.
  */
 import { RLS_LIMIT } from '../algorithms/rls-limit.js'
 import { counterLimit } from '../algorithms/kinds/window-counter/kind.js'

@@ -157,8 +157,9 @@ export function createShouldRateLimit(o: RlsOptions) {
     let quota: boolean[] | undefined = o.quotaMode ? statuses.map((s) => s.limit_remaining !== UNLIMITED) : undefined
     const answer = (failed: boolean): void => {
       if (!o.quotaMode) for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
-      const res = rateLimitResponse(statuses, o.responseHeaders, quota, o.headerNames)
-      // SHADOW_MODE, as envoyproxy/ratelimit: the call OK, statuses and headers as they are. A store failure is the fail policy's.
+      // A store failure is the fail policy's answer, whatever QUOTA_MODE or SHADOW_MODE say (a failure fails every check alike).
+      const res = rateLimitResponse(statuses, o.responseHeaders, failed ? undefined : quota, o.headerNames)
+      // SHADOW_MODE, as envoyproxy/ratelimit: the call OK, statuses and headers as they are.
       if (o.shadowMode && !failed) res.overall_code = OK
       if (o.dynamicMetadata) res.dynamic_metadata = dynamicMetadata(req, passedMetadata(planned, statuses))
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)

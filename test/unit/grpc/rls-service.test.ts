@@ -387,6 +387,18 @@ describe("envoyproxy/ratelimit's request limit override and global switches", ()
         OVER_LIMIT,
         OK,
       ])
+      // The store down, failing closed: OVER_LIMIT, a descriptor without a limit beside or not.
+      const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+      try {
+        const down = gateway(store, 'closed', true, config, { quotaMode: true })
+        const r = await down.ask({
+          domain: 'internal',
+          descriptors: [{ entries: entries('azure', 'd') }, { entries: entries('nope', 'x') }],
+        })
+        assert.deepEqual(codes(r), [OVER_LIMIT, OVER_LIMIT, OK])
+      } finally {
+        await store.close()
+      }
       // Not set: an over descriptor makes the call OVER_LIMIT whatever the others say.
       const plain = gateway(mem())
       assert.deepEqual(codes(await plain.ask({ domain: 'internal', descriptors: [over, { entries: entries('nope', 'x') }] })), [
