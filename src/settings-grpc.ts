@@ -23,6 +23,12 @@ export interface GrpcSettings {
   rlsStopIncrementWhenOverLimit: boolean
   /** A ShouldRateLimit call whose store failed: `error` (UNKNOWN, as envoyproxy/ratelimit) or `policy` (FAIRVISOR_FAIL_POLICY's statuses). */
   rlsStoreFailure: 'error' | 'policy'
+  /** No ShouldRateLimit call is answered OVER_LIMIT, limits still counted (FAIRVISOR_RLS_SHADOW_MODE, or envoyproxy/ratelimit's SHADOW_MODE). */
+  rlsShadowMode: boolean
+  /** Every descriptor in quota_mode (FAIRVISOR_RLS_QUOTA_MODE, or envoyproxy/ratelimit's QUOTA_MODE). */
+  rlsQuotaMode: boolean
+  /** ShouldRateLimit answers carry dynamic_metadata (FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA, or RESPONSE_DYNAMIC_METADATA). */
+  rlsDynamicMetadata: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -91,6 +97,10 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
     ),
     // envoyproxy/ratelimit answers a Redis error with an error and leaves the choice to Envoy (failure_mode_deny).
     rlsStoreFailure: oneOf(env, 'FAIRVISOR_RLS_STORE_FAILURE', ['error', 'policy'] as const, 'error'),
+    // envoyproxy/ratelimit's global switches, under its names too (ours wins when both are set); off by default, as there.
+    rlsShadowMode: bool(env, 'FAIRVISOR_RLS_SHADOW_MODE', bool(env, 'SHADOW_MODE', false)),
+    rlsQuotaMode: bool(env, 'FAIRVISOR_RLS_QUOTA_MODE', bool(env, 'QUOTA_MODE', false)),
+    rlsDynamicMetadata: bool(env, 'FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA', bool(env, 'RESPONSE_DYNAMIC_METADATA', false)),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),

@@ -119,6 +119,13 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     'error',
     'store down: ShouldRateLimit answers UNKNOWN (error, as envoyproxy/ratelimit) or the FAIRVISOR_FAIL_POLICY statuses (policy)',
   ],
+  ['FAIRVISOR_RLS_SHADOW_MODE', 'false', 'no ShouldRateLimit call is answered OVER_LIMIT; limits still counted (or SHADOW_MODE)'],
+  ['FAIRVISOR_RLS_QUOTA_MODE', 'false', 'every RLS descriptor in quota_mode: OVER_LIMIT only when all are over (or QUOTA_MODE)'],
+  [
+    'FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA',
+    'false',
+    "ShouldRateLimit answers carry dynamic_metadata: the request and the passed limits' metadata (or RESPONSE_DYNAMIC_METADATA)",
+  ],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]

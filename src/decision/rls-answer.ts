@@ -7,6 +7,7 @@
  * the RateLimit-* headers. Pure: no I/O.
  */
 import type { Decision } from '../engine/decision.js'
+import type { Struct } from './rls-metadata.js'
 import type { Outcome } from '../store/store.js'
 
 /** RateLimitResponse.Code (UNKNOWN: no answer was made, the call was answered a gRPC error). */
@@ -32,6 +33,8 @@ export interface RateLimitResponse {
   overall_code: number
   statuses: DescriptorStatus[]
   response_headers_to_add?: Array<{ key: string; value: string }>
+  /** RESPONSE_DYNAMIC_METADATA (decision/rls-metadata.ts). */
+  dynamic_metadata?: Struct
 }
 
 /** What a descriptor's status says of its configured limit. */

@@ -2,7 +2,8 @@
  * envoyproxy/ratelimit's YAML configuration, read as it is: one document per
  * domain (`domain`, nested `descriptors` of `key` / optional `value`, each
  * with an optional `rate_limit` {unit, requests_per_unit, unlimited, name,
- * replaces}, `shadow_mode`, `detailed_metric`). A file or every .yaml/.yml of
+ * replaces}, `shadow_mode`, `quota_mode`, `detailed_metric`, `share_threshold`,
+ * `metadata`). A file or every .yaml/.yml of
  * a directory; a bad file is refused whole with a message naming where.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -17,6 +18,8 @@ export const UNIT_SECONDS = { second: 1, minute: 60, hour: 3600, day: 86_400, we
 export type Unit = keyof typeof UNIT_SECONDS
 /** RateLimitResponse.RateLimit.Unit. */
 export const UNIT_CODE: Record<Unit, number> = { second: 1, minute: 2, hour: 3, day: 4, month: 5, year: 6, week: 7 }
+/** The unit of a code (a request's limit override), undefined for UNKNOWN and codes past WEEK. */
+export const UNIT_OF_CODE: ReadonlyArray<Unit | undefined> = [undefined, 'second', 'minute', 'hour', 'day', 'month', 'year', 'week']
 
 export interface RlsLimit {
   unit: Unit
@@ -28,6 +31,8 @@ export interface RlsLimit {
   detailedMetric: boolean
   /** quota_mode: over alone does not make the call OVER_LIMIT; every quota descriptor of it over does. */
   quota?: boolean
+  /** The descriptor's `metadata:` (a mapping, not empty): the answer's dynamic metadata when the descriptor passes. */
+  metadata?: Record<string, unknown>
 }
 
 export interface RlsNode {
@@ -155,6 +160,11 @@ function parseDescriptors(list: unknown, source: string, where: string, parentKe
       raw.share_threshold === true ? value : undefined,
     )
     if (node.limit !== undefined && raw.quota_mode === true) node.limit.quota = true
+    // As envoyproxy/ratelimit: a mapping of anything, kept with the limit (a descriptor without one never reports it).
+    const metadata = raw.metadata
+    if (metadata !== undefined && metadata !== null && !isObject(metadata))
+      throw refused(source, 'error parsing metadata: not a mapping', at)
+    if (node.limit !== undefined && isObject(metadata) && Object.keys(metadata).length > 0) node.limit.metadata = metadata
     parseDescriptors(raw.descriptors, source, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })

@@ -6,7 +6,8 @@
  */
 import { unlimitedStatus, type DescriptorStatus } from '../decision/rls-answer.js'
 import type { NamedLimit } from '../engine/evaluate.js'
-import type { RlsDomain, RlsRule } from './rls-compile.js'
+import { overrideRule, type LimitOverride, type RlsDomain, type RlsRule } from './rls-compile.js'
+import { UNIT_CODE } from './rls-config.js'
 import { matchLimit, type Entry } from './rls-match.js'
 
 /** A descriptor's limit for the engine, with where its status goes and what it says. */
@@ -21,6 +22,7 @@ export interface PlannedDescriptor extends NamedLimit {
  * the values it matches share one counter (as envoyproxy/ratelimit builds its cache key).
  */
 function composite(entries: readonly Entry[], share: ReadonlyArray<string | undefined> | undefined): string {
+  if (entries.length === 0) return '' // only a limit override is counted on no entries
   let out = `${entries[0]!.key}_${share?.[0] ?? entries[0]!.value}`
   if (share === undefined) for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${entries[i]!.value}`
   else for (let i = 1; i < entries.length; i++) out += `_${entries[i]!.key}_${share[i] ?? entries[i]!.value}`
@@ -31,22 +33,38 @@ function composite(entries: readonly Entry[], share: ReadonlyArray<string | unde
 const scratch: Array<string | undefined> = []
 
 /**
+ * The rule of a descriptor's override: on the counter of `configured` (the limit the configuration
+ * has for its entries) when that one counts on the entries' own values (`plain`: no share_threshold
+ * pattern) in the override's unit.
+ */
+function overridden(domain: RlsDomain, o: LimitOverride, configured: RlsRule | undefined, plain: boolean): RlsRule {
+  return overrideRule(domain, o, plain && configured?.rule !== undefined && configured.current.unit === UNIT_CODE[o.unit])
+}
+
+/**
  * The limits to check, in descriptor order. Descriptors answered without a check (an `unlimited`
- * limit) get their status in `statuses` here; those with no limit keep theirs.
+ * limit) get their status in `statuses` here; those with no limit keep theirs. A descriptor with
+ * a `limit` override is checked against it whatever the configuration says of its entries, as
+ * envoyproxy/ratelimit does in a domain it has. `shadowAll` (SHADOW_MODE): every check is the
+ * engine's shadow, its would-be rejects reported as such (the statuses still say OVER_LIMIT).
  */
 export function planDescriptors(
   domain: RlsDomain,
-  descriptors: ReadonlyArray<{ entries: Entry[]; hits: number }>,
+  descriptors: ReadonlyArray<{ entries: Entry[]; hits: number; limit?: LimitOverride }>,
   statuses: DescriptorStatus[],
+  shadowAll = false,
 ): PlannedDescriptor[] {
   const shares: Array<Array<string | undefined> | undefined> = []
   const rules = descriptors.map((d, i): RlsRule | undefined => {
     const limit = matchLimit(domain.root, d.entries, scratch)
-    if (scratch.length) {
-      shares[i] = scratch.slice() // copied only when a share_threshold wildcard matched
+    const plain = scratch.length === 0
+    if (!plain) {
+      // copied only when a share_threshold wildcard matched (an override counts on the values themselves)
+      if (d.limit === undefined) shares[i] = scratch.slice()
       scratch.length = 0
     }
-    return limit === undefined ? undefined : domain.rules.get(limit)
+    const configured = limit === undefined ? undefined : domain.rules.get(limit)
+    return d.limit === undefined ? configured : overridden(domain, d.limit, configured, plain)
   })
   // `replaces`: a matched limit naming others takes their place (they are neither counted nor reported).
   const replaced = domain.replaces ? new Set(rules.flatMap((r) => r?.replaces ?? [])) : undefined
@@ -59,7 +77,8 @@ export function planDescriptors(
       continue
     }
     const d = descriptors[index]!
-    planned.push({ index, answer, rule: answer.rule, shadow: answer.shadow, composite: composite(d.entries, shares[index]), cost: d.hits })
+    const shadow = shadowAll || answer.shadow
+    planned.push({ index, answer, rule: answer.rule, shadow, composite: composite(d.entries, shares[index]), cost: d.hits })
   }
   return planned
 }

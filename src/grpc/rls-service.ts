@@ -6,12 +6,15 @@
  * request (one store call: enforce descriptors all or nothing, shadow ones in
  * their own group; the fail policy; metrics and logs). Answers one
  * DescriptorStatus per descriptor, in request order (decision/rls-answer.ts),
+ * and, with RESPONSE_DYNAMIC_METADATA, dynamic_metadata (decision/rls-metadata.ts),
  * or, when the store failed, an error as envoyproxy/ratelimit does (or the
  * fail policy's statuses: FAIRVISOR_RLS_STORE_FAILURE).
  */
 import type { Decide, DecideLimits } from '../decision/decide.js'
 import type { Decision } from '../engine/decision.js'
 import {
+  OK,
+  OVER_LIMIT,
   failedStatus,
   limitStatus,
   mergeDecision,
@@ -24,11 +27,12 @@ import {
   type RateLimitResponse,
   type RlsHeaderNames,
 } from '../decision/rls-answer.js'
+import { dynamicMetadata, type Struct } from '../decision/rls-metadata.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Outcome } from '../store/store.js'
 import { decideDescriptors } from './rls-bundle.js'
-import { compileRls } from './rls-compile.js'
-import type { RlsConfig } from './rls-config.js'
+import { compileRls, type LimitOverride } from './rls-compile.js'
+import { UNIT_OF_CODE, type RlsConfig } from './rls-config.js'
 import type { Entry } from './rls-match.js'
 import { planDescriptors, type PlannedDescriptor } from './rls-plan.js'
 import { GrpcStatus } from './status.js'
@@ -36,7 +40,11 @@ import { GrpcFailure } from './wire.js'
 
 export interface RateLimitRequest {
   domain?: string
-  descriptors?: Array<{ entries?: Array<{ key?: string; value?: string }>; hits_addend?: { value?: number } | null }>
+  descriptors?: Array<{
+    entries?: Array<{ key?: string; value?: string }>
+    limit?: { requests_per_unit?: number; unit?: number } | null
+    hits_addend?: { value?: number } | null
+  }>
   hits_addend?: number
 }
 
@@ -56,6 +64,12 @@ export interface RlsOptions {
    * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, only the descriptors that go over are charged.
    */
   chargeRejected: boolean
+  /** SHADOW_MODE: no call is answered OVER_LIMIT (its statuses still say which descriptors are over). */
+  shadowMode?: boolean
+  /** QUOTA_MODE: every descriptor is in quota_mode (but an `unlimited` one). */
+  quotaMode?: boolean
+  /** RESPONSE_DYNAMIC_METADATA: answers carry dynamic_metadata. */
+  dynamicMetadata?: boolean
   /**
    * FAIRVISOR_RLS_STORE_FAILURE. `error`: a call whose store failed (the configuration's limits or a bundle's) is
    * answered gRPC UNKNOWN with the store's error, as envoyproxy/ratelimit answers a Redis error, and Envoy's
@@ -66,14 +80,24 @@ export interface RlsOptions {
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
 }
 
+/** A descriptor's limit override; its unit must be one (envoyproxy/ratelimit's process stops on one it does not know). */
+function override(l: { requests_per_unit?: number; unit?: number } | null | undefined, i: number): LimitOverride | undefined {
+  if (l === undefined || l === null) return undefined
+  const unit = UNIT_OF_CODE[l.unit ?? 0]
+  if (unit === undefined) throw new InvalidGrpcRequest(`descriptor ${i} has a limit override of unknown unit ${l.unit ?? 0}`)
+  return { requestsPerUnit: l.requests_per_unit ?? 0, unit }
+}
+
+type Descriptor = { entries: Entry[]; hits: number; limit?: LimitOverride }
+
 /** The request's descriptors as entries, validated (envoyproxy/ratelimit refuses an empty domain or descriptor list the same way). */
-function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ entries: Entry[]; hits: number }> } {
+function parse(req: RateLimitRequest): { domain: string; descriptors: Descriptor[] } {
   if (!req.domain) throw new InvalidGrpcRequest('rate limit domain must not be empty')
   if (!req.descriptors?.length) throw new InvalidGrpcRequest('rate limit descriptor list must not be empty')
   const hits = req.hits_addend || 1
   return {
     domain: req.domain,
-    descriptors: req.descriptors.map((d, i) => {
+    descriptors: req.descriptors.map((d, i): Descriptor => {
       // A descriptor without entries matches no limit: OK with none, as envoyproxy/ratelimit answers it.
       const entries = (d.entries ?? []).map((e) => {
         if (!e.key) throw new InvalidGrpcRequest(`descriptor ${i} has an entry without a key`)
@@ -82,12 +106,24 @@ function parse(req: RateLimitRequest): { domain: string; descriptors: Array<{ en
       // A present wrapper is the descriptor's own count, 0 included (Envoy's check-only call; its
       // encoder leaves a 0 out, so the wrapper decodes empty); an absent one takes the request's.
       const own = d.hits_addend
-      return { entries, hits: own !== undefined && own !== null ? Number(own.value ?? 0) : hits }
+      const out: Descriptor = { entries, hits: own !== undefined && own !== null ? Number(own.value ?? 0) : hits }
+      const limit = override(d.limit, i)
+      if (limit !== undefined) out.limit = limit
+      return out
     }),
   }
 }
 
 const NONE: readonly PlannedDescriptor[] = []
+/** An unlimited descriptor's limit_remaining (decision/rls-answer.ts unlimitedStatus). */
+const UNLIMITED = 0xffffffff
+
+/** The configured metadata of the descriptors that passed (not OVER_LIMIT), in request order, as envoyproxy/ratelimit merges it. */
+function passedMetadata(planned: readonly PlannedDescriptor[], statuses: readonly DescriptorStatus[]): Struct[] {
+  const out: Struct[] = []
+  for (const p of planned) if (p.answer.metadata !== undefined && statuses[p.index]!.code !== OVER_LIMIT) out.push(p.answer.metadata)
+  return out
+}
 
 /**
  * A descriptor of a rejected call, from its counter read after the call: over its limit when its
@@ -117,9 +153,10 @@ function laterHits(planned: readonly PlannedDescriptor[]): number[] {
   const sums = new Map<string, number>()
   const later = new Array<number>(planned.length)
   for (let i = planned.length - 1; i >= 0; i--) {
-    const key = `${+planned[i]!.shadow}${planned[i]!.composite}`
+    const p = planned[i]!
+    const key = `${+p.shadow}${p.rule.counterPrefix}${p.composite}` // an override may count apart on the same entries
     later[i] = sums.get(key) ?? 0
-    sums.set(key, later[i]! + planned[i]!.cost)
+    sums.set(key, later[i]! + p.cost)
   }
   return later
 }
@@ -138,11 +175,16 @@ export function createShouldRateLimit(o: RlsOptions) {
     // No configuration (the bundle alone limits RLS calls): nothing to compile.
     const domain = config.size === 0 ? undefined : compileRls(config).get(parsed.domain)
     const statuses: DescriptorStatus[] = parsed.descriptors.map(noLimitStatus)
-    const planned = domain === undefined ? NONE : planDescriptors(domain, parsed.descriptors, statuses)
+    const planned = domain === undefined ? NONE : planDescriptors(domain, parsed.descriptors, statuses, o.shadowMode)
+    // QUOTA_MODE: every descriptor is a quota one, limited or not, but an unlimited one (the only status planning set).
+    let quota: boolean[] | undefined = o.quotaMode ? statuses.map((s) => s.limit_remaining !== UNLIMITED) : undefined
     const answer = (failed: boolean): void => {
-      let quota: boolean[] | undefined
-      for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
-      const res = rateLimitResponse(statuses, o.responseHeaders, quota, o.headerNames)
+      if (!o.quotaMode) for (const p of planned) if (p.answer.quota === true) (quota ??= [])[p.index] = true
+      // A store failure is the fail policy's answer, whatever QUOTA_MODE or SHADOW_MODE say (a failure fails every check alike).
+      const res = rateLimitResponse(statuses, o.responseHeaders, failed ? undefined : quota, o.headerNames)
+      // SHADOW_MODE, as envoyproxy/ratelimit: the call OK, statuses and headers as they are.
+      if (o.shadowMode && !failed) res.overall_code = OK
+      if (o.dynamicMetadata) res.dynamic_metadata = dynamicMetadata(req, passedMetadata(planned, statuses))
       o.answered(domain === undefined ? undefined : parsed.domain, res.overall_code, failed)
       then(null, res)
     }

@@ -36,6 +36,10 @@ export interface GrpcOptions {
   rlsStoreFailure: 'error' | 'policy'
   /** FAIRVISOR_RLS_MAX_DESCRIPTORS: a ShouldRateLimit call with more is refused before it is decoded. */
   rlsMaxDescriptors: number
+  /** FAIRVISOR_RLS_SHADOW_MODE, FAIRVISOR_RLS_QUOTA_MODE, FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA (envoyproxy/ratelimit's global switches). */
+  rlsShadowMode?: boolean
+  rlsQuotaMode?: boolean
+  rlsDynamicMetadata?: boolean
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
   metrics: GrpcMetrics
@@ -88,6 +92,9 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     headerNames: o.rlsHeaderNames,
     chargeRejected: o.rlsChargeRejected,
     storeFailure: o.rlsStoreFailure,
+    shadowMode: o.rlsShadowMode,
+    quotaMode: o.rlsQuotaMode,
+    dynamicMetadata: o.rlsDynamicMetadata,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
     answered: (domain, overall, storeFailed) =>

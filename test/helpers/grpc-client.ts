@@ -87,3 +87,24 @@ export function checkRequest(o: { method?: string; path: string; host?: string; 
 export function headerList(options: Array<{ header: { key: string; value: string } }> | undefined): string[] {
   return (options ?? []).flatMap((o) => [o.header.key, o.header.value])
 }
+
+/** A google.protobuf.Struct as decoded (each value with its `kind`) → the plain value it stands for. */
+export function structToJs(s: { fields?: Record<string, Any> } | undefined): Record<string, unknown> | undefined {
+  if (s === undefined || s === null) return undefined
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(s.fields ?? {})) out[k] = valueToJs(v)
+  return out
+}
+
+function valueToJs(v: Any): unknown {
+  switch (v.kind) {
+    case 'structValue':
+      return structToJs(v.structValue)
+    case 'listValue':
+      return (v.listValue.values ?? []).map(valueToJs)
+    case 'nullValue':
+      return null
+    default:
+      return v[v.kind]
+  }
+}

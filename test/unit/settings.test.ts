@@ -86,6 +86,19 @@ describe("envoyproxy/ratelimit's own names", () => {
     assert.equal(s({ FAIRVISOR_RLS_STORE_FAILURE: 'error' }), 'error')
     refusedAs({ FAIRVISOR_RLS_STORE_FAILURE: 'open' }, 'FAIRVISOR_RLS_STORE_FAILURE')
   })
+  for (const [ours, theirs, field] of [
+    ['FAIRVISOR_RLS_SHADOW_MODE', 'SHADOW_MODE', 'rlsShadowMode'],
+    ['FAIRVISOR_RLS_QUOTA_MODE', 'QUOTA_MODE', 'rlsQuotaMode'],
+    ['FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA', 'RESPONSE_DYNAMIC_METADATA', 'rlsDynamicMetadata'],
+  ] as const)
+    test(`${theirs}: off by default, read under its own name, ${ours} first`, () => {
+      const s = (env: Record<string, string>) => loadSettings({ ...base, ...env })[field]
+      assert.equal(s({}), false)
+      assert.equal(s({ [theirs]: 'true' }), true)
+      assert.equal(s({ [ours]: 'true' }), true)
+      assert.equal(s({ [theirs]: 'true', [ours]: 'false' }), false)
+      assert.throws(() => s({ [theirs]: 'maybe' }), new RegExp(theirs))
+    })
 })
 
 describe('unknown FAIRVISOR_* variables', () => {

@@ -10,7 +10,8 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { RLS_LIMIT } from '../../../src/algorithms/rls-limit.js'
 import type { CounterLimit } from '../../../src/algorithms/kinds/window-counter/kind.js'
-import { compileRls } from '../../../src/grpc/rls-compile.js'
+import { toStruct } from '../../../src/decision/rls-metadata.js'
+import { compileRls, overrideRule } from '../../../src/grpc/rls-compile.js'
 import { parseRlsYaml } from '../../../src/grpc/rls-config.js'
 import { matchLimit } from '../../../src/grpc/rls-match.js'
 import { ROOT } from '../../helpers/processes.js'
@@ -62,4 +63,36 @@ test("the limit's RateLimit-* values: hits left in the window, none once rejecte
   assert.deepEqual(RLS_LIMIT.headers(l, 40, 20, false), { limit: 100, remaining: 60, resetS: 20, windowS: 60 })
   assert.deepEqual(RLS_LIMIT.headers(l, 100, 20, true), { limit: 100, remaining: 0, resetS: 20, windowS: 60 })
   assert.equal(RLS_LIMIT.rejectReason, 'rls_over_limit')
+})
+
+test("a limit's metadata compiled once into the Struct the answer carries", () => {
+  const c = compileRls(parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/upstream/metadata.yaml'), 'utf8'), 'm.yaml'))
+  const d = c.get('test-domain')!
+  const key2 = d.rules.get(matchLimit(d.root, [{ key: 'key2', value: 'x' }])!)!
+  assert.deepEqual(key2.metadata, toStruct({ service_with_quota: { name: 'service_2' } }))
+  assert.equal(
+    d.rules.get(
+      matchLimit(d.root, [
+        { key: 'key1', value: 'value1' },
+        { key: 'subkey1', value: 'subvalue1' },
+      ])!,
+    )!.metadata,
+    undefined,
+  )
+})
+
+test("a limit override's rule: its rate and unit, no name, neither shadow nor quota; on the limit's counter or one of its unit", () => {
+  const internal = compileRls(parseRlsYaml(yaml, 'x.yaml')).get('internal')!
+  const shared = overrideRule(internal, { requestsPerUnit: 7, unit: 'hour' }, true)
+  assert.deepEqual(shared.current, { requests_per_unit: 7, unit: 3 })
+  assert.deepEqual([shared.name, shared.replaces, shared.shadow, shared.quota, shared.metadata], [undefined, [], false, false, undefined])
+  const l = shared.rule!.limit as CounterLimit
+  assert.deepEqual([l.limit, l.windowS, l.origin], [7, 3600, 0])
+  assert.equal(shared.rule!.counterPrefix, 'rls:internal_')
+  const apart = overrideRule(internal, { requestsPerUnit: 7, unit: 'hour' }, false)
+  assert.equal(apart.rule!.counterPrefix, 'rls@hour:internal_')
+  assert.equal(apart.rule!.shadowCounterPrefix, 'rls@hour:internal_')
+  // Made once per rate, unit and counter.
+  assert.equal(overrideRule(internal, { requestsPerUnit: 7, unit: 'hour' }, true), shared)
+  assert.notEqual(overrideRule(internal, { requestsPerUnit: 8, unit: 'hour' }, true), shared)
 })

@@ -242,3 +242,57 @@ test('FAIRVISOR_RLS_MERGE_DOMAIN_CONFIG, or upstream MERGE_DOMAIN_CONFIG: false 
   )
   assert.throws(() => loadSettings({ ...base, MERGE_DOMAIN_CONFIG: 'maybe' }), /MERGE_DOMAIN_CONFIG/)
 })
+
+test("metadata: kept with the descriptor's limit, as upstream's metadata.yaml reads (its TestMetadata)", () => {
+  const d = parseFixtures('metadata.yaml').get('test-domain')
+  const at = (entries: Array<[string, string]>) =>
+    matchLimit(
+      d,
+      entries.map(([key, value]) => ({ key, value })),
+    )
+  const sub = at([
+    ['key1', 'value1'],
+    ['subkey1', 'something'],
+  ])!
+  assert.deepEqual([sub.requestsPerUnit, sub.unit, sub.metadata], [5, 'second', { name: 'service_1' }])
+  assert.deepEqual(at([['key2', 'something']])!.metadata, { service_with_quota: { name: 'service_2' } })
+  // The other limit of key1_value1 has none.
+  assert.equal(
+    at([
+      ['key1', 'value1'],
+      ['subkey1', 'subvalue1'],
+    ])!.metadata,
+    undefined,
+  )
+})
+
+test('metadata: anything in a mapping; empty or on a descriptor without a limit, nothing; not a mapping, refused', () => {
+  const c = parseRlsYaml(
+    [
+      'domain: m',
+      'descriptors:',
+      '  - key: a',
+      '    metadata: {n: 1, list: [x, {y: true}], nested: {deep: null}}',
+      '    rate_limit: {unit: minute, requests_per_unit: 1}',
+      '  - key: empty',
+      '    metadata: {}',
+      '    rate_limit: {unit: minute, requests_per_unit: 1}',
+      '  - key: parent',
+      '    metadata: {unused: 1}',
+      '    descriptors:',
+      '      - key: child',
+      '        rate_limit: {unit: minute, requests_per_unit: 1}',
+    ].join('\n'),
+    'm.yaml',
+  ).get('m')!
+  assert.deepEqual(matchLimit(c, [{ key: 'a', value: 'v' }])!.metadata, { n: 1, list: ['x', { y: true }], nested: { deep: null } })
+  assert.equal(matchLimit(c, [{ key: 'empty', value: 'v' }])!.metadata, undefined)
+  assert.equal(c.children.get('parent')!.limit, undefined)
+  for (const bad of ['[a, b]', 'text'])
+    assert.throws(
+      () => parseRlsYaml(`domain: m\ndescriptors:\n  - key: a\n    metadata: ${bad}\n`, 'bad.yaml'),
+      (e: Error) =>
+        e instanceof RlsConfigError && /^bad\.yaml: m\.descriptors\[0\]: error parsing metadata: not a mapping$/.test(e.message),
+      bad,
+    )
+})

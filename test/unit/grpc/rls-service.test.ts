@@ -13,7 +13,10 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import type { CompiledBundle } from '../../../src/bundle/compile.js'
 import { createDecider, createLimitDecider } from '../../../src/decision/decide.js'
+import type { RateLimitResponse } from '../../../src/decision/rls-answer.js'
+import { toStruct } from '../../../src/decision/rls-metadata.js'
 import type { Decision, ShadowReject } from '../../../src/engine/decision.js'
+import { InvalidGrpcRequest } from '../../../src/errors.js'
 import { Engine } from '../../../src/engine/evaluate.js'
 import { parseRlsYaml } from '../../../src/grpc/rls-config.js'
 import { createShouldRateLimit, type RateLimitRequest, type RlsOptions } from '../../../src/grpc/rls-service.js'
@@ -30,13 +33,13 @@ const OK = 1
 const OVER_LIMIT = 2
 const config = parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/readme-examples.yaml'), 'utf8'), 'readme-examples.yaml')
 
-/** `o.bundle`: a bundle in force, deciding each descriptor too (grpc/rls-bundle.ts). */
+/** `o.bundle`: a bundle in force, deciding each descriptor too (grpc/rls-bundle.ts); the rest, options of the service. */
 function gateway(
   store: Store,
   failPolicy: FailPolicy = 'open',
   chargeRejected = true,
   rls = config,
-  o: { storeFailure?: RlsOptions['storeFailure']; bundle?: CompiledBundle } = {},
+  o: Partial<RlsOptions> & { bundle?: CompiledBundle } = {},
 ) {
   const decisions: Decision[] = []
   const answers: Array<[string | undefined, number, boolean]> = []
@@ -50,24 +53,22 @@ function gateway(
   const clock = () => Date.UTC(2026, 0, 1)
   const decided = (d: Decision) => decisions.push(d)
   const net = new NetworkData({ asnMapFile: undefined, geoipCountryFile: undefined, geoipAsnFile: undefined, torExitListFile: undefined })
-  const compiled = o.bundle
+  const { bundle: compiled, ...options } = o
   const shouldRateLimit = createShouldRateLimit({
     config: () => rls,
     decideLimits: createLimitDecider({ engine, clock, decided }),
     responseHeaders: false,
     chargeRejected,
-    storeFailure: o.storeFailure,
     decide:
       compiled === undefined
         ? undefined
         : createDecider({ engine, bundle: () => compiled, jwt: undefined, trusted: undefined, net, clock, decided }),
     bundleLoaded: () => compiled !== undefined,
     answered: (domain, overall, failed) => answers.push([domain, overall, failed]),
+    ...options,
   })
   const ask = (req: RateLimitRequest) =>
-    new Promise<{ overall_code: number; statuses: Array<{ code: number; limit_remaining: number }> }>((resolve, reject) =>
-      shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))),
-    )
+    new Promise<RateLimitResponse>((resolve, reject) => shouldRateLimit(req, (err, res) => (err ? reject(err) : resolve(res!))))
   return { ask, decisions, shadow, storeErrors, answers }
 }
 
@@ -332,6 +333,237 @@ describe('ShouldRateLimit through the engine', () => {
       const r = await g.ask(call('nowhere', 'k', 'v'))
       assert.equal(r.overall_code, OK)
       assert.equal(g.storeErrors.length, 0)
+    })
+  })
+})
+
+describe("envoyproxy/ratelimit's request limit override and global switches", () => {
+  const mem = () => new MemoryStore({ maxBytes: 1 << 20 })
+  const entries = (key: string, value: string) => [{ key, value }]
+  const codes = (r: RateLimitResponse) => [r.overall_code, ...r.statuses.map((s) => s.code)]
+
+  describe('a descriptor limit override', () => {
+    test('replaces the configured limit: its rate and unit counted, reported as current_limit without a name', async () => {
+      const g = gateway(mem())
+      // example7's key1_value1 is `global`, 3 an hour.
+      const req = { domain: 'example7', descriptors: [{ entries: entries('key1', 'value1'), limit: { requests_per_unit: 1, unit: 2 } }] }
+      const first = await g.ask(req)
+      assert.deepEqual(first.statuses[0], {
+        code: OK,
+        current_limit: { requests_per_unit: 1, unit: 2 },
+        limit_remaining: 0,
+        duration_until_reset: { seconds: 60 },
+      })
+      assert.deepEqual(codes(await g.ask(req)), [OVER_LIMIT, OVER_LIMIT])
+    })
+
+    test('applies to entries the configuration has no limit for (no entries at all too), in a domain it has; none in another', async () => {
+      const g = gateway(mem())
+      const limit = { requests_per_unit: 2, unit: 4 }
+      const req = { domain: 'messaging', descriptors: [{ entries: entries('nope', 'x'), limit }, { limit }] }
+      assert.deepEqual(codes(await g.ask(req)), [OK, OK, OK])
+      assert.deepEqual(codes(await g.ask(req)), [OK, OK, OK])
+      assert.deepEqual(codes(await g.ask(req)), [OVER_LIMIT, OVER_LIMIT, OVER_LIMIT])
+      const elsewhere = await g.ask({
+        domain: 'nowhere',
+        descriptors: [{ entries: entries('nope', 'x'), limit: { requests_per_unit: 0, unit: 1 } }],
+      })
+      assert.deepEqual(elsewhere.statuses, [{ code: OK, limit_remaining: 0 }])
+    })
+
+    test("counts on the configured limit's counter when it has the same unit, apart under another unit", async () => {
+      const g = gateway(mem())
+      // azure: 100 a minute. 98 charged without an override.
+      await g.ask(call('internal', 'azure', 'z', 98))
+      const same = await g.ask({
+        domain: 'internal',
+        descriptors: [{ entries: entries('azure', 'z'), limit: { requests_per_unit: 100, unit: 2 } }],
+      })
+      assert.equal(same.statuses[0]!.limit_remaining, 1)
+      const other = await g.ask({
+        domain: 'internal',
+        descriptors: [{ entries: entries('azure', 'z'), limit: { requests_per_unit: 100, unit: 3 } }],
+      })
+      assert.equal(other.statuses[0]!.limit_remaining, 99)
+      assert.equal((await g.ask(call('internal', 'azure', 'z'))).statuses[0]!.limit_remaining, 0)
+    })
+
+    test('of an unknown unit: INVALID_ARGUMENT, nothing charged', async () => {
+      const g = gateway(mem())
+      for (const unit of [0, 8])
+        await assert.rejects(
+          g.ask({ domain: 'internal', descriptors: [{ entries: entries('azure', 'u'), limit: { requests_per_unit: 1, unit } }] }),
+          (e: Error) => e instanceof InvalidGrpcRequest && e.message === `descriptor 0 has a limit override of unknown unit ${unit}`,
+        )
+      assert.equal(g.decisions.length, 0)
+    })
+  })
+
+  describe('SHADOW_MODE', () => {
+    test("the call OK while its statuses say OVER_LIMIT, headers included (upstream's TestServiceGlobalShadowMode)", async () => {
+      const g = gateway(mem(), 'open', true, config, { shadowMode: true, responseHeaders: true })
+      const req = {
+        domain: 'example7',
+        descriptors: [{ entries: entries('key1', 'value1'), hits_addend: { value: 4 } }, { entries: entries('nope', 'x') }],
+      }
+      const r = await g.ask(req)
+      assert.deepEqual(codes(r), [OK, OVER_LIMIT, OK])
+      assert.equal(r.statuses[0]!.limit_remaining, 0)
+      assert.deepEqual(
+        r.response_headers_to_add?.map((h) => [h.key, h.value]),
+        [
+          ['RateLimit-Limit', '3'],
+          ['RateLimit-Remaining', '0'],
+          ['RateLimit-Reset', '3600'],
+        ],
+      )
+      // Counted as every call is: the would-be reject is the engine's shadow one.
+      assert.deepEqual(
+        g.shadow.map((s) => [s.policyId, s.key]),
+        [['rls:example7', 'rls:example7_key1_value1']],
+      )
+      assert.deepEqual([g.decisions[0]!.allowed, g.decisions[0]!.mode], [true, 'shadow'])
+      assert.deepEqual(codes(await g.ask(call('example7', 'key1', 'value1', 1))), [OK, OVER_LIMIT])
+    })
+
+    test('with quota_mode descriptors all over: OK (TestServiceQuotaModeWithShadowMode); a store failure still answers the fail policy', async () => {
+      const g = gateway(mem(), 'open', true, config, { shadowMode: true, quotaMode: true })
+      const over = { domain: 'internal', descriptors: [{ entries: entries('azure', 'q'), hits_addend: { value: 101 } }] }
+      assert.deepEqual(codes(await g.ask(over)), [OK, OVER_LIMIT])
+      const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+      try {
+        const down = gateway(store, 'closed', true, config, { shadowMode: true })
+        assert.deepEqual(codes(await down.ask(call('internal', 'azure', 'q'))), [OVER_LIMIT, OVER_LIMIT])
+      } finally {
+        await store.close()
+      }
+    })
+  })
+
+  describe('QUOTA_MODE', () => {
+    test("every descriptor a quota one: OVER_LIMIT only when all are over (upstream's TestServiceGlobalQuotaMode)", async () => {
+      const g = gateway(mem(), 'open', true, config, { quotaMode: true })
+      // messaging: (to_number) 100 a day; internal: azure 100 a minute.
+      const two = (a: number, b: number) => ({
+        domain: 'messaging',
+        descriptors: [
+          { entries: entries('to_number', 'a'), hits_addend: { value: a } },
+          { entries: entries('to_number', 'b'), hits_addend: { value: b } },
+        ],
+      })
+      assert.deepEqual(codes(await g.ask(two(101, 1))), [OK, OVER_LIMIT, OK])
+      assert.deepEqual(codes(await g.ask(two(1, 100))), [OVER_LIMIT, OVER_LIMIT, OVER_LIMIT])
+    })
+
+    test('a descriptor without a limit is a quota one that passes; an unlimited one is not a quota one', async () => {
+      const g = gateway(mem(), 'open', true, config, { quotaMode: true })
+      const over = { entries: entries('azure', 'o'), hits_addend: { value: 101 } }
+      assert.deepEqual(codes(await g.ask({ domain: 'internal', descriptors: [over, { entries: entries('nope', 'x') }] })), [
+        OK,
+        OVER_LIMIT,
+        OK,
+      ])
+      assert.deepEqual(codes(await g.ask({ domain: 'internal', descriptors: [over, { entries: entries('ldap', 'x') }] })), [
+        OVER_LIMIT,
+        OVER_LIMIT,
+        OK,
+      ])
+      // The store down, failing closed: OVER_LIMIT, a descriptor without a limit beside or not.
+      const store = new RedisStore({ target: parseRedisUrl('redis://127.0.0.1:1'), timeoutMs: 500 })
+      try {
+        const down = gateway(store, 'closed', true, config, { quotaMode: true })
+        const r = await down.ask({
+          domain: 'internal',
+          descriptors: [{ entries: entries('azure', 'd') }, { entries: entries('nope', 'x') }],
+        })
+        assert.deepEqual(codes(r), [OVER_LIMIT, OVER_LIMIT, OK])
+      } finally {
+        await store.close()
+      }
+      // Not set: an over descriptor makes the call OVER_LIMIT whatever the others say.
+      const plain = gateway(mem())
+      assert.deepEqual(codes(await plain.ask({ domain: 'internal', descriptors: [over, { entries: entries('nope', 'x') }] })), [
+        OVER_LIMIT,
+        OVER_LIMIT,
+        OK,
+      ])
+    })
+  })
+
+  describe('RESPONSE_DYNAMIC_METADATA', () => {
+    const yaml = [
+      'domain: quota-domain',
+      'descriptors:',
+      '  - key: regular',
+      '    rate_limit: {unit: minute, requests_per_unit: 10}',
+      '    metadata: {name: service_1, svc: {tier: a}}',
+      '  - key: quota',
+      '    rate_limit: {unit: minute, requests_per_unit: 5}',
+      '    quota_mode: true',
+      '    metadata: {name: service_2, some_other_name: service_2, svc: {zone: z}}',
+      '  - key: plain',
+      '    rate_limit: {unit: minute, requests_per_unit: 5}',
+    ].join('\n')
+    const rls = parseRlsYaml(yaml, 'quota.yaml')
+    const both = (regular: number, quota: number): RateLimitRequest => ({
+      domain: 'quota-domain',
+      descriptors: [
+        { entries: entries('regular', 'limit'), hits_addend: { value: regular } },
+        { entries: entries('quota', 'limit'), hits_addend: { value: quota } },
+      ],
+    })
+    const metadataOf = (r: RateLimitResponse) => r.dynamic_metadata?.fields.metadata
+
+    test('the metadata of every passed descriptor, the first value of a field kept (TestMetadataReturnedForAllPassedDescriptors)', async () => {
+      const g = gateway(mem(), 'open', true, rls, { quotaMode: true, dynamicMetadata: true })
+      const r = await g.ask(both(1, 1))
+      assert.deepEqual(
+        r.dynamic_metadata,
+        toStruct({
+          domain: 'quota-domain',
+          descriptors: [
+            { entries: ['regular=limit'], hitsAddend: 1 },
+            { entries: ['quota=limit'], hitsAddend: 1 },
+          ],
+          metadata: { name: 'service_1', svc: { tier: 'a', zone: 'z' }, some_other_name: 'service_2' },
+        }),
+      )
+    })
+
+    test('only the passed ones: a quota descriptor over is left out (TestMetadataReturnedForPassedDescriptors); none passed, none', async () => {
+      const g = gateway(mem(), 'open', true, rls, { quotaMode: true, dynamicMetadata: true })
+      const r = await g.ask(both(1, 6))
+      assert.deepEqual(codes(r), [OK, OK, OVER_LIMIT])
+      assert.deepEqual(metadataOf(r), toStruct({ x: { name: 'service_1', svc: { tier: 'a' } } }).fields.x)
+      const none = await g.ask(both(10, 1))
+      assert.deepEqual(codes(none), [OVER_LIMIT, OVER_LIMIT, OVER_LIMIT])
+      assert.equal(metadataOf(none), undefined)
+      assert.deepEqual(Object.keys(none.dynamic_metadata!.fields), ['domain', 'descriptors'])
+    })
+
+    test("an override's limit has none and is told in the descriptor; SHADOW_MODE's over descriptors did not pass", async () => {
+      const g = gateway(mem(), 'open', true, rls, { dynamicMetadata: true, shadowMode: true })
+      const req: RateLimitRequest = {
+        domain: 'quota-domain',
+        descriptors: [{ entries: entries('regular', 'o'), limit: { requests_per_unit: 3, unit: 3 } }],
+        hits_addend: 2,
+      }
+      assert.deepEqual(
+        (await g.ask(req)).dynamic_metadata,
+        toStruct({
+          domain: 'quota-domain',
+          descriptors: [{ entries: ['regular=o'], limit: 'requests_per_unit:3 unit:HOUR' }],
+          hitsAddend: 2,
+        }),
+      )
+      const over = await g.ask(both(11, 1))
+      assert.deepEqual(codes(over), [OK, OVER_LIMIT, OK])
+      assert.deepEqual(metadataOf(over), toStruct({ x: { name: 'service_2', some_other_name: 'service_2', svc: { zone: 'z' } } }).fields.x)
+    })
+
+    test('off (the default): no dynamic_metadata', async () => {
+      const g = gateway(mem(), 'open', true, rls)
+      assert.equal((await g.ask(both(1, 1))).dynamic_metadata, undefined)
     })
   })
 })
