@@ -292,7 +292,7 @@ test('metadata: anything in a mapping; empty or on a descriptor without a limit,
     assert.throws(
       () => parseRlsYaml(`domain: m\ndescriptors:\n  - key: a\n    metadata: ${bad}\n`, 'bad.yaml'),
       (e: Error) =>
-        e instanceof RlsConfigError && /^bad\.yaml: m\.descriptors\[0\]: error parsing metadata: not a mapping$/.test(e.message),
+        e instanceof RlsConfigError && /^bad\.yaml: error parsing metadata: not a mapping \(at m\.descriptors\[0\]\)$/.test(e.message),
       bad,
     )
 })
