@@ -2,7 +2,7 @@
  * envoyproxy/ratelimit's YAML configuration, read as it is: one document per
  * domain (`domain`, nested `descriptors` of `key` / optional `value`, each
  * with an optional `rate_limit` {unit, requests_per_unit, unlimited, name,
- * replaces}, `shadow_mode`, `detailed_metric`). A file or every .yaml/.yml of
+ * replaces}, `shadow_mode`, `detailed_metric`, `value_to_metric`). A file or every .yaml/.yml of
  * a directory; a bad file is refused whole with a message naming where.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -38,6 +38,8 @@ export interface RlsNode {
   wildcards: RlsWildcard[]
   /** `share_threshold` on a wildcard: every value it matches counts under the pattern (`files/*`) instead. */
   sharePattern: string | undefined
+  /** `value_to_metric`: the request's value names this level in the statistics key (grpc/rls-stats-key.ts). */
+  valueToMetric?: true
 }
 
 /** A `key_value` pattern split on `*` once at load, so a request matches it without allocating. */
@@ -150,6 +152,7 @@ function parseDescriptors(list: unknown, where: string, parentKey: string, into:
       raw.share_threshold === true ? value : undefined,
     )
     if (node.limit !== undefined && raw.quota_mode === true) node.limit.quota = true
+    if (raw.value_to_metric === true) node.valueToMetric = true
     parseDescriptors(raw.descriptors, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })

@@ -22,10 +22,11 @@ import {
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Outcome } from '../store/store.js'
 import { decideDescriptors } from './rls-bundle.js'
-import { compileRls } from './rls-compile.js'
+import { compileRls, type RlsDomain } from './rls-compile.js'
 import type { RlsConfig } from './rls-config.js'
 import type { Entry } from './rls-match.js'
 import { planDescriptors, type PlannedDescriptor } from './rls-plan.js'
+import { countWithHits } from './rls-stats.js'
 
 export interface RateLimitRequest {
   domain?: string
@@ -51,6 +52,8 @@ export interface RlsOptions {
   chargeRejected: boolean
   /** Every answer (metrics). `domain` is a configured one or undefined. */
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
+  /** Each checked descriptor (envoyproxy/ratelimit's statistics): `after`, its counter with its hits; undefined when the store did not answer. */
+  counted?(name: string, domain: RlsDomain, entries: readonly Entry[], p: PlannedDescriptor, after: number | undefined): void
 }
 
 /** The request's descriptors as entries, validated (envoyproxy/ratelimit refuses an empty domain or descriptor list the same way). */
@@ -129,6 +132,8 @@ export function createShouldRateLimit(o: RlsOptions) {
         const p = planned[i]!
         const out = read?.[i] ? afterReject(p, outcomes![i]!, o.chargeRejected, later![i]!) : outcomes?.[i]
         statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, out)
+        const after = failed || out === undefined ? undefined : countWithHits(out, p.cost, read?.[i] === true, o.chargeRejected)
+        o.counted?.(parsed.domain, domain!, parsed.descriptors[p.index]!.entries, p, after)
       }
       if (o.decide && o.bundleLoaded?.()) {
         decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
