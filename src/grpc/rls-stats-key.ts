@@ -13,10 +13,14 @@ import type { RlsDomain, RlsRule } from './rls-compile.js'
 import type { RlsNode } from './rls-config.js'
 import { wildcardMatch, type Entry } from './rls-match.js'
 
-/** A configured limit's key: `fixed` when no request changes it, else built per call (`detailed`: its limit's detailed_metric). */
+/**
+ * A configured limit's key: `fixed` when no request changes it, else built per call (`detailed`:
+ * its limit's detailed_metric; `shared`: a share_threshold wildcard on its path).
+ */
 export interface LimitKey {
   fixed: string | undefined
   detailed: boolean
+  shared: boolean
 }
 
 const trimPrefix = (s: string, prefix: string): string => (s.startsWith(prefix) ? s.slice(prefix.length) : s)
@@ -27,19 +31,20 @@ const trimPrefix = (s: string, prefix: string): string => (s.startsWith(prefix) 
  */
 export function limitKeys(name: string, domain: RlsDomain): Map<RlsRule, LimitKey> {
   const out = new Map<RlsRule, LimitKey>()
-  const walk = (node: RlsNode, path: string, dynamic: boolean): void => {
+  const walk = (node: RlsNode, path: string, dynamic: boolean, shared: boolean): void => {
     for (const [mapKey, child] of node.children) {
       const at = `${path}.${mapKey}`
       const changes = dynamic || mapKey.includes('*') || child.valueToMetric === true
+      const shares = shared || child.sharePattern !== undefined
       const rule = child.limit && domain.rules.get(child.limit)
       if (child.limit && rule) {
         const detailed = child.limit.detailedMetric
-        out.set(rule, { fixed: changes || detailed ? undefined : sanitize(at), detailed })
+        out.set(rule, { fixed: changes || detailed ? undefined : sanitize(at), detailed, shared: shares })
       }
-      walk(child, at, changes)
+      walk(child, at, changes, shares)
     }
   }
-  walk(domain.root, name, false)
+  walk(domain.root, name, false, false)
   return out
 }
 
@@ -49,13 +54,11 @@ export function limitKeys(name: string, domain: RlsDomain): Map<RlsRule, LimitKe
  */
 export function requestKey(name: string, root: RlsNode, entries: readonly Entry[], detailed: boolean): string {
   let byLevel = name
-  let allValues = name
   let share: Array<string | undefined> | undefined
   let level = root
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!
     const keyValue = `${e.key}_${e.value}`
-    allValues += `.${keyValue}`
     let next = level.children.get(keyValue)
     let pattern: string | undefined
     if (next === undefined)
@@ -80,7 +83,7 @@ export function requestKey(name: string, root: RlsNode, entries: readonly Entry[
     level = next
   }
   if (!detailed) return byLevel
-  if (share === undefined) return allValues
+  if (share === undefined) return detailedKey(name, entries)
   // detailed_metric with share_threshold levels: those keep their pattern, the others their key_value.
   let out = name
   for (let i = 0; i < entries.length; i++) {
@@ -91,15 +94,25 @@ export function requestKey(name: string, root: RlsNode, entries: readonly Entry[
   return out
 }
 
+/** detailed_metric without a share_threshold level: every entry's `key_value` (`key_` for an empty value, as upstream). */
+export function detailedKey(name: string, entries: readonly Entry[]): string {
+  let out = name
+  for (let i = 0; i < entries.length; i++) out += `.${entries[i]!.key}_${entries[i]!.value}`
+  return out
+}
+
 /** A request's own limit (the descriptor's `limit` override): every entry's `key_value`, as upstream keys it. */
 export function overrideKey(name: string, entries: readonly Entry[]): string {
   return `${name}.${entries.map((e) => (e.value === '' ? e.key : `${e.key}_${e.value}`)).join('.')}`
 }
 
 const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g
+/** What sanitize could change: most keys have none of it, and the address pattern is slow to scan for. */
+const MAYBE = /[:|]|\d\.\d/
 
 /** As upstream's SanitizeStatName: `:` and `|` become `_`, and so do the dots of an IPv4 address. */
 export function sanitize(key: string): string {
+  if (!MAYBE.test(key)) return key
   return key.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replaceAll('.', '_'))
 }
 

@@ -14,7 +14,7 @@ import type { Outcome } from '../store/store.js'
 import type { RlsDomain, RlsRule } from './rls-compile.js'
 import type { Entry } from './rls-match.js'
 import type { PlannedDescriptor } from './rls-plan.js'
-import { keyLabels, limitKeys, overrideKey, requestKey, sanitize, type LimitKey } from './rls-stats-key.js'
+import { detailedKey, keyLabels, limitKeys, overrideKey, requestKey, sanitize, type LimitKey } from './rls-stats-key.js'
 
 /** Upstream's per-key counters, in the order of KeyStats.counts. */
 export const RATE_LIMIT_STATS = ['total_hits', 'over_limit', 'near_limit', 'within_limit', 'shadow_mode'] as const
@@ -128,7 +128,13 @@ export class RlsStats {
       return s
     }
     // Not a configured limit: the request's own (its `limit` override), keyed by all its entries as upstream keys it.
-    const key = sanitize(k === undefined ? overrideKey(name, entries) : requestKey(name, domain.root, entries, k.detailed))
+    const raw =
+      k === undefined
+        ? overrideKey(name, entries)
+        : k.detailed && !k.shared
+          ? detailedKey(name, entries) // no walk needed: nothing on its path keeps a pattern
+          : requestKey(name, domain.root, entries, k.detailed)
+    const key = sanitize(raw)
     const known = this.keys.get(key)
     if (known !== undefined) return known
     if (this.built >= this.maxBuiltKeys) return this.keyStats(`${sanitize(name)}.${OVERFLOW}`)

@@ -67,7 +67,9 @@ async function call(port: number, domain: string, entries: Array<[string, string
   try {
     return (await c.shouldRateLimit({
       domain,
-      descriptors: [{ entries: entries.map(([key, value]) => ({ key, value })), ...(hits === undefined ? {} : { hits_addend: { value: hits } }) }],
+      descriptors: [
+        { entries: entries.map(([key, value]) => ({ key, value })), ...(hits === undefined ? {} : { hits_addend: { value: hits } }) },
+      ],
     })) as { overall_code: number }
   } finally {
     c.close()
@@ -123,7 +125,11 @@ for (const [where, env] of VARIANTS)
       assert.deepEqual(codes, [OK, OK, OK, OK, OK, OVER_LIMIT, OVER_LIMIT])
       // hits_addend counts hits: 3 more, all over.
       assert.equal((await call(port, domain, [['k', 'v']], 3)).overall_code, OVER_LIMIT)
-      for (const method of ['GET', 'GET']) await call(port, domain, [['route', 'api'], ['method', method]])
+      const route: Array<[string, string]> = [
+        ['route', 'api'],
+        ['method', 'GET'],
+      ]
+      for (let i = 0; i < 2; i++) await call(port, domain, route)
       await call(port, domain, [['user', 'alice']])
       // shadow_mode on a limit of 0: every hit over, answered OK, and logged (by the worker that served it).
       const served = () => new Set(gw.logs.filter((l) => l.event === 'would_reject').map((l) => l.worker))

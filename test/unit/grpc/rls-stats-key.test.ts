@@ -12,7 +12,7 @@ import { describe, test } from 'node:test'
 import { compileRls } from '../../../src/grpc/rls-compile.js'
 import { parseRlsYaml, type RlsConfig } from '../../../src/grpc/rls-config.js'
 import { matchLimit, type Entry } from '../../../src/grpc/rls-match.js'
-import { keyLabels, limitKeys, overrideKey, requestKey, sanitize } from '../../../src/grpc/rls-stats-key.js'
+import { detailedKey, keyLabels, limitKeys, overrideKey, requestKey, sanitize } from '../../../src/grpc/rls-stats-key.js'
 import { ROOT } from '../../helpers/processes.js'
 
 const upstream = (file: string): RlsConfig => parseRlsYaml(readFileSync(join(ROOT, 'test/fixtures/rls/upstream', file), 'utf8'), file)
@@ -25,8 +25,9 @@ function keyOf(config: RlsConfig, domain: string, pairs: Array<[string, string]>
   assert.ok(limit, `no limit for ${JSON.stringify(pairs)}`)
   const k = limitKeys(domain, d).get(d.rules.get(limit)!)!
   const built = requestKey(domain, d.root, entries, k.detailed)
-  // A fixed key is what the walk builds for any request that reaches the limit.
+  // A fixed key is what the walk builds for any request that reaches the limit; so is the walk-free detailed key.
   if (k.fixed !== undefined) assert.equal(k.fixed, sanitize(built))
+  if (k.detailed && !k.shared) assert.equal(detailedKey(domain, entries), built)
   return { key: k.fixed ?? built, fixed: k.fixed !== undefined }
 }
 
