@@ -21,6 +21,7 @@ import { decisionRecorder, engineObserver } from './observe/engine-observer.js'
 import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
+import { rlsStatsOf } from './observe/rls-stats-sinks.js'
 import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import { NetworkData } from './request/network-data.js'
@@ -75,6 +76,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener; every thread of the process charges one byte budget.
   const budget = new ByteBudget(settings.grpcMaxBufferedBytes, runtime.grpcBudget?.shared, runtime.grpcBudget?.holder)
+  // envoyproxy/ratelimit's statistics of this thread: on /metrics and, with USE_STATSD, sent to statsd.
+  const rls = settings.grpcPort === undefined && settings.rlsConfig === undefined ? undefined : rlsStatsOf(metrics.registry, settings, log)
   const grpc =
     settings.grpcPort === undefined
       ? undefined
@@ -95,6 +98,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           rlsDynamicMetadata: settings.rlsDynamicMetadata,
           bundleLoaded: () => bundle() !== null,
           metrics: createGrpcMetrics(metrics.registry, () => budget.held),
+          rlsStats: rls?.stats,
           log,
           tls: settings.grpcTls,
           maxConcurrentStreams: settings.grpcMaxConcurrentStreams,
@@ -118,7 +122,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
       runtime.stopping()
       await Promise.all([config.close(), net.close()])
       await Promise.all([main.shutdown(drain), adminListener?.shutdown(drain), grpc?.shutdown(drain)])
-      await Promise.allSettled([proxy?.close(), store.close()])
+      await Promise.allSettled([proxy?.close(), store.close(), rls?.close()])
       log.info('shutdown complete')
     })())
   return { address: at.main!, adminAddress: at.admin, bundle, metrics, log, decide, shutdown }

@@ -31,6 +31,12 @@ export interface GrpcSettings {
   rlsDynamicMetadata: boolean
   /** Descriptors one ShouldRateLimit call may carry; a call with more is refused (RESOURCE_EXHAUSTED). */
   rlsMaxDescriptors: number
+  /** envoyproxy/ratelimit's near_limit threshold, a fraction of each limit (its NEAR_LIMIT_RATIO). */
+  rlsNearLimitRatio: number
+  /** Where envoyproxy/ratelimit's statistics go as statsd counters (its USE_STATSD, STATSD_HOST, STATSD_PORT, STATS_FLUSH_INTERVAL); undefined: not sent. */
+  rlsStatsd: { host: string; port: number; intervalMs: number } | undefined
+  /** Statistics keys built from requests' values kept apart per thread; past it they count under `<domain>._overflow`. */
+  rlsStatsMaxKeys: number
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
   grpcMaxConcurrentStreams: number
   /** Bytes the unfinished requests of every gRPC stream may hold together, for the whole process. */
@@ -74,6 +80,40 @@ function bufferedBytes(env: Env): number {
   return n
 }
 
+/** A fraction from 0 to 1 (NEAR_LIMIT_RATIO's range). */
+function ratio(env: Env, name: string, dflt: number): number {
+  const raw = optional(env, name)
+  if (raw === undefined) return dflt
+  const n = Number(raw.trim())
+  if (raw.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new SettingError(name, `"${raw}" is not a number from 0 to 1`)
+  return n
+}
+
+const GO_UNITS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+
+/** Milliseconds of a Go duration (`10s`, `1m30s`, `500ms`), the form of envoyproxy/ratelimit's STATS_FLUSH_INTERVAL. */
+export function goDurationMs(raw: string): number | undefined {
+  const s = raw.trim()
+  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(s)) return undefined
+  let ms = 0
+  for (const m of s.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(m[1]) * GO_UNITS[m[2]!]!
+  return ms
+}
+
+function statsd(env: Env): GrpcSettings['rlsStatsd'] {
+  // envoyproxy/ratelimit's names are read too (ours first); its USE_STATSD defaults to true there, off here:
+  // a gateway sends no datagrams unasked (its statistics are on /metrics either way).
+  const on = bool(env, 'FAIRVISOR_RLS_USE_STATSD', bool(env, 'USE_STATSD', false))
+  const host = optional(env, 'FAIRVISOR_RLS_STATSD_HOST') ?? optional(env, 'STATSD_HOST') ?? 'localhost'
+  const port = integer(env, 'FAIRVISOR_RLS_STATSD_PORT', integer(env, 'STATSD_PORT', 8125, 1, 65535), 1, 65535)
+  const upstream = optional(env, 'STATS_FLUSH_INTERVAL')
+  const upstreamMs = upstream === undefined ? 10_000 : goDurationMs(upstream)
+  if (upstreamMs === undefined || upstreamMs < 1 || upstreamMs > 3_600_000)
+    throw new SettingError('STATS_FLUSH_INTERVAL', `"${upstream}" is not a duration from 1ms to 1h (e.g. 10s)`)
+  const intervalMs = integer(env, 'FAIRVISOR_RLS_STATS_FLUSH_INTERVAL_MS', Math.round(upstreamMs), 1, 3_600_000)
+  return on ? { host, port, intervalMs } : undefined
+}
+
 /** `http`: the HTTP listener's timeouts, the defaults of the gRPC listener's. */
 export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; headersTimeoutMs: number }): GrpcSettings {
   return {
@@ -102,6 +142,9 @@ export function grpcSettings(env: Env, http: { keepAliveTimeoutMs: number; heade
     rlsQuotaMode: bool(env, 'FAIRVISOR_RLS_QUOTA_MODE', bool(env, 'QUOTA_MODE', false)),
     rlsDynamicMetadata: bool(env, 'FAIRVISOR_RLS_RESPONSE_DYNAMIC_METADATA', bool(env, 'RESPONSE_DYNAMIC_METADATA', false)),
     rlsMaxDescriptors: integer(env, 'FAIRVISOR_RLS_MAX_DESCRIPTORS', 256, 1, 1_000_000),
+    rlsNearLimitRatio: ratio(env, 'FAIRVISOR_RLS_NEAR_LIMIT_RATIO', ratio(env, 'NEAR_LIMIT_RATIO', 0.8)),
+    rlsStatsd: statsd(env),
+    rlsStatsMaxKeys: integer(env, 'FAIRVISOR_RLS_STATS_MAX_KEYS', 1000, 0, 1_000_000),
     grpcMaxConcurrentStreams: integer(env, 'FAIRVISOR_GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
     grpcMaxBufferedBytes: bufferedBytes(env),
     grpcIdleTimeoutMs: integer(env, 'FAIRVISOR_GRPC_IDLE_TIMEOUT_MS', http.keepAliveTimeoutMs, 1, 3_600_000),

@@ -127,6 +127,12 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     "ShouldRateLimit answers carry dynamic_metadata: the request and the passed limits' metadata (or RESPONSE_DYNAMIC_METADATA)",
   ],
   ['FAIRVISOR_RLS_MAX_DESCRIPTORS', '256', 'descriptors one ShouldRateLimit call may carry; past it RESOURCE_EXHAUSTED'],
+  ['FAIRVISOR_RLS_NEAR_LIMIT_RATIO', '0.8', 'near_limit statistic from this fraction of each RLS limit (or NEAR_LIMIT_RATIO)'],
+  ['FAIRVISOR_RLS_USE_STATSD', 'false', "send envoyproxy/ratelimit's statistics to statsd over UDP (or USE_STATSD)"],
+  ['FAIRVISOR_RLS_STATSD_HOST', 'localhost', 'the statsd host (or STATSD_HOST)'],
+  ['FAIRVISOR_RLS_STATSD_PORT', '8125', 'the statsd UDP port (or STATSD_PORT)'],
+  ['FAIRVISOR_RLS_STATS_FLUSH_INTERVAL_MS', '10000', 'ms between statsd flushes (or STATS_FLUSH_INTERVAL, a duration such as 10s)'],
+  ['FAIRVISOR_RLS_STATS_MAX_KEYS', '1000', 'RLS statistics keys built from request values, per thread; past it <domain>._overflow'],
   ['FAIRVISOR_TOR_EXIT_LIST_FILE', 'unset', 'Tor exit addresses, one per line, for ip:tor when X-Tor-Exit is absent'],
 ]
 

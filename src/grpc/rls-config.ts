@@ -2,8 +2,8 @@
  * envoyproxy/ratelimit's YAML configuration, read as it is: one document per
  * domain (`domain`, nested `descriptors` of `key` / optional `value`, each
  * with an optional `rate_limit` {unit, requests_per_unit, unlimited, name,
- * replaces}, `shadow_mode`, `quota_mode`, `detailed_metric`, `share_threshold`,
- * `metadata`). A file or every .yaml/.yml of
+ * replaces}, `shadow_mode`, `quota_mode`, `detailed_metric`, `value_to_metric`,
+ * `share_threshold`, `metadata`). A file or every .yaml/.yml of
  * a directory; a bad file is refused whole with a message naming where.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -43,6 +43,8 @@ export interface RlsNode {
   wildcards: RlsWildcard[]
   /** `share_threshold` on a wildcard: every value it matches counts under the pattern (`files/*`) instead. */
   sharePattern: string | undefined
+  /** `value_to_metric`: the request's value names this level in the statistics key (grpc/rls-stats-key.ts). */
+  valueToMetric?: true
 }
 
 /** A `key_value` pattern split on `*` once at load, so a request matches it without allocating. */
@@ -165,6 +167,7 @@ function parseDescriptors(list: unknown, source: string, where: string, parentKe
     if (metadata !== undefined && metadata !== null && !isObject(metadata))
       throw refused(source, 'error parsing metadata: not a mapping', at)
     if (node.limit !== undefined && isObject(metadata) && Object.keys(metadata).length > 0) node.limit.metadata = metadata
+    if (raw.value_to_metric === true) node.valueToMetric = true
     parseDescriptors(raw.descriptors, source, at, `${parentKey}${mapKey}.`, node)
     // As envoyproxy/ratelimit: the pattern is the whole `key_value`, so a `*` matches across the key/value join too.
     if (wildcard) into.wildcards.push({ parts: mapKey.split('*'), node })

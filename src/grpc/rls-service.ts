@@ -31,10 +31,11 @@ import { dynamicMetadata, type Struct } from '../decision/rls-metadata.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Outcome } from '../store/store.js'
 import { decideDescriptors } from './rls-bundle.js'
-import { compileRls, type LimitOverride } from './rls-compile.js'
+import { compileRls, type LimitOverride, type RlsDomain } from './rls-compile.js'
 import { UNIT_OF_CODE, type RlsConfig } from './rls-config.js'
 import type { Entry } from './rls-match.js'
 import { planDescriptors, type PlannedDescriptor } from './rls-plan.js'
+import { countWithHits } from './rls-stats.js'
 import { GrpcStatus } from './status.js'
 import { GrpcFailure } from './wire.js'
 
@@ -78,6 +79,8 @@ export interface RlsOptions {
   storeFailure?: 'error' | 'policy'
   /** Every answer (metrics). `domain` is a configured one or undefined; `overall` UNKNOWN when answered the store's error. */
   answered(domain: string | undefined, overall: number, storeFailed: boolean): void
+  /** Each checked descriptor (envoyproxy/ratelimit's statistics): `after`, its counter with its hits; undefined when the store did not answer. */
+  counted?(name: string, domain: RlsDomain, entries: readonly Entry[], p: PlannedDescriptor, after: number | undefined): void
 }
 
 /** A descriptor's limit override; its unit must be one (envoyproxy/ratelimit's process stops on one it does not know). */
@@ -161,6 +164,9 @@ function laterHits(planned: readonly PlannedDescriptor[]): number[] {
   return later
 }
 
+/** The error a call is answered when its store failed (already counted by `answered`, not a refused call). */
+export class StoreFailure extends GrpcFailure {}
+
 export function createShouldRateLimit(o: RlsOptions) {
   const storeError = o.storeFailure === 'error'
   return (req: RateLimitRequest, then: (err: Error | GrpcFailure | null, res?: RateLimitResponse) => void): void => {
@@ -190,20 +196,23 @@ export function createShouldRateLimit(o: RlsOptions) {
     }
     const fail = (d: Decision): void => {
       o.answered(domain === undefined ? undefined : parsed.domain, UNKNOWN, true)
-      then(new GrpcFailure(GrpcStatus.UNKNOWN, storeFailureMessage(d)))
+      then(new StoreFailure(GrpcStatus.UNKNOWN, storeFailureMessage(d)))
     }
     o.decideLimits(
       domain,
       planned,
       (d, outcomes, read) => {
         const failed = storeFailed(d)
-        if (failed && storeError) return fail(d)
         const later = read === undefined ? undefined : laterHits(planned)
         for (let i = 0; i < planned.length; i++) {
           const p = planned[i]!
           const out = read?.[i] ? afterReject(p, outcomes![i]!, o.chargeRejected, later![i]!) : outcomes?.[i]
           statuses[p.index] = failed ? failedStatus(d) : limitStatus(p.answer, out)
+          const after = failed || out === undefined ? undefined : countWithHits(out, p.cost, read?.[i] === true, o.chargeRejected)
+          o.counted?.(parsed.domain, domain!, parsed.descriptors[p.index]!.entries, p, after)
         }
+        // Counted first: envoyproxy/ratelimit counts a call's hits whatever its store answered.
+        if (failed && storeError) return fail(d)
         if (o.decide && o.bundleLoaded?.()) {
           decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
             const down = storeError ? ds.find(storeFailed) : undefined

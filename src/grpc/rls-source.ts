@@ -20,6 +20,8 @@ export class RlsSource {
     private readonly onLoaded: (config: RlsConfig) => void = () => {},
     /** MERGE_DOMAIN_CONFIG: one domain may be split over several files. */
     private readonly mergeDomains = false,
+    /** Each load, whatever its result (config_load_success / config_load_error). */
+    private readonly onResult: (loaded: boolean) => void = () => {},
   ) {}
 
   /** True when the configuration loaded (and replaced the one in force). */
@@ -29,9 +31,11 @@ export class RlsSource {
       this.current = loaded
       this.log.info({ file: this.path, domains: [...loaded.keys()] }, 'rls config loaded')
       this.onLoaded(loaded)
+      this.onResult(true)
       return true
     } catch (err) {
       this.log.error({ file: this.path, err: { message: (err as Error).message } }, 'rls config rejected; the last good one stays')
+      this.onResult(false)
       return false
     }
   }

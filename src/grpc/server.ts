@@ -13,8 +13,9 @@ import { createCheck, type CheckRequest } from './ext-authz.js'
 import type { GrpcMetrics } from './metrics.js'
 import { method } from './protos.js'
 import { descriptorCap } from './rls-cap.js'
-import { createShouldRateLimit, type RateLimitRequest } from './rls-service.js'
+import { createShouldRateLimit, StoreFailure, type RateLimitRequest } from './rls-service.js'
 import type { RlsConfig } from './rls-config.js'
+import type { RlsStats } from './rls-stats.js'
 import { GrpcStatus } from './status.js'
 import { createUnaryServer, type UnaryMethod, type UnaryServer } from './unary-server.js'
 import { GrpcFailure } from './wire.js'
@@ -43,6 +44,8 @@ export interface GrpcOptions {
   /** A bundle is in force: RLS descriptors are also decided by it. */
   bundleLoaded(): boolean
   metrics: GrpcMetrics
+  /** envoyproxy/ratelimit's statistics of this thread (grpc/rls-stats.ts). */
+  rlsStats?: RlsStats
   log: Logger
   /** PEM certificate and key (and a CA that client certificates must chain to): the listener speaks TLS. */
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer }
@@ -60,18 +63,26 @@ type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: obj
  * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
  * `refuse` answers from the bytes before they are decoded (the Rate Limit Service's descriptor cap).
  */
-function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?: UnaryMethod['refuse']): [string, UnaryMethod] {
+function unary<Req>(
+  service: string,
+  name: string,
+  handle: Handler<Req>,
+  refuse?: UnaryMethod['refuse'],
+  failed?: (f: GrpcFailure) => void,
+): [string, UnaryMethod] {
   const codec = method(service, name)
+  const fail = (err: Error | GrpcFailure): GrpcFailure => {
+    const f = err instanceof GrpcFailure ? err : new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message)
+    failed?.(f)
+    return f
+  }
   return [
     codec.path,
     {
       refuse,
       decode: codec.decode,
       encode: codec.encode,
-      handle: (req, answer) =>
-        handle(req as Req, (err, res) =>
-          answer(err instanceof GrpcFailure ? err : err ? new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message) : res!),
-        ),
+      handle: (req, answer) => handle(req as Req, (err, res) => answer(err ? fail(err) : res!)),
     },
   ]
 }
@@ -85,6 +96,7 @@ const SERVICES = new Set(['', 'envoy.service.auth.v3.Authorization', 'envoy.serv
 
 /** The listener's server, not listening yet: the runtime listens on its socket (runtime/runtime.ts). */
 export function createGrpc(o: GrpcOptions): UnaryServer {
+  const stats = o.rlsStats
   const shouldRateLimit = createShouldRateLimit({
     config: () => o.rlsConfig() ?? EMPTY,
     decideLimits: o.decideLimits,
@@ -97,11 +109,14 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     dynamicMetadata: o.rlsDynamicMetadata,
     decide: o.decide,
     bundleLoaded: o.bundleLoaded,
-    answered: (domain, overall, storeFailed) =>
+    answered: (domain, overall, storeFailed) => {
       o.metrics.rlsDecisions.inc({
         domain: domain ?? '_unknown',
         code: overall === UNKNOWN ? 'store_error' : (storeFailed ? 'store_failed_' : '') + (overall === OVER_LIMIT ? 'over_limit' : 'ok'),
-      }),
+      })
+      if (storeFailed) stats?.count('redis_error')
+    },
+    counted: stats && ((name, domain, entries, p, after) => stats.hit(name, domain, entries, p, after)),
   })
   const methods = new Map([
     unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason, o.encodedSlashes)),
@@ -110,6 +125,10 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
       'ShouldRateLimit',
       (req, then) => (o.rlsConfig() === undefined ? then(NO_CONFIG) : shouldRateLimit(req, then)),
       descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
+      // envoyproxy/ratelimit's call errors: a call it refuses (no configuration, a bad request); its store failing is
+      // counted by `answered` (a StoreFailure is that answer).
+      stats &&
+        ((f) => (f instanceof StoreFailure ? undefined : stats.count(f.code === GrpcStatus.UNAVAILABLE ? 'redis_error' : 'service_error'))),
     ),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>
       then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),

@@ -21,6 +21,8 @@ export interface ConfigEvents {
   reloaded(r: ReloadReport): void
   /** Each RLS configuration loaded. */
   rlsLoaded?(config: RlsConfig): void
+  /** Each load of the RLS configuration, whatever its result. */
+  rlsLoadResult?(loaded: boolean): void
 }
 
 export class ConfigSource implements BundleFeed {
@@ -37,7 +39,9 @@ export class ConfigSource implements BundleFeed {
     this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
     this.bundles.onReload((r) => on.reloaded(r))
     this.rlsSource =
-      settings.rlsConfig === undefined ? undefined : new RlsSource(settings.rlsConfig, log, on.rlsLoaded, settings.rlsMergeDomainConfig)
+      settings.rlsConfig === undefined
+        ? undefined
+        : new RlsSource(settings.rlsConfig, log, on.rlsLoaded, settings.rlsMergeDomainConfig, on.rlsLoadResult)
     // Hot reload on every way the file can be replaced (see bundle/watch.ts).
     this.watcher = watchBundle(this.bundles, bundleWatchLog(log, settings.configFile))
   }

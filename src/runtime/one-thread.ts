@@ -6,6 +6,7 @@
 import { listenAll, LISTENERS } from '../listeners.js'
 import { createLogger } from '../observe/logger.js'
 import { logReload } from '../observe/reload-log.js'
+import { rlsLoadsOf } from '../observe/rls-stats-sinks.js'
 import { onReloadSignal } from '../reload-signal.js'
 import type { Settings } from '../settings.js'
 import { ConfigSource } from './config-source.js'
@@ -23,6 +24,8 @@ export function oneThread(settings: Readonly<Settings>, clock: () => number): Ru
     config(log, metrics) {
       source = new ConfigSource(settings, log, clock, {
         reloaded: (r) => logReload(log, metrics, r, r.result === 'applied' ? source!.bundles.current : null),
+        // Into the thread's RLS statistics, which the gateway's shutdown flushes (main.ts).
+        rlsLoadResult: rlsLoadsOf(metrics.registry, settings, log)?.loaded,
       })
       return source
     },

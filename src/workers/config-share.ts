@@ -20,6 +20,7 @@ import type { ReloadReport } from '../bundle/source.js'
 import type { Logger } from '../observe/logger.js'
 import type { Metrics } from '../observe/metrics.js'
 import { logReload, showConfig } from '../observe/reload-log.js'
+import { rlsLoadsOf } from '../observe/rls-stats-sinks.js'
 import { ConfigSource } from '../runtime/config-source.js'
 import type { Settings } from '../settings.js'
 import { Generations } from './generations.js'
@@ -31,6 +32,7 @@ export class ConfigShare {
   /** What the supervisor itself runs: read and watched here (runtime/config-source.ts, as in one thread). */
   private readonly source: ConfigSource
   private readonly generations: Generations
+  private readonly rlsLoads: ReturnType<typeof rlsLoadsOf>
   private generation = 0
   /** Every worker thread started and not exited (starting ones too: messages wait in their port). */
   private readonly workers = new Set<Worker>()
@@ -46,9 +48,12 @@ export class ConfigShare {
     clock: () => number,
   ) {
     this.generations = Generations.create(settings.workers)
+    // The workers never load it: its loads are counted here, in the supervisor's registry that /metrics adds to theirs.
+    this.rlsLoads = rlsLoadsOf(metrics.registry, settings, log)
     this.source = new ConfigSource(settings, log, clock, {
       reloaded: (r) => this.onReport(r),
       rlsLoaded: (config) => this.post({ type: 'rls', config }),
+      rlsLoadResult: this.rlsLoads?.loaded,
     })
   }
 
@@ -102,7 +107,7 @@ export class ConfigShare {
   }
 
   close(): Promise<unknown> {
-    return this.source.close()
+    return Promise.all([this.source.close(), this.rlsLoads?.close()])
   }
 
   private post(m: ToWorker): void {

@@ -119,6 +119,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'observe/logger.ts': 'test/e2e/protection-visible.test.ts', // the JSON log lines and levels
   'observe/metrics.ts': 'test/e2e/metrics.test.ts', // /metrics
   'observe/reload-log.ts': 'test/e2e/reload.test.ts', // each reload logged and counted
+  'observe/rls-stats-sinks.ts': 'test/e2e/grpc-rls-stats.test.ts', // each thread's RLS statistics on /metrics and to statsd
   'reload-signal.ts': 'test/e2e/reload.test.ts', // SIGHUP reloads
   'request/api-key.ts': 'test/e2e/credential-keys.test.ts', // llm:api_key read as the API bills
   'request/client-ip.ts': 'test/unit/request/view.test.ts', // the client address behind trusted proxies

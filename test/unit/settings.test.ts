@@ -101,6 +101,47 @@ describe("envoyproxy/ratelimit's own names", () => {
     })
 })
 
+describe("envoyproxy/ratelimit's statistics settings", () => {
+  const s = (env: Record<string, string>) => loadSettings({ ...base, ...env })
+
+  test('NEAR_LIMIT_RATIO: 0.8 by default, read under its own name, ours first; a ratio outside 0 to 1 refused', () => {
+    assert.equal(s({}).rlsNearLimitRatio, 0.8)
+    assert.equal(s({ NEAR_LIMIT_RATIO: '0.5' }).rlsNearLimitRatio, 0.5)
+    assert.equal(s({ NEAR_LIMIT_RATIO: '0.5', FAIRVISOR_RLS_NEAR_LIMIT_RATIO: '0.9' }).rlsNearLimitRatio, 0.9)
+    refusedAs({ NEAR_LIMIT_RATIO: '80%' }, 'NEAR_LIMIT_RATIO', /not a number from 0 to 1/)
+    refusedAs({ FAIRVISOR_RLS_NEAR_LIMIT_RATIO: '1.5' }, 'FAIRVISOR_RLS_NEAR_LIMIT_RATIO')
+  })
+
+  test("USE_STATSD: off by default; its STATSD_HOST, STATSD_PORT, STATS_FLUSH_INTERVAL with upstream's defaults, ours first", () => {
+    assert.equal(s({}).rlsStatsd, undefined)
+    assert.deepEqual(s({ USE_STATSD: 'true' }).rlsStatsd, { host: 'localhost', port: 8125, intervalMs: 10_000 })
+    assert.equal(s({ USE_STATSD: 'true', FAIRVISOR_RLS_USE_STATSD: 'false' }).rlsStatsd, undefined)
+    assert.deepEqual(s({ USE_STATSD: 'true', STATSD_HOST: 'stats', STATSD_PORT: '9125', STATS_FLUSH_INTERVAL: '1m30s' }).rlsStatsd, {
+      host: 'stats',
+      port: 9125,
+      intervalMs: 90_000,
+    })
+    const ours = s({
+      FAIRVISOR_RLS_USE_STATSD: 'true',
+      STATSD_HOST: 'stats',
+      FAIRVISOR_RLS_STATSD_HOST: 'mine',
+      STATSD_PORT: '9125',
+      FAIRVISOR_RLS_STATSD_PORT: '8126',
+      STATS_FLUSH_INTERVAL: '5s',
+      FAIRVISOR_RLS_STATS_FLUSH_INTERVAL_MS: '250',
+    })
+    assert.deepEqual(ours.rlsStatsd, { host: 'mine', port: 8126, intervalMs: 250 })
+    assert.equal(s({ USE_STATSD: 'true', STATS_FLUSH_INTERVAL: '500ms' }).rlsStatsd?.intervalMs, 500)
+    refusedAs({ STATS_FLUSH_INTERVAL: '10' }, 'STATS_FLUSH_INTERVAL', /not a duration/)
+    refusedAs({ STATSD_PORT: '70000' }, 'STATSD_PORT')
+  })
+
+  test('FAIRVISOR_RLS_STATS_MAX_KEYS: 1000 by default', () => {
+    assert.equal(s({}).rlsStatsMaxKeys, 1000)
+    assert.equal(s({ FAIRVISOR_RLS_STATS_MAX_KEYS: '0' }).rlsStatsMaxKeys, 0)
+  })
+})
+
 describe('unknown FAIRVISOR_* variables', () => {
   test('are refused, with the closest setting when one is near', () => {
     refusedAs({ FAIRVISOR_WORKER: '4' }, 'FAIRVISOR_WORKER', /did you mean FAIRVISOR_WORKERS\?/)
