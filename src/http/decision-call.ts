@@ -10,12 +10,13 @@
  *   method, `/v1/decision` followed by the client's path and query, and the client's Host.
  *
  * Every convention's target goes through readTarget (request/target.ts), so a path reads the same
- * whichever proxy sends it. A header that says what the request was must be single (single()).
+ * whichever proxy sends it. A header that says what the request was must be single (single());
+ * the lines are read in one pass (scan()), as this runs on every decision call.
  */
 import { AmbiguousRequest } from '../errors.js'
 import { normaliseHost } from '../request/normalise.js'
 import { sameHeaderName } from '../request/raw-headers.js'
-import { type EncodedSlashes, readTarget, type TargetParts, targetAuthority } from '../request/target.js'
+import { type EncodedSlashes, readTarget, targetAuthority } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 
 export const DECISION_PATH = '/v1/decision'
@@ -28,19 +29,69 @@ export interface DecisionCall {
   peer: string
 }
 
+/** The headers a call's description may use, in the order of their slots in Lines. */
+const NAMES = [
+  'host',
+  'x-original-method',
+  'x-original-uri',
+  'x-original-host',
+  'x-forwarded-method',
+  'x-forwarded-uri',
+  'x-forwarded-host',
+] as const
+const HOST = 0
+const O_METHOD = 1
+const O_URI = 2
+const O_HOST = 3
+const F_METHOD = 4
+const F_URI = 5
+const F_HOST = 6
+/** A header sent twice with different values; refused only when it is read (a call's Host may not be). */
+const CONFLICT = Symbol('conflict')
+type Lines = (string | typeof CONFLICT | undefined)[]
+
+/** The slot of a header name, by its length first: nearly every name is passed over on one comparison. */
+function slotOf(name: string): number {
+  switch (name.length) {
+    case 4:
+      return sameHeaderName(name, 'host') ? HOST : -1
+    case 14:
+      return sameHeaderName(name, 'x-original-uri') ? O_URI : -1
+    case 15:
+      return sameHeaderName(name, 'x-original-host') ? O_HOST : sameHeaderName(name, 'x-forwarded-uri') ? F_URI : -1
+    case 16:
+      return sameHeaderName(name, 'x-forwarded-host') ? F_HOST : -1
+    case 17:
+      return sameHeaderName(name, 'x-original-method') ? O_METHOD : -1
+    case 18:
+      return sameHeaderName(name, 'x-forwarded-method') ? F_METHOD : -1
+    default:
+      return -1
+  }
+}
+
+/** One pass over the header lines for every header a description may use. */
+function scan(raw: readonly string[]): Lines {
+  const lines: Lines = [undefined, undefined, undefined, undefined, undefined, undefined, undefined]
+  for (let i = 0; i < raw.length; i += 2) {
+    const slot = slotOf(raw[i]!)
+    if (slot === -1) continue
+    const prev = lines[slot]
+    if (prev === undefined) lines[slot] = raw[i + 1]!
+    else if (prev !== raw[i + 1]) lines[slot] = CONFLICT
+  }
+  return lines
+}
+
 /**
  * The one value of a header that says what the request was ('' read as absent). A proxy that
  * appends its X-Original-URI to one the client sent would otherwise hand over two, and whichever
  * the gateway took, the client could choose the path, method or host that is limited.
  */
-function single(raw: readonly string[], name: string): string | undefined {
-  let out: string | undefined
-  for (let i = 0; i < raw.length; i += 2) {
-    if (!sameHeaderName(raw[i]!, name)) continue
-    if (out === undefined) out = raw[i + 1]!
-    else if (raw[i + 1] !== out) throw new AmbiguousRequest(`the header ${name} is repeated with different values`)
-  }
-  return out || undefined
+function single(lines: Lines, slot: number): string | undefined {
+  const v = lines[slot]
+  if (v === CONFLICT) throw new AmbiguousRequest(`the header ${NAMES[slot]} is repeated with different values`)
+  return v || undefined
 }
 
 /**
@@ -53,28 +104,35 @@ function oneItem(value: string | undefined, name: string): string | undefined {
   return value
 }
 
-interface Described extends TargetParts {
-  method: string
-  host: string
-}
-
 /**
- * A target with its host: without a host header of its own, an absolute URI's authority, else
- * the Host of the call (read only then: a call's Host is not its description otherwise).
+ * The request one convention describes: without a host header of its own, an absolute URI's
+ * authority is the host, else the Host of the call (read only then: a call's Host is not its
+ * description otherwise). Built field by field: this runs on every decision call.
  */
 function described(
+  call: DecisionCall,
+  lines: Lines,
   method: string | undefined,
   uri: string | undefined,
   host: string | undefined,
-  callHost: () => string | undefined,
   slashes: EncodedSlashes,
-): Described {
+): RequestInput {
   const u = uri ?? '/'
-  const h = host ?? targetAuthority(u) ?? callHost() ?? ''
-  return { method: method ?? 'GET', host: h, ...readTarget(u, h, slashes) }
+  const h = host ?? targetAuthority(u) ?? single(lines, HOST) ?? ''
+  const t = readTarget(u, h, slashes)
+  return {
+    method: method ?? 'GET',
+    path: t.path,
+    alsoPaths: t.alsoPaths,
+    rawQuery: t.rawQuery,
+    refused: t.refused,
+    host: h,
+    rawHeaders: call.rawHeaders,
+    peer: call.peer,
+  }
 }
 
-function sameRequest(a: Described, b: Described): boolean {
+function sameRequest(a: RequestInput, b: RequestInput): boolean {
   return (
     a.method === b.method &&
     a.path === b.path &&
@@ -99,29 +157,23 @@ function sameRequest(a: Described, b: Described): boolean {
  * must not change anything either. Whoever sends the conflict is refused, never believed.
  */
 export function inputFromDecisionCall(call: DecisionCall, slashes: EncodedSlashes): RequestInput {
-  const raw = call.rawHeaders
+  const lines = scan(call.rawHeaders)
   const url = call.url ?? DECISION_PATH
-  const callHost = (): string | undefined => single(raw, 'host')
-  let d: Described
-  if (url.length > DECISION_PATH.length && url.charCodeAt(DECISION_PATH.length) === 47 /* / */) {
-    d = described(call.method, url.slice(DECISION_PATH.length), callHost(), callHost, slashes)
-  } else {
-    const oMethod = single(raw, 'x-original-method')
-    const oUri = single(raw, 'x-original-uri')
-    const oHost = single(raw, 'x-original-host')
-    const fMethod = oneItem(single(raw, 'x-forwarded-method'), 'x-forwarded-method')
-    const fUri = single(raw, 'x-forwarded-uri')
-    const forwardAuth = fMethod !== undefined || fUri !== undefined
-    const fHost = forwardAuth ? oneItem(single(raw, 'x-forwarded-host'), 'x-forwarded-host') : undefined
-    const forwarded = forwardAuth ? described(fMethod, fUri, fHost, callHost, slashes) : undefined
-    if (oMethod === undefined && oUri === undefined && oHost === undefined)
-      d = forwarded ?? described(undefined, undefined, undefined, callHost, slashes)
-    else {
-      d = described(oMethod, oUri, oHost, callHost, slashes)
-      if (forwarded !== undefined && !sameRequest(d, forwarded))
-        throw new AmbiguousRequest('X-Original-* and X-Forwarded-* describe different requests')
-    }
-  }
-  const { method, host, ...target } = d
-  return { method, ...target, host, rawHeaders: raw, peer: call.peer }
+  if (url.length > DECISION_PATH.length && url.charCodeAt(DECISION_PATH.length) === 47 /* / */)
+    return described(call, lines, call.method, url.slice(DECISION_PATH.length), single(lines, HOST), slashes)
+  const oMethod = single(lines, O_METHOD)
+  const oUri = single(lines, O_URI)
+  const oHost = single(lines, O_HOST)
+  const fMethod = oneItem(single(lines, F_METHOD), 'x-forwarded-method')
+  const fUri = single(lines, F_URI)
+  const forwarded =
+    fMethod === undefined && fUri === undefined
+      ? undefined
+      : described(call, lines, fMethod, fUri, oneItem(single(lines, F_HOST), 'x-forwarded-host'), slashes)
+  if (oMethod === undefined && oUri === undefined && oHost === undefined)
+    return forwarded ?? described(call, lines, undefined, undefined, undefined, slashes)
+  const original = described(call, lines, oMethod, oUri, oHost, slashes)
+  if (forwarded !== undefined && !sameRequest(original, forwarded))
+    throw new AmbiguousRequest('X-Original-* and X-Forwarded-* describe different requests')
+  return original
 }
