@@ -17,7 +17,7 @@ import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { LlmExchange } from './llm/exchange.js'
-import { decisionRecorder, engineObserver } from './observe/engine-observer.js'
+import { decisionRecorder, engineObserver, jwtRejections } from './observe/engine-observer.js'
 import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
@@ -62,7 +62,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const engine = new Engine({ store, failPolicy, observer: engineObserver(log, metrics, store.kind, failPolicy, clock) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decided = decisionRecorder(metrics, log)
-  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided })
+  const jwtRejected = jwtRejections(log, metrics, clock)
+  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided, jwtRejected })
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(bundle, store, failPolicy, metrics, runtime.metricsText, config.inSync?.bind(config))

@@ -6,6 +6,7 @@
 import type { BlockList } from 'node:net'
 import { SettingError } from './errors.js'
 import { distinctPorts } from './listeners.js'
+import type { JwtVerifierSettings } from './request/jwt-verify.js'
 import type { NetworkFiles } from './request/network-data.js'
 import type { PathSettings } from './request/target.js'
 import { parseTrustedProxies } from './request/trusted-proxies.js'
@@ -22,7 +23,7 @@ export { parseTrustedProxies }
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles {
+export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles, JwtVerifierSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -61,9 +62,6 @@ export interface Settings extends GrpcSettings, PathSettings, StoreSettings, Net
   failPolicy: FailPolicy
   exposeReason: boolean
   debugSessionSecret: string | undefined
-  jwtHmacSecret: string | undefined
-  jwksFile: string | undefined
-  jwksUrl: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
 }
@@ -95,6 +93,15 @@ export function networkFiles(env: Env = process.env): NetworkFiles {
     geoipCountryFile: optional(env, 'FAIRVISOR_GEOIP_COUNTRY_FILE'),
     geoipAsnFile: optional(env, 'FAIRVISOR_GEOIP_ASN_FILE'),
     torExitListFile: optional(env, 'FAIRVISOR_TOR_EXIT_LIST_FILE'),
+  }
+}
+
+/** The JWT key source (request/jwt-verify.ts); also read alone by `fairvisor test`, which verifies its samples' tokens alike. */
+export function jwtSettings(env: Env = process.env): JwtVerifierSettings {
+  return {
+    jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
+    jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
+    jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
   }
 }
 
@@ -154,9 +161,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     exposeReason: bool(env, 'FAIRVISOR_EXPOSE_REASON', true),
     ...pathSettings(env),
     debugSessionSecret: secret(env, 'FAIRVISOR_DEBUG_SESSION_SECRET', MIN_KEY_LENGTH),
-    jwtHmacSecret: optional(env, 'FAIRVISOR_JWT_HMAC_SECRET'),
-    jwksFile: optional(env, 'FAIRVISOR_JWKS_FILE'),
-    jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
+    ...jwtSettings(env),
     ...networkFiles(env),
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
     ...grpcSettings(env, http),

@@ -19,7 +19,9 @@ commands:
       --format text|json     output format (default text; json: one object per file)
       --key-file <file>      the files must be signed under the key in this file
   test <bundle> --requests <file.jsonl|->
-                             run sample requests through the real engine and an in-process store
+                             run sample requests through the real engine and an in-process store;
+                             bearer tokens verified with the gateway's JWT settings (FAIRVISOR_JWT_*,
+                             FAIRVISOR_JWKS_*), else reported as claims not verified
       --requests <file>      one JSON request per line (required)
       --format table|json    output format (default table)
       --start <time>         start time, e.g. 2026-01-01T00:00:00Z (default: now)

@@ -67,6 +67,8 @@ export interface RequestReport {
   path: string
   host: string
   ip: string
+  /** The bearer token: verified, rejected (and why), or claims not verified (no key source); absent without one. */
+  jwt?: string
   matched_policies: readonly string[]
   limits: LimitReport[]
   skipped: { policy: string; rule: string; missing_key: string }[]
@@ -87,7 +89,9 @@ export interface RequestReport {
 
 export function table(r: RequestReport): string {
   const head = `#${r.n} line ${r.line} t+${r.at.toFixed(3)}s ${r.method} ${r.path} host=${r.host} ip=${r.ip}`
-  const lines = [head, `    policies: ${r.matched_policies.length ? r.matched_policies.join(', ') : '(none)'}`]
+  const lines = [head]
+  if (r.jwt !== undefined) lines.push(`    jwt: ${r.jwt}`)
+  lines.push(`    policies: ${r.matched_policies.length ? r.matched_policies.join(', ') : '(none)'}`)
   const ds = Object.entries(r.descriptors)
   if (ds.length) lines.push(`    descriptors: ${ds.map(([k, v]) => `${k}=${v}`).join(' ')}`)
   for (const l of r.limits) {

@@ -13,7 +13,10 @@
  * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
  * list are read from the same FAIRVISOR_* variables as the gateway's, and
  * the value of every limit key is shown, so an operator sees what was looked
- * up (e.g. ip:country=DE, ua:bot_category=ai_crawler). Exit 0 when every request ran (whatever the
+ * up (e.g. ip:country=DE, ua:bot_category=ai_crawler). Bearer tokens are
+ * verified with the gateway's JWT settings, at the sample's time: a forged
+ * token's claims count here no more than at the gateway, and without a key
+ * source each report says its claims were not verified. Exit 0 when every request ran (whatever the
  * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
  * or a bad data-file setting.
  */
@@ -23,16 +26,19 @@ import { ALGORITHMS } from '../algorithms/index.js'
 import { Engine } from '../engine/evaluate.js'
 import { loadBundleFile } from '../bundle/load.js'
 import { parseTimestamp } from '../bundle/validate.js'
+import { bearerToken, createJwtVerifier, type JwtVerifier } from '../request/jwt-verify.js'
 import { NetworkData } from '../request/network-data.js'
+import { rawHeader } from '../request/raw-headers.js'
 import { RequestView } from '../request/view.js'
 import { SettingError } from '../errors.js'
 import type { PathSettings } from '../request/target.js'
-import { networkFiles, pathSettings } from '../settings.js'
+import { jwtSettings, networkFiles, pathSettings } from '../settings.js'
 import { MemoryStore } from '../store/memory/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { llmReport } from './test-llm.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
+const NOT_VERIFIED = 'claims not verified (no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL)'
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
 export async function run(args: string[]): Promise<number> {
   let bundlePath: string, requestsPath: string, format: string, start: number
@@ -60,9 +66,11 @@ export async function run(args: string[]): Promise<number> {
 
   let net: NetworkData
   let paths: PathSettings
+  let jwt: JwtVerifier | undefined
   try {
     paths = pathSettings()
     net = new NetworkData(networkFiles())
+    jwt = createJwtVerifier(jwtSettings())
   } catch (err) {
     if (!(err instanceof SettingError)) throw err
     process.stderr.write(`fairvisor test: invalid setting ${err.message}\n`)
@@ -106,6 +114,9 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`fairvisor test: ${requestsPath} holds no requests\n`)
     return 1
   }
+  const tokenOf = (s: SampleRequest) => bearerToken(rawHeader(s.input.rawHeaders, 'authorization'))
+  if (jwt === undefined && samples.some((s) => tokenOf(s) !== undefined))
+    process.stderr.write(`warning: ${NOT_VERIFIED}: bearer tokens are decoded, as the gateway would decode them\n`)
 
   let planned: PlannedLimit[] = []
   let skipped: RequestReport['skipped'] = []
@@ -134,8 +145,18 @@ export async function run(args: string[]): Promise<number> {
       shadowRejects = []
       details = []
       store.last = []
+      const nowMs = start + s.at * 1000
+      const token = tokenOf(s)
+      let input = s.input
+      let jwtNote: string | undefined
+      if (token !== undefined && jwt === undefined) jwtNote = NOT_VERIFIED
+      else if (token !== undefined) {
+        const r = await jwt!.verify(token, nowMs)
+        input = { ...s.input, verifiedClaims: r.claims }
+        jwtNote = r.claims === null ? `rejected: ${r.rejected}, its claims are not read` : 'verified'
+      }
       const d = await new Promise<Decision>((resolve) =>
-        engine.evaluate(loaded.bundle, new RequestView(s.input, undefined, net), start + s.at * 1000, true, resolve),
+        engine.evaluate(loaded.bundle, new RequestView(input, undefined, net), nowMs, true, resolve),
       )
       const outcomes = planned.length ? store.last : []
       n++
@@ -150,6 +171,7 @@ export async function run(args: string[]): Promise<number> {
         path: s.target,
         host: s.input.host,
         ip: s.input.peer,
+        ...(jwtNote === undefined ? {} : { jwt: jwtNote }),
         matched_policies: d.matchedPolicies,
         limits: planned.map(({ policyId, ruleName, ...l }, i) => {
           const o = outcomes[i]

@@ -42,6 +42,8 @@ export function debugHeaders(d: Decision, latencyUs: number, withReason: boolean
   if (withReason) out.push('X-Fairvisor-Reason', d.reason)
   if (d.policyId !== undefined) out.push('X-Fairvisor-Debug-Policy', safe(d.policyId))
   if (d.ruleName !== undefined) out.push('X-Fairvisor-Debug-Rule', safe(d.ruleName))
+  // A token that failed verification has no claims: its `jwt:` rules were skipped for that reason.
+  if (d.jwtRejected !== undefined) out.push('X-Fairvisor-Debug-Jwt-Rejected', d.jwtRejected)
   if (d.descriptors && d.descriptors.size > 0) {
     const keys = [...d.descriptors.keys()].sort().slice(0, MAX_DESCRIPTORS)
     for (let i = 0; i < keys.length; i++) {

@@ -10,7 +10,7 @@ import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision } from '../engine/decision.js'
 import type { ChargeRejected, Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
 import type { Outcomes } from '../store/store.js'
-import { bearerToken, type JwtVerifier } from '../request/jwt-verify.js'
+import { bearerToken, type JwtRejectReason, type JwtVerifier } from '../request/jwt-verify.js'
 import type { NetworkData } from '../request/network-data.js'
 import { rawHeader } from '../request/raw-headers.js'
 import { RequestView, type RequestInput } from '../request/view.js'
@@ -34,6 +34,8 @@ export interface DeciderOptions {
   clock(): number
   /** Every decision, with the hrtime it started at (metrics). */
   decided(d: Decision, startNs: bigint): void
+  /** A bearer token that did not verify, and why (metrics and a throttled log line). */
+  jwtRejected?(reason: JwtRejectReason, detail: string): void
 }
 
 export function createDecider(o: DeciderOptions): Decide {
@@ -47,9 +49,14 @@ export function createDecider(o: DeciderOptions): Decide {
   return (input, collectDescriptors, then) => {
     const start = process.hrtime.bigint()
     const token = jwt && bearerToken(rawHeader(input.rawHeaders, 'authorization'))
-    if (token)
-      jwt!.verify(token, o.clock()).then((verifiedClaims) => evaluate({ ...input, verifiedClaims }, collectDescriptors, start, then))
-    else evaluate(input, collectDescriptors, start, then)
+    if (!token) return evaluate(input, collectDescriptors, start, then)
+    jwt!.verify(token, o.clock()).then((r) => {
+      if (r.claims !== null) return evaluate({ ...input, verifiedClaims: r.claims }, collectDescriptors, start, then)
+      o.jwtRejected?.(r.rejected, r.detail)
+      // A debug session is told why its token gave no claims; others pay no copy of the decision.
+      const answer = collectDescriptors ? (d: Decision) => then({ ...d, jwtRejected: r.rejected }) : then
+      evaluate({ ...input, verifiedClaims: null }, collectDescriptors, start, answer)
+    })
   }
 }
 

@@ -65,6 +65,8 @@ export interface Decision {
   storeError?: string
   /** Descriptor key → value of the limits evaluated (debug sessions). */
   descriptors?: Map<string, string>
+  /** Why the request's bearer token did not verify (debug sessions; request/jwt-verify.ts JwtRejectReason). */
+  jwtRejected?: string
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
   llm?: LlmReservation[]
 }

@@ -1,25 +1,25 @@
 /**
- * Decision service (docs/behaviour.md §1): `POST /v1/decision` decides the request that an
- * existing proxy (nginx auth_request, Envoy, Traefik ForwardAuth, Kong)
- * describes in X-Original-* headers, and answers 200 (empty body, RateLimit
- * headers), 429, 400 (an input in conflicting forms) or 503. The proxy forwards the client's own headers
- * (Authorization, limit-key headers, X-Forwarded-For) on the same call.
+ * Decision service (docs/behaviour.md §1): `/v1/decision`, with any method, decides the request
+ * that an existing proxy (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth, Envoy's
+ * HTTP ext_authz, Kong) describes (http/decision-call.ts), and answers 200 (empty body, RateLimit
+ * headers), 429, 400 (an input in conflicting forms) or 503. The proxy forwards the client's own
+ * headers (Authorization, limit-key headers, X-Forwarded-For) on the same call.
  *
  * Client address: the socket peer is the calling proxy, so `ip:address` is
  * the peer unless that peer is listed in FAIRVISOR_TRUSTED_PROXIES, in which
  * case the X-Forwarded-For chain it sends is walked as in reverse_proxy mode.
  * X-Real-IP is never believed: one rule for both modes.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { ServerResponse } from 'node:http'
 import type { Decision } from '../engine/decision.js'
 import { AmbiguousRequest } from '../errors.js'
-import { type EncodedSlashes, readTarget, targetAuthority } from '../request/target.js'
-import { sameHeaderName } from '../request/raw-headers.js'
+import type { EncodedSlashes } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 import type { Decide } from '../decision/decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
-import { afterDelay, sendJson, writeDecision } from './respond.js'
+import { inputFromDecisionCall } from './decision-call.js'
+import { afterDelay, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 
 export interface DecisionApiOptions {
@@ -28,40 +28,6 @@ export interface DecisionApiOptions {
   debug: DebugSessions
   /** FAIRVISOR_ENCODED_SLASHES */
   encodedSlashes: EncodedSlashes
-}
-
-/**
- * The one value of a header that says what the request was. A proxy that appends its
- * X-Original-URI to one the client sent would otherwise hand over two, and whichever the
- * gateway took, the client could choose the path, method or host that is limited.
- */
-function single(raw: readonly string[], name: string): string | undefined {
-  let out: string | undefined
-  for (let i = 0; i < raw.length; i += 2) {
-    if (!sameHeaderName(raw[i]!, name)) continue
-    if (out === undefined) out = raw[i + 1]!
-    else if (raw[i + 1] !== out) throw new AmbiguousRequest(`the header ${name} is repeated with different values`)
-  }
-  return out
-}
-
-/**
- * The request a decision call describes; X-Original-URI is read as the
- * reverse proxy reads its request line (request/target.ts). Without
- * X-Original-Host, an absolute X-Original-URI names the host itself.
- * AmbiguousRequest when an X-Original-* header (or Host) is repeated with different values.
- */
-export function inputFromDecisionCall(req: IncomingMessage, slashes: EncodedSlashes): RequestInput {
-  const raw = req.rawHeaders
-  const uri = single(raw, 'x-original-uri') || '/'
-  const host = single(raw, 'x-original-host') || targetAuthority(uri) || single(raw, 'host') || ''
-  return {
-    method: single(raw, 'x-original-method') || 'GET',
-    ...readTarget(uri, host, slashes),
-    host,
-    rawHeaders: raw,
-    peer: req.socket.remoteAddress ?? '',
-  }
 }
 
 /**
@@ -96,14 +62,17 @@ export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }:
     afterDelay(d, res, () => answerAllowed(res, headers))
   }
   return (req, res) => {
-    if (req.method !== 'POST') return sendJson(res, 405, { error: 'method_not_allowed' }, ['allow', 'POST'])
+    // Any method: Traefik and Caddy call with GET, Envoy with the client's own method.
     // The body is not used; drain it so the keep-alive connection stays usable.
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
     let input: RequestInput
     try {
-      input = inputFromDecisionCall(req, encodedSlashes)
+      input = inputFromDecisionCall(
+        { method: req.method, url: req.url, rawHeaders: req.rawHeaders, peer: req.socket.remoteAddress ?? '' },
+        encodedSlashes,
+      )
     } catch (err) {
       if (!(err instanceof AmbiguousRequest)) throw err
       const d: Decision = {

@@ -1,7 +1,8 @@
 /**
  * The listeners' request handling per mode: reverse proxy (decide, then
  * forward or reject; debug-session headers when the client holds a session;
- * upgrades decided like requests) or decision service (`/v1/decision`), plus
+ * upgrades decided like requests) or decision service (`/v1/decision`, and
+ * `/v1/decision/<path>` for Envoy's HTTP ext_authz `path_prefix`), plus
  * the admin routes (/livez /readyz /metrics) on the main listener unless
  * they have a listener of their own.
  */
@@ -16,6 +17,7 @@ import type { Decide } from '../decision/decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
 import { decisionHandler } from './decision-api.js'
+import { DECISION_PATH } from './decision-call.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
@@ -47,8 +49,11 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
-    routes.set('/v1/decision', decisionHandler({ decide, exposeReason, debug, encodedSlashes: paths.encodedSlashes }))
-    return { routes, fallback: notFound, upgrade: undefined }
+    const decision = decisionHandler({ decide, exposeReason, debug, encodedSlashes: paths.encodedSlashes })
+    routes.set(DECISION_PATH, decision)
+    const prefixed = `${DECISION_PATH}/`
+    const fallback: Handler = (req, res) => ((req.url ?? '').startsWith(prefixed) ? decision(req, res) : notFound(req, res))
+    return { routes, fallback, upgrade: undefined }
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
   const tapOf = (d: Decision): LlmExchange | undefined => {

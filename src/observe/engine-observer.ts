@@ -1,10 +1,11 @@
 /**
  * What the engine and the request path report, turned into log lines and
  * metrics: missing limit keys, shadow would-rejects, store failures (one log
- * line per second with the count, not one per request), charges and each
- * decision's counters.
+ * line per second with the count, not one per request), tokens that fail
+ * verification, charges and each decision's counters.
  */
 import type { Decision, EngineObserver } from '../engine/decision.js'
+import type { JwtRejectReason } from '../request/jwt-verify.js'
 import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
 import type { Metrics } from './metrics.js'
@@ -75,6 +76,28 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
       if (!llm) metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
       metrics.hot.tokensRemaining.set(policy, () => ({ policy }), value)
     },
+  }
+}
+
+/**
+ * Bearer tokens that failed verification: counted per request in fairvisor_jwt_rejected_total
+ * and logged at most once every 10 s per reason, with how many came. Without this the only trace
+ * was the `jwt:` key missing, and "why is my paid user on the free limit?" had no answer. A flood
+ * of forged tokens costs a line per reason per interval. A key set that cannot be fetched is the
+ * operator's to fix (every token fails), so it is an error; the others are clients' tokens.
+ */
+export function jwtRejections(log: Logger, metrics: Metrics, clock: () => number): (reason: JwtRejectReason, detail: string) => void {
+  const throttles = new Map<JwtRejectReason, LogThrottle>()
+  return (reason, detail) => {
+    metrics.jwtRejected.inc({ reason })
+    let t = throttles.get(reason)
+    if (t === undefined) throttles.set(reason, (t = new LogThrottle(clock, 10_000)))
+    const n = t.hit()
+    if (n > 0)
+      log[reason === 'jwks_unavailable' ? 'error' : 'warn'](
+        { event: 'jwt_rejected', reason, detail, requests: n },
+        'bearer token failed verification: its jwt: claims are not read (counted in fairvisor_jwt_rejected_total)',
+      )
   }
 }
 

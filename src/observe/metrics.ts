@@ -10,6 +10,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredCounter3, DeferredGauge, FastHistogram } from './hot-metrics.js'
 import { applyWorkerAggregators } from './worker-metrics.js'
 import { bundleGauges, storeGauges, type LiveState } from './live-gauges.js'
+import { JWT_REJECT_REASONS } from '../request/jwt-verify.js'
 
 export function createMetrics() {
   const registry = new Registry()
@@ -123,6 +124,12 @@ export function createMetrics() {
       labelNames: ['key'],
       registers: r,
     }),
+    jwtRejected: new Counter({
+      name: 'fairvisor_jwt_rejected_total',
+      help: 'Requests whose bearer token failed verification (its jwt: claims unread), by reason.',
+      labelNames: ['reason'],
+      registers: r,
+    }),
     retryAfterBucket: new Counter({
       name: 'fairvisor_retry_after_bucket_total',
       help: 'Rejects by Retry-After range.',
@@ -159,6 +166,7 @@ export function createMetrics() {
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic', 'unchanged']) m.reloads.inc({ result }, 0)
   for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)
+  for (const reason of JWT_REJECT_REASONS) m.jwtRejected.inc({ reason }, 0)
   // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
   const hot = {
     decisions: new DeferredCounter3(m.decisions, ['action', 'reason', 'policy']),

@@ -1,7 +1,9 @@
 /**
  * JWT verification with jose: when an HMAC secret or a JWKS (file
  * or URL) is configured, only tokens whose signature, `exp` and `nbf` check
- * out yield `jwt:` values; any other token means no claims. Results are
+ * out yield `jwt:` values; any other token means no claims, and says why
+ * (JwtRejectReason: counted, logged and shown to debug sessions, so a token
+ * that quietly fails is not mistaken for a missing one). Results are
  * cached per token string (bounded, honouring `exp`) so a client repeating
  * its token pays the signature check once, and a flood of one bad token
  * costs one check.
@@ -12,6 +14,13 @@ import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey 
 import { SettingError } from '../errors.js'
 import type { Claims } from './jwt.js'
 
+/** Why a token did not verify: the `reason` of fairvisor_jwt_rejected_total (a fixed list, pre-set at 0). */
+export const JWT_REJECT_REASONS = ['signature', 'expired', 'not_before', 'malformed', 'unknown_kid', 'jwks_unavailable'] as const
+export type JwtRejectReason = (typeof JWT_REJECT_REASONS)[number]
+
+/** A token's verification: its claims, or why it has none (`detail`: jose's sentence, for the log). */
+export type JwtResult = { claims: Claims } | { claims: null; rejected: JwtRejectReason; detail: string }
+
 export interface JwtVerifierSettings {
   jwtHmacSecret: string | undefined
   jwksFile: string | undefined
@@ -19,8 +28,41 @@ export interface JwtVerifierSettings {
 }
 
 export interface JwtVerifier {
-  /** Verified claims, or null when the token does not verify. `nowMs` bounds cache entries. */
-  verify(token: string, nowMs: number): Promise<Claims | null>
+  /** Verified claims, or why the token does not verify. `nowMs` is the time `exp`/`nbf` are checked at and bounds cache entries. */
+  verify(token: string, nowMs: number): Promise<JwtResult>
+}
+
+/**
+ * What a jose error says about the token. An algorithm the key source does not accept (`none`,
+ * or HS256 against a JWKS: the key-confusion attempt) is a `signature` failure: no accepted key
+ * signed it. A key set that cannot be fetched or read is `jwks_unavailable` (the token may be
+ * fine: the alert is on the key source); an error that is not jose's from a remote key set is
+ * its fetch failing. A claim that is not a number where a date belongs is `malformed`.
+ */
+export function rejectReason(err: unknown, remote: boolean): JwtRejectReason {
+  const e = err as { code?: string; claim?: string; reason?: string }
+  switch (e.code) {
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return 'signature'
+    case 'ERR_JWT_EXPIRED':
+      return 'expired'
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      return e.claim === 'nbf' && e.reason === 'check_failed' ? 'not_before' : 'malformed'
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+      return 'unknown_kid'
+    case 'ERR_JWKS_TIMEOUT':
+    case 'ERR_JWKS_INVALID':
+    case 'ERR_JWK_INVALID':
+      return 'jwks_unavailable'
+    case 'ERR_JOSE_GENERIC':
+      return remote ? 'jwks_unavailable' : 'malformed'
+    case undefined:
+      return remote ? 'jwks_unavailable' : 'malformed'
+    default:
+      return 'malformed'
+  }
 }
 
 const CACHE_MAX = 10_000
@@ -29,7 +71,7 @@ const NEGATIVE_TTL_MS = 30_000
 
 type KeySource = Uint8Array | JWTVerifyGetKey
 
-function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string[] } | undefined {
+function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string[]; remote: boolean } | undefined {
   const set = [
     s.jwtHmacSecret && 'FAIRVISOR_JWT_HMAC_SECRET',
     s.jwksFile && 'FAIRVISOR_JWKS_FILE',
@@ -39,7 +81,7 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
   if (s.jwtHmacSecret) {
     if (s.jwtHmacSecret.length < 32)
       throw new SettingError('FAIRVISOR_JWT_HMAC_SECRET', 'must be at least 32 characters (HS256 needs a 256-bit secret)')
-    return { key: new TextEncoder().encode(s.jwtHmacSecret), algorithms: ['HS256', 'HS384', 'HS512'] }
+    return { key: new TextEncoder().encode(s.jwtHmacSecret), algorithms: ['HS256', 'HS384', 'HS512'], remote: false }
   }
   const asymmetric = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
   if (s.jwksFile) {
@@ -52,7 +94,7 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
     if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys)) {
       throw new SettingError('FAIRVISOR_JWKS_FILE', `${s.jwksFile} must hold a JSON object with a "keys" array`)
     }
-    return { key: createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0]), algorithms: asymmetric }
+    return { key: createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0]), algorithms: asymmetric, remote: false }
   }
   if (s.jwksUrl) {
     let url: URL
@@ -63,7 +105,7 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
     }
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new SettingError('FAIRVISOR_JWKS_URL', 'must be an http(s) URL')
     // jose caches the set and refetches on an unknown kid (at most every 30 s).
-    return { key: createRemoteJWKSet(url, { timeoutDuration: 2000, cooldownDuration: 30_000 }), algorithms: asymmetric }
+    return { key: createRemoteJWKSet(url, { timeoutDuration: 2000, cooldownDuration: 30_000 }), algorithms: asymmetric, remote: true }
   }
   return undefined
 }
@@ -72,25 +114,26 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
 export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefined {
   const source = keySource(s)
   if (!source) return undefined
-  const cache = boundedCache<string, { claims: Claims | null; untilMs: number }>(CACHE_MAX)
-  const remember = (token: string, claims: Claims | null, untilMs: number): void => {
-    if (mapKeyOk(token)) cache.set(token, { claims, untilMs })
+  // A failed token keeps its reason: every request that brings it again is counted as rejected again.
+  const cache = boundedCache<string, { result: JwtResult; untilMs: number }>(CACHE_MAX)
+  const remember = (token: string, result: JwtResult, untilMs: number): JwtResult => {
+    if (mapKeyOk(token)) cache.set(token, { result, untilMs })
+    return result
   }
   return {
     async verify(token, nowMs) {
       const hit = mapKeyOk(token) ? cache.get(token) : undefined
-      if (hit && hit.untilMs > nowMs) return hit.claims
+      if (hit && hit.untilMs > nowMs) return hit.result
       try {
         const { payload } = await jwtVerify(token, source.key as Uint8Array, {
           algorithms: source.algorithms,
           currentDate: new Date(nowMs),
         })
-        const claims = payload as Claims
-        remember(token, claims, typeof payload.exp === 'number' ? Math.min(payload.exp * 1000, nowMs + 3_600_000) : nowMs + 3_600_000)
-        return claims
-      } catch {
-        remember(token, null, nowMs + NEGATIVE_TTL_MS)
-        return null
+        const untilMs = typeof payload.exp === 'number' ? Math.min(payload.exp * 1000, nowMs + 3_600_000) : nowMs + 3_600_000
+        return remember(token, { claims: payload as Claims }, untilMs)
+      } catch (err) {
+        const rejected = rejectReason(err, source.remote)
+        return remember(token, { claims: null, rejected, detail: String((err as Error).message).slice(0, 200) }, nowMs + NEGATIVE_TTL_MS)
       }
     },
   }

@@ -125,7 +125,6 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'request/client-ip.ts': 'test/unit/request/view.test.ts', // the client address behind trusted proxies
   'request/descriptors.ts': 'test/property/limit-keys.test.ts', // limit keys from any request
   'request/geoip.ts': 'test/unit/request/network-data.test.ts', // the country database
-  'request/jwt-verify.ts': 'test/e2e/jwt-verify.test.ts', // JWT signatures checked
   'request/jwt.ts': 'test/unit/request/view.test.ts', // JWT claims read
   'request/normalise.ts': 'test/property/request.test.ts', // paths and hosts normalised
   'request/raw-headers.ts': 'test/unit/request/view.test.ts', // headers read as sent

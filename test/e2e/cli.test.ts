@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { SignJWT } from 'jose'
 import { CLI, ROOT } from '../helpers/processes.js'
 
 interface Run {
@@ -17,8 +18,14 @@ interface Run {
   stderr: string
 }
 
-function cli(args: string[], input?: string): Run {
-  const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, input, encoding: 'utf8', timeout: 20000 })
+function cli(args: string[], input?: string, env: Record<string, string> = {}): Run {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    cwd: ROOT,
+    input,
+    encoding: 'utf8',
+    timeout: 20000,
+    env: { PATH: process.env.PATH, ...env },
+  })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
@@ -327,6 +334,71 @@ describe('fairvisor test', () => {
     assert.match(r.stderr, /two-errors\.json: \/policies: /)
     assert.equal(cli(['test', `${FIX}/tenants.json`]).code, 2)
     assert.equal(cli(['test', `${FIX}/tenants.json`, '--requests', `${FIX}/tenants.jsonl`, '--format', 'yaml']).code, 2)
+  })
+
+  test('bearer tokens are verified with the JWT settings at the sample time; without a key source, claims not verified', async () => {
+    const secret = 'a-test-secret-that-is-at-least-32-characters-long'
+    const startS = Date.UTC(2026, 0, 1) / 1000
+    const sign = (claims: Record<string, unknown>, key = secret) =>
+      new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(key))
+    const bundle = join(tmp, 'jwt.json')
+    const rule = {
+      name: 'per_sub',
+      limit_keys: ['jwt:sub'],
+      algorithm: 'token_bucket',
+      algorithm_config: { tokens_per_second: 1, burst: 5 },
+    }
+    writeFileSync(
+      bundle,
+      JSON.stringify({ bundle_version: 1, policies: [{ id: 'users', spec: { selector: { pathPrefix: '/' }, rules: [rule] } }] }),
+    )
+    const bearer = (t: string) => JSON.stringify({ path: '/x', headers: { authorization: `Bearer ${t}` } })
+    const requests = join(tmp, 'jwt.jsonl')
+    writeFileSync(
+      requests,
+      [
+        bearer(await sign({ sub: 'alice', exp: startS + 3600 })),
+        bearer(await sign({ sub: 'paid-tier' }, 'another-secret-that-is-also-at-least-32-chars')),
+        // Valid now, expired at the sample's time: the time checked is the file's.
+        bearer(await sign({ sub: 'bob', exp: startS - 60 })),
+        JSON.stringify({ path: '/x' }),
+      ].join('\n'),
+    )
+    const args = ['test', bundle, '--requests', requests, '--format', 'json', '--start', '2026-01-01T00:00:00Z']
+    const reports = (r: Run) => {
+      assert.equal(r.code, 0, r.stderr)
+      return r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Report & { jwt?: string })
+    }
+    const verified = reports(cli(args, undefined, { FAIRVISOR_JWT_HMAC_SECRET: secret }))
+    assert.deepEqual(
+      verified.map((o) => o.jwt),
+      ['verified', 'rejected: signature, its claims are not read', 'rejected: expired, its claims are not read', undefined],
+    )
+    assert.deepEqual(
+      verified.map((o) => o.limits.map((l) => l.key)),
+      [['tb:per_sub:alice'], [], [], []],
+      'a forged or expired token counts no claim',
+    )
+    assert.deepEqual(verified[1]!.skipped, [{ policy: 'users', rule: 'per_sub', missing_key: 'jwt:sub' }])
+
+    const decoded = cli(args, undefined, {})
+    const plain = reports(decoded)
+    assert.match(plain[1]!.jwt ?? '', /^claims not verified/)
+    assert.deepEqual(
+      plain[1]!.limits.map((l) => l.key),
+      ['tb:per_sub:paid-tier'],
+      'decoded, as the gateway without a key source decodes it',
+    )
+    assert.match(decoded.stderr, /warning: claims not verified \(no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL\)/)
+    const table = cli(args.slice(0, 4), undefined, {})
+    assert.match(table.stdout, /^ {4}jwt: claims not verified/m)
+
+    const bad = cli(args, undefined, { FAIRVISOR_JWT_HMAC_SECRET: 'short' })
+    assert.equal(bad.code, 2)
+    assert.match(bad.stderr, /FAIRVISOR_JWT_HMAC_SECRET: must be at least 32 characters/)
   })
 
   for (const name of policies) {

@@ -1,7 +1,8 @@
 /**
  * Decision service (docs/behaviour.md §1) through the real gateway process in
  * decision_service mode: POST /v1/decision describes a request in
- * X-Original-* headers, as nginx auth_request or a ForwardAuth proxy sends it.
+ * X-Original-* headers, as nginx auth_request or Kong sends it (the forward-auth
+ * conventions: decision-forward-auth.test.ts, decision-caddy.test.ts).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -103,18 +104,22 @@ describe('decision service', () => {
     assert.ok(line && Number(line.split(' ')[1]) >= 6, `descriptor_missing counter: ${line}`)
   })
 
-  test('other methods on /v1/decision are 405 with Allow: POST', async () => {
-    for (const method of ['GET', 'PUT', 'DELETE']) {
-      const r = await decide(gw, '/api/items', { 'x-user': 'frank' }, method)
-      assert.equal(r.status, 405, method)
-      assert.equal(r.headers.get('allow'), 'POST')
+  test('any method on /v1/decision is a decision call (forward-auth proxies call with GET, Envoy with the client method)', async () => {
+    const seen: number[] = []
+    for (const method of ['GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD']) {
+      const r = await decide(gw, '/exact', { 'x-user': 'frank' }, method)
+      seen.push(r.status)
+      assert.equal(r.headers.get('allow'), null, method)
     }
+    // Burst 2: the third call of any method is the first reject.
+    assert.deepEqual(seen, [200, 200, 429, 429, 429, 429])
   })
 
   test('POST /decision (old alias) and unknown paths are 404', async () => {
     assert.equal((await decide(gw, '/api/items', { 'x-user': 'gina' }, 'POST', '/decision')).status, 404)
     assert.equal((await decide(gw, '/api/items', { 'x-user': 'gina' }, 'POST', '/v1/decisions')).status, 404)
     assert.equal((await decide(gw, '/api/items', { 'x-user': 'gina' }, 'GET', '/api/items')).status, 404)
+    assert.equal((await decide(gw, '/api/items', { 'x-user': 'gina' }, 'GET', '/v1/decisionx/api/items')).status, 404)
   })
 
   test('a host-scoped policy is enforced for that X-Original-Host only', async () => {

@@ -31,6 +31,7 @@ const ALWAYS = [
   'fairvisor_config_info',
   'fairvisor_build_info',
   'fairvisor_descriptor_missing_total',
+  'fairvisor_jwt_rejected_total',
   'fairvisor_retry_after_bucket_total',
 ]
 

@@ -1,16 +1,16 @@
 /** nginx for tests and benchmarks: foreground, one worker, unprivileged, every path under one temp dir. */
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { freePort, ROOT } from './processes.js'
+import { docsBlock } from './docs-blocks.js'
+import { freePort } from './processes.js'
 
 /** The ```nginx block of docs/integrations.md (the page operators copy it from) between `<!-- <marker>:begin -->` and `<!-- <marker>:end -->`, or undefined. */
 export function docsNginxBlock(marker: string): string | undefined {
-  const page = readFileSync(join(ROOT, 'docs', 'integrations.md'), 'utf8')
-  return new RegExp(`<!-- ${marker}:begin -->\\s*\`\`\`nginx\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${marker}:end -->`).exec(page)?.[1]
+  return docsBlock(marker, 'nginx')
 }
 
 /** A whole nginx.conf around `httpBody` (the inside of `http {}`), with pid, logs and temp paths under `dir`. */
