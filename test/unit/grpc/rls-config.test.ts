@@ -1,6 +1,6 @@
 /** envoyproxy/ratelimit YAML: what loads, what is refused, and which limit a descriptor gets. */
 import assert from 'node:assert/strict'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -295,4 +295,18 @@ test('metadata: anything in a mapping; empty or on a descriptor without a limit,
         e instanceof RlsConfigError && /^bad\.yaml: error parsing metadata: not a mapping \(at m\.descriptors\[0\]\)$/.test(e.message),
       bad,
     )
+})
+
+test('a directory: every .yaml / .yml loads, dot files and other files are ignored (upstream with RUNTIME_IGNOREDOTFILES)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fv-rls-dot-'))
+  try {
+    writeFileSync(join(dir, 'a.yaml'), 'domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n')
+    writeFileSync(join(dir, 'b.yml'), 'domain: b\n')
+    // Broken on purpose: read, they would refuse the whole directory.
+    writeFileSync(join(dir, '.a.yaml.swp.yaml'), 'ratelimit: {}\n')
+    writeFileSync(join(dir, 'notes.txt'), 'ratelimit: {}\n')
+    assert.deepEqual([...loadRlsConfig(dir).keys()].sort(), ['a', 'b'])
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
