@@ -15,10 +15,15 @@
  *
  *   npm run build && flock /tmp/fv-heavy.lock node --import tsx test/bench/grpc.bench.ts [seconds=5] [rounds=3]
  *
+ * With FV_BASELINE_DIR=<another checkout, dist/ built> a second gateway of
+ * that build runs beside this one, on the same CPU, with the same files: its
+ * Check and ShouldRateLimit rounds are interleaved with this build's and the
+ * table ends with this build's rate over the baseline's (no regression: ≥ 0.95).
+ *
  * Needs wrk and h2load (Debian: wrk, nghttp2-client).
  */
 import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { method } from '../../src/grpc/protos.js'
 import { checkRequest } from '../helpers/grpc-client.js'
@@ -40,6 +45,7 @@ import {
 } from './lib.js'
 
 const SECONDS = Number(process.argv[2] ?? 5)
+const BASELINE = process.env.FV_BASELINE_DIR
 const ROUNDS = Number(process.argv[3] ?? 3)
 const dir = tempDir('fv-bench-grpc-')
 
@@ -107,20 +113,22 @@ async function main(): Promise<void> {
   for (const tool of ['wrk', 'h2load']) if (!haveCommand(tool)) throw new Error(`${tool} is not on PATH (Debian: wrk, nghttp2-client)`)
   const pin = pinCpus()
   const f = files()
-  const grpcPort = await freePort()
-  const gw = await startGatewayProcess(
-    {
+  const start = async (cli?: string) => {
+    const port = await freePort()
+    const env = {
       FAIRVISOR_MODE: 'decision_service',
       FAIRVISOR_CONFIG_FILE: f.bundle,
       FAIRVISOR_RLS_CONFIG: f.rls,
-      FAIRVISOR_GRPC_PORT: String(grpcPort),
-    },
-    [],
-    pin?.gateway,
-  )
-  const grpcUrl = `http://127.0.0.1:${grpcPort}`
-  const h2 = (path: string, message: Buffer, clients: number, streams: number) => (): Promise<LoadResult> =>
-    runH2load({ url: grpcUrl + path, message, clients, streams, seconds: SECONDS, dir })
+      FAIRVISOR_GRPC_PORT: String(port),
+    }
+    return { gw: await startGatewayProcess(env, [], pin?.gateway, cli), grpcUrl: `http://127.0.0.1:${port}` }
+  }
+  const { gw, grpcUrl } = await start()
+  const baseline = BASELINE === undefined ? undefined : await start(join(resolve(BASELINE), 'dist/cli.js'))
+  const h2 =
+    (path: string, message: Buffer, clients: number, streams: number, url = grpcUrl) =>
+    (): Promise<LoadResult> =>
+      runH2load({ url: url + path, message, clients, streams, seconds: SECONDS, dir })
   // The transports alone, in their own processes on the gateway's CPU.
   const floorArgs = (code: string): string[] => [
     '-e',
@@ -177,15 +185,28 @@ async function main(): Promise<void> {
     [targets[4]!.name, http1Floor],
     [targets[5]!.name, http2Floor],
   ])
+  // The same calls to the baseline build, interleaved with this build's.
+  const compared: Array<[string, string]> = []
+  if (baseline !== undefined)
+    for (const [i, t] of [
+      [1, h2(CHECK.path, checkMessage, 4, 8, baseline.grpcUrl)],
+      [3, h2(RLS.path, rlsMessage, 4, 8, baseline.grpcUrl)],
+    ] as const) {
+      const name = `baseline: ${targets[i]!.name}`
+      targets.push({ name, run: t })
+      compared.push([targets[i]!.name, name])
+    }
+  const gatewayOf = (name: string) => (name.startsWith('baseline: ') ? baseline!.gw : gw)
   const cpu = new Map<string, number[]>(targets.map((t) => [t.name, []]))
   try {
     const runs = await interleave(targets, ROUNDS, async (t) => {
-      const pid = (floors.get(t.name) ?? gw).proc.pid
-      const before = await grpcCalls(gw.url)
+      const pid = (floors.get(t.name) ?? gatewayOf(t.name)).proc.pid
+      const served = gatewayOf(t.name).url
+      const before = await grpcCalls(served)
       const c0 = cpuMicros(pid)!
       const r = await t.run(gw.url, grpcUrl)
       cpu.get(t.name)!.push((cpuMicros(pid)! - c0) / r.requests)
-      const after = await grpcCalls(gw.url)
+      const after = await grpcCalls(served)
       for (const [code, n] of after)
         if (code !== 'OK' && n !== (before.get(code) ?? 0))
           throw new Error(`${t.name}: ${n - (before.get(code) ?? 0)} calls answered ${code}`)
@@ -215,6 +236,16 @@ async function main(): Promise<void> {
       ])
     }
     console.log(table(rows))
+    if (baseline !== undefined) {
+      const ratio = (name: string) => median(runs.get(name)!.map((r) => r.rps))
+      console.log(`\nthis build / baseline (${BASELINE}), medians, same CPU, interleaved (≥ 0.95: no regression):`)
+      // CPU per call is the steadier figure on a loaded machine: the rate moves with what else runs.
+      const cpuOf = (name: string) => median(cpu.get(name)!)
+      for (const [ours, theirs] of compared)
+        console.log(
+          `  ${ours}: rate ${(ratio(ours) / ratio(theirs)).toFixed(3)}, CPU per call (baseline's / this) ${(cpuOf(theirs) / cpuOf(ours)).toFixed(3)}`,
+        )
+    }
   } finally {
     await stopAll()
   }

@@ -136,12 +136,13 @@ require('http').createServer((q, s) => { s.writeHead(200, { 'content-type': 'tex
  * line (which carries the port) is printed; the access log stays off.
  * `nodeArgs` go before the script, e.g. ['--cpu-prof', '--cpu-prof-dir', dir].
  */
-export function startGatewayProcess(env: Record<string, string>, nodeArgs: string[] = [], cpus?: string): Promise<Running> {
+/** `cli`: another build's dist/cli.js (a baseline to compare with); this checkout's by default. */
+export function startGatewayProcess(env: Record<string, string>, nodeArgs: string[] = [], cpus?: string, cli = CLI): Promise<Running> {
   // One thread unless a benchmark asks for workers (workers.bench.ts compares them).
   const gwEnv = { FAIRVISOR_HOST: '127.0.0.1', FAIRVISOR_PORT: '0', FAIRVISOR_LOG_LEVEL: 'info', FAIRVISOR_WORKERS: '1', ...env }
   // taskset execs node in place, so the pid (and stop()) stay the gateway's own.
-  if (cpus !== undefined) return spawnServer('gateway', 'taskset', ['-c', cpus, process.execPath, ...nodeArgs, CLI], gwEnv)
-  return spawnServer('gateway', process.execPath, [...nodeArgs, CLI], gwEnv)
+  if (cpus !== undefined) return spawnServer('gateway', 'taskset', ['-c', cpus, process.execPath, ...nodeArgs, cli], gwEnv)
+  return spawnServer('gateway', process.execPath, [...nodeArgs, cli], gwEnv)
 }
 
 /**
