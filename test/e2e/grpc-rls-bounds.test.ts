@@ -6,8 +6,8 @@
  * FAIRVISOR_RLS_MAX_DESCRIPTORS before it is decoded, in milliseconds, while
  * /livez keeps answering (it took 55 s and blocked the process; on Redis a
  * 40,000-descriptor script ran 19 s and every other client got BUSY). With the
- * cap raised, a 40,000-descriptor call is decided exactly in well under a
- * second: every step of it is linear.
+ * cap raised, a 40,000-descriptor call is decided exactly, in time linear
+ * in its descriptors (against a 4,000-descriptor call on the same machine).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -17,19 +17,28 @@ import { after, before, describe, test } from 'node:test'
 import { status as Code } from '@grpc/grpc-js'
 import { method } from '../../src/grpc/protos.js'
 import { grpcClients, type GrpcClients } from '../helpers/grpc-client.js'
-import { metricValue, startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { cpuMs, metricValue, startGateway, type GatewayProcess } from '../helpers/processes.js'
 import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const RLS = method('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit')
 const LIMIT = 1_000_000
 const OK = 1
-/** The issue's figure for the refusal; the best of three calls must make it (each one, under 1 s). */
-const REFUSE_MS = 100
 /**
- * The faster of two 40,000-descriptor calls with the cap raised: 0.2–0.5 s on a 2-core machine, up to 1.5 s when
- * it runs ten other processes; the quadratic steps took 4–6 s in process and 19 s on Redis.
+ * The gateway's CPU for one refusal, at most (each one under 1 s of the clock too): about 10 ms,
+ * where decoding the call would take a second. CPU time, not the clock, so a busy machine that
+ * delays the call does not fail the test; a refusal that decoded the message would.
  */
-const LINEAR_MS = 2500
+const REFUSE_CPU_MS = 50
+/**
+ * Linear, measured against the machine's own speed rather than the clock: the faster of two
+ * 40,000-descriptor calls takes at most this many times the faster of two 4,000-descriptor calls
+ * (linear: about 10, less with the fixed cost of a call; the quadratic steps made it about 100:
+ * 4–6 s in process and 19 s on Redis against tens of milliseconds). A busy machine slows both
+ * sizes alike, so the bound holds there too.
+ */
+const LINEAR_RATIO = 30
+/** Whatever the load, a 40,000-descriptor call that takes this long is not linear (0.2–0.5 s on a quiet 2-core machine). */
+const LINEAR_MS = 15_000
 
 let run = 0
 /** A request of `n` descriptors, each on a counter of its own, encoded as Envoy sends it. */
@@ -105,23 +114,27 @@ async function refusesHugeCalls(gw: GatewayProcess, c: GrpcClients, cap: number)
   const bytes = request(100_000)
   assert.ok(bytes.length > 2_500_000 && bytes.length < 4 * 1024 * 1024, `${bytes.length} bytes`)
   const before = (await metricValue(gw, 'fairvisor_rls_too_many_descriptors_total')) ?? 0
+  const cpu0 = cpuMs(gw.proc.pid)
   const { result, statuses, worstMs } = await withLivez(gw, async () => [await call(c, bytes), await call(c, bytes), await call(c, bytes)])
+  const cpu = cpuMs(gw.proc.pid) - cpu0
   for (const a of result) {
     assert.equal(a.err?.code, Code.RESOURCE_EXHAUSTED, `answered ${a.err?.message ?? 'OK'}`)
     assert.equal(a.err?.details, `more than ${cap} descriptors in one ShouldRateLimit call (FAIRVISOR_RLS_MAX_DESCRIPTORS)`)
     assert.ok(a.ms < 1000, `a refusal took ${a.ms.toFixed(0)} ms`)
   }
-  const best = Math.min(...result.map((a) => a.ms))
-  assert.ok(best < REFUSE_MS, `best refusal took ${best.toFixed(0)} ms (${result.map((a) => a.ms.toFixed(0)).join(', ')})`)
+  // With the /livez calls made meanwhile: those cost the gateway well under a millisecond each.
+  assert.ok(
+    cpu / 3 < REFUSE_CPU_MS,
+    `three refusals took ${cpu} ms of the gateway's CPU (${result.map((a) => a.ms.toFixed(0)).join(', ')} ms)`,
+  )
   assert.ok(statuses.length >= 2 && statuses.every((s) => s === 200), `/livez answered ${statuses.join(',')}`)
   assert.ok(worstMs < 1000, `/livez took up to ${worstMs.toFixed(0)} ms meanwhile`)
   assert.equal(await metricValue(gw, 'fairvisor_rls_too_many_descriptors_total'), before + 3)
-  return `refused in ${result.map((a) => a.ms.toFixed(0)).join(', ')} ms; /livez ${statuses.length} times, up to ${worstMs.toFixed(0)} ms`
+  return `refused in ${result.map((a) => a.ms.toFixed(0)).join(', ')} ms (${cpu} ms of the gateway's CPU for the three); /livez ${statuses.length} times, up to ${worstMs.toFixed(0)} ms`
 }
 
-/** 40,000 descriptors decided exactly (each counter charged once), twice: the faster call in well under LINEAR_MS. */
-async function decidesLongCallsInLinearTime(gw: GatewayProcess, c: GrpcClients): Promise<string> {
-  const n = 40_000
+/** `n` descriptors decided exactly (each counter charged once), twice: the faster call's milliseconds. */
+async function fasterOfTwo(gw: GatewayProcess, c: GrpcClients, n: number): Promise<number[]> {
   const ms: number[] = []
   for (let round = 0; round < 2; round++) {
     const a = await call(c, request(n))
@@ -135,8 +148,18 @@ async function decidesLongCallsInLinearTime(gw: GatewayProcess, c: GrpcClients):
     ms.push(a.ms)
   }
   assert.equal(await metricValue(gw, 'fairvisor_rls_decisions_total', 'code="store_'), undefined, 'the store answered')
-  assert.ok(Math.min(...ms) < LINEAR_MS, `${n} descriptors took ${ms.map((x) => x.toFixed(0)).join(' and ')} ms`)
-  return `40,000 descriptors in ${ms.map((x) => x.toFixed(0)).join(' and ')} ms`
+  return ms
+}
+
+/** 40,000 descriptors against 4,000: ten times the work in at most LINEAR_RATIO times the time. */
+async function decidesLongCallsInLinearTime(gw: GatewayProcess, c: GrpcClients): Promise<string> {
+  const small = await fasterOfTwo(gw, c, 4_000)
+  const large = await fasterOfTwo(gw, c, 40_000)
+  const [s, l] = [Math.min(...small), Math.min(...large)]
+  const said = `4,000 descriptors in ${small.map((x) => x.toFixed(0)).join(' and ')} ms, 40,000 in ${large.map((x) => x.toFixed(0)).join(' and ')} ms`
+  assert.ok(l < LINEAR_RATIO * Math.max(s, 1), `not linear: ${said}`)
+  assert.ok(l < LINEAR_MS, said)
+  return said
 }
 
 describe('ShouldRateLimit work per call, in-process store', () => {
@@ -170,7 +193,7 @@ describe('ShouldRateLimit work per call, in-process store', () => {
       await raised?.gw.stop()
     })
 
-    test(`40,000 descriptors decided exactly, the faster of two in under ${LINEAR_MS} ms`, { timeout: 300_000 }, async (t) => {
+    test(`40,000 descriptors decided exactly, in at most ${LINEAR_RATIO} times the time of 4,000`, { timeout: 300_000 }, async (t) => {
       t.diagnostic(`in-process: ${await decidesLongCallsInLinearTime(raised.gw, raised.c)}`)
     })
   })
@@ -196,20 +219,30 @@ describe('ShouldRateLimit work per call, Redis store', () => {
     assert.doesNotMatch(redis.cli('info', 'commandstats'), /cmdstat_eval/, 'no script ran for a refused call')
   })
 
-  test(`40,000 descriptors decided exactly in under ${LINEAR_MS} ms; the script's own time in milliseconds`, {
+  test(`40,000 descriptors decided exactly in at most ${LINEAR_RATIO} times the time of 4,000; the script's own time in milliseconds`, {
     timeout: 300_000,
   }, async (t) => {
     redis.cli('config', 'set', 'slowlog-log-slower-than', '0')
-    redis.cli('slowlog', 'reset')
-    t.diagnostic(`redis: ${await decidesLongCallsInLinearTime(gw, c)}`)
-    // SLOWLOG GET: id, time, duration in µs, arguments …: the longest script run.
-    const log = redis.cli('slowlog', 'get', '128').split('\n')
-    let scriptUs = 0
-    for (let i = 0; i + 3 < log.length; i++) {
-      if (/^eval(sha)?$/i.test(log[i + 3]!) && log.slice(i, i + 3).every((x) => /^\d+$/.test(x)))
-        scriptUs = Math.max(scriptUs, Number(log[i + 2]))
+    /** The longest script run logged since the last call (SLOWLOG GET: id, time, duration in µs, arguments …). */
+    const longestScript = (): number => {
+      const log = redis.cli('slowlog', 'get', '128').split('\n')
+      redis.cli('slowlog', 'reset')
+      let us = 0
+      for (let i = 0; i + 3 < log.length; i++)
+        if (/^eval(sha)?$/i.test(log[i + 3]!) && log.slice(i, i + 3).every((x) => /^\d+$/.test(x))) us = Math.max(us, Number(log[i + 2]))
+      assert.ok(us > 0, 'a script run was logged')
+      return us
     }
-    t.diagnostic(`redis: the script ran ${(scriptUs / 1000).toFixed(0)} ms`)
-    assert.ok(scriptUs > 0 && scriptUs < 1_000_000, `script ran ${scriptUs} µs`)
+    redis.cli('slowlog', 'reset')
+    const small = Math.min(...(await fasterOfTwo(gw, c, 4_000)))
+    const smallUs = longestScript()
+    const large = Math.min(...(await fasterOfTwo(gw, c, 40_000)))
+    const largeUs = longestScript()
+    t.diagnostic(
+      `redis: calls of 4,000 and 40,000 descriptors in ${small.toFixed(0)} and ${large.toFixed(0)} ms, scripts up to ${(smallUs / 1000).toFixed(0)} and ${(largeUs / 1000).toFixed(0)} ms`,
+    )
+    assert.ok(large < LINEAR_RATIO * Math.max(small, 1) && large < LINEAR_MS, `not linear: ${small} ms for 4,000, ${large} ms for 40,000`)
+    // Linear inside the script too (the quadratic one ran 19 s).
+    assert.ok(largeUs < LINEAR_RATIO * Math.max(smallUs, 1000), `scripts ran ${smallUs} µs for 4,000, ${largeUs} µs for 40,000`)
   })
 })

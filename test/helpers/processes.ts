@@ -4,6 +4,7 @@
  * port 0 in this process.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import { createInterface } from 'node:readline'
@@ -161,6 +162,12 @@ export async function freePort(): Promise<number> {
  * whose labels include `labels` (e.g. `result="invalid"`); undefined when
  * there is none.
  */
+/** The CPU time (user + system, ms, 10 ms resolution) a process has used so far, from /proc. */
+export function cpuMs(pid: number | undefined): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(f[11]) + Number(f[12])) * 10 // fields 14 and 15, in clock ticks of 10 ms
+}
+
 export async function metricValue(gw: GatewayProcess, name: string, labels = ''): Promise<number | undefined> {
   const text = await (await fetch(`${gw.url}/metrics`)).text()
   const line = text.split('\n').find((l) => (l.startsWith(`${name} `) || l.startsWith(`${name}{`)) && l.includes(labels))
