@@ -78,11 +78,12 @@ export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k
 
 /**
  * Take reply → outcomes, written into `out` at the checks' own positions; `reads`: the call was
- * sent with read-backs that it asks for (asksReads), which follow the outcomes and go there.
+ * sent asking for read-backs (asksReads), which follow the outcomes when a group rejected and go there.
  */
 export function readTake(reply: Buffer, out: Outcomes, idx?: readonly number[], reads?: Outcomes): void {
   const n = idx === undefined ? out.length : idx.length
-  const records = reads === undefined ? n : 2 * n
+  // Read-backs come only from a call with a rejected group.
+  const records = reads !== undefined && Buffer.isBuffer(reply) && reply.length === 2 * n * TAKE_REPLY_BYTES ? 2 * n : n
   if (!Buffer.isBuffer(reply) || reply.length !== records * TAKE_REPLY_BYTES)
     throw new StoreProtocolError(
       `redis script reply of ${Buffer.isBuffer(reply) ? reply.length : typeof reply} bytes, expected ${records * TAKE_REPLY_BYTES}`,

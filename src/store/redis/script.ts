@@ -111,8 +111,9 @@ export const ON_REJECT_MODE = { read: 1, charge: 2, over: 3 } as const
  * at the end (appending to a Lua string copies it: n checks would copy n²/2
  * records). Duplicate keys are found in a table by key, so a call of n checks
  * costs the script n steps. A single check (the common case) commits at once
- * and stages nothing. When a check carries an OnReject mode, n more records
- * follow: the read-backs of READ_BACK (status -1 where none).
+ * and stages nothing. When a check carries an OnReject mode and a group
+ * rejected, n more records follow: the read-backs of READ_BACK (status -1
+ * where none).
  */
 const TAKE = `
 local n = #KEYS
@@ -154,7 +155,7 @@ if n > 1 then
     end
   end
 end
-if flagged then${READ_BACK}
+if flagged and (rejected[1] or rejected[2]) then${READ_BACK}
 end
 return table.concat(reply)
 `
