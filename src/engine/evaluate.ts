@@ -13,11 +13,13 @@ import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/com
 import { AmbiguousRequest } from '../errors.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { RequestView } from '../request/view.js'
-import type { ApplyDone, Check, FailPolicy, Outcome, Outcomes, Store } from '../store/store.js'
+import type { ApplyDone, Check, FailPolicy, OnReject, Outcomes, Store } from '../store/store.js'
+import type { ChargeRejected } from './read-back.js'
 import type { Decision, EngineObserver } from './decision.js'
 import { finish } from './finish.js'
 import { killSwitchRetryAfter } from './kill-switch.js'
 import { Plan } from './plan.js'
+import { readBacks, readRejected } from './read-back.js'
 
 const NO_BUNDLE: Decision = Object.freeze({ allowed: false, status: 503, reason: 'no_bundle_loaded', mode: 'enforce', matchedPolicies: [] })
 /** A target read two ways by common backends is refused before any policy (docs/behaviour.md §2): never shadowed. */
@@ -41,12 +43,7 @@ export interface NamedLimit {
   shadow: boolean
 }
 
-/**
- * What a group with a reject charges before its counters are read: nothing (false), every check
- * (true), or the checks `overAlone` picks from their counters read first (index in the call, the
- * read outcome), which are then read again.
- */
-export type ChargeRejected = boolean | ((index: number, read: Outcome) => boolean)
+export type { ChargeRejected } from './read-back.js'
 
 export interface EngineOptions {
   store: Store
@@ -131,12 +128,14 @@ export class Engine {
    * The decision on a call that names its limits itself: `target` is the compiled policy its
    * limits' rules belong to (undefined: none, nothing to check), one check per limit in order,
    * all in one store call. `then` also gets each check's outcome, for front ends that answer per
-   * limit. In a group with a reject, every check's counter is then read (cost 0) so that its count
-   * is known whatever its position, `read` telling which outcomes are such reads; with
+   * limit. In a group with a reject, every check's counter is read (cost 0) so that its count is
+   * known whatever its position, `read` telling which outcomes are such reads; with
    * `chargeRejected` true those checks are first charged their cost regardless of their limit, as
-   * envoyproxy/ratelimit increments every descriptor of a rejected call (its default); a function
-   * picks, from the counters read, those charged after all (its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT:
-   * the ones that go over).
+   * envoyproxy/ratelimit increments every descriptor of a rejected call (its default); with a
+   * function, those going over (its STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT). The store does it
+   * within the same call (store.ts OnReject: a check is going over when, alone on its counter as
+   * the call found it, it would be rejected, which the function must agree with); a store that
+   * cannot (a Redis Cluster call over several slots) leaves it to further calls (read-back.ts readRejected).
    * Outcomes are undefined when the store failed (the decision then carries the fail policy).
    */
   evaluateLimits(
@@ -156,70 +155,27 @@ export class Engine {
       const l = limits[i]!
       plan.push(policy, l.rule, l.shadow, l.composite, l.cost)
     }
-    this.apply(plan.checks, nowMs, (err, outcomes) => {
-      if (err) return then(this.storeFailed(err, ids), undefined)
-      const d = finish(plan, outcomes!, ids)
-      this.readRejected(plan.checks, outcomes!, nowMs, chargeRejected, (read) => then(d, outcomes, read))
-    })
+    const onReject: OnReject = chargeRejected === false ? 'read' : chargeRejected === true ? 'charge' : 'over'
+    for (const c of plan.checks) c.onReject = onReject
+    const reads: Outcomes = new Array(plan.checks.length)
+    this.apply(
+      plan.checks,
+      nowMs,
+      (err, outcomes) => {
+        if (err) return then(this.storeFailed(err, ids), undefined)
+        const d = finish(plan, outcomes!, ids)
+        const read = readBacks(plan.checks, outcomes!, reads)
+        if (read !== false) return then(d, outcomes, read)
+        readRejected(this.opts.store, plan.checks, outcomes!, nowMs, chargeRejected, (read) => then(d, outcomes, read))
+      },
+      reads,
+    )
   }
 
-  /** Reads the counters of the checks in a group with a reject, charging them first or after as `charge` says. */
-  private readRejected(
-    checks: readonly Check[],
-    outcomes: Outcomes,
-    nowMs: number,
-    charge: ChargeRejected,
-    done: (read?: boolean[]) => void,
-  ): void {
-    const rejected = [false, false] // per group: enforce, shadow
-    for (let i = 0; i < checks.length; i++) if (outcomes[i]?.allowed !== true) rejected[+checks[i]!.shadow] = true
-    if (!rejected[0] && !rejected[1]) return done()
-    const at: number[] = []
-    for (let i = 0; i < checks.length; i++) if (rejected[+checks[i]!.shadow]) at.push(i)
-    const marks = checks.map(() => false)
-    // A read over its limit stops its group as any check does: the rest are read in another call.
-    const read = (left: number[], then: () => void): void => {
-      if (left.length === 0) return then()
-      this.apply(
-        left.map((i) => ({ ...checks[i]!, cost: 0 })),
-        nowMs,
-        (err, got) => {
-          // A failed read decides nothing (the decision is made): the outcomes stay those of the call.
-          if (err) return done(marks)
-          const next: number[] = []
-          for (let j = 0; j < left.length; j++) {
-            const o = got![j]
-            if (o === undefined) next.push(left[j]!)
-            else {
-              outcomes[left[j]!] = o
-              marks[left[j]!] = true
-            }
-          }
-          read(next, then)
-        },
-      )
-    }
-    // A failed charge leaves the counters as the reads (if any) found them.
-    const charged = (these: number[], then: () => void): void =>
-      this.opts.store.adjust(
-        these.map((i) => ({ key: checks[i]!.key, limit: checks[i]!.limit, amount: -checks[i]!.cost })),
-        nowMs / 1000,
-        (err) => (err ? done(marks.includes(true) ? marks : undefined) : then()),
-      )
-    const finished = () => done(marks)
-    if (charge === false) return read(at, finished)
-    if (charge === true) return charged(at, () => read(at, finished))
-    read(at, () => {
-      const over = at.filter((i) => marks[i] && charge(i, outcomes[i]!))
-      if (over.length === 0) return finished()
-      charged(over, () => read(over, finished))
-    })
-  }
-
-  private apply(checks: readonly Check[], nowMs: number, done: ApplyDone): void {
+  private apply(checks: readonly Check[], nowMs: number, done: ApplyDone, reads?: Outcomes): void {
     const store = this.opts.store
-    if (store.applyNow !== undefined) done(null, store.applyNow(checks, nowMs / 1000))
-    else store.apply(checks, nowMs / 1000, done)
+    if (store.applyNow !== undefined) done(null, store.applyNow(checks, nowMs / 1000, reads))
+    else store.apply(checks, nowMs / 1000, done, reads)
   }
 
   private storeFailed(err: Error, ids: string[]): Decision {

@@ -13,7 +13,7 @@
  * flood of new keys would be after).
  */
 import type { Step } from '../algorithms/algorithm.js'
-import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreFill, StoreState } from './store.js'
+import type { Adjustment, ApplyDone, Check, Outcome, Outcomes, Store, StoreFill, StoreState } from './store.js'
 
 /** Calls of up to this many checks find an earlier check of the same key by scanning back (no map to build per request). */
 const SCAN_MAX = 8
@@ -58,7 +58,7 @@ export abstract class InProcessStore implements Store {
   }
 
   /** The outcomes of `checks`, evaluated and committed now. */
-  abstract applyNow(checks: readonly Check[], now: number): Outcomes
+  abstract applyNow(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes
 
   abstract adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
 
@@ -82,8 +82,9 @@ export abstract class InProcessStore implements Store {
    * earlier check of its key staged, else the stored one; a group is written only if no check of
    * it is rejected, and a rejected check's own commit (a kind that counts rejects) is written at
    * once. Both in-process stores run this on their own slots (one thread, or locked buckets).
+   * With `reads`, a rejected group's checks are then charged and read back as their `onReject` says.
    */
-  protected evaluateGroups(checks: readonly Check[], n: number, now: number): Outcomes {
+  protected evaluateGroups(checks: readonly Check[], n: number, now: number, reads?: Outcomes): Outcomes {
     const out: Outcomes = new Array(n)
     // Tentative new states, per check index; committed only if the group passes.
     const staged: (Step<unknown> | undefined)[] = new Array(n)
@@ -118,12 +119,37 @@ export abstract class InProcessStore implements Store {
       if (s === undefined || (c.shadow ? shadowRejected : enforceRejected)) continue
       this.writeState(checks, i, s)
     }
+    if (reads !== undefined && (enforceRejected || shadowRejected)) this.readBack(checks, n, now, reads, [enforceRejected, shadowRejected])
     return out
   }
 
+  /**
+   * The read-backs of a rejected group's checks that carry `onReject` (store.ts OnReject): which
+   * are charged is decided on the counters as the call left them, then they are charged in order
+   * (a charge that finds no room for a new counter reads as refused `full`), then read again.
+   */
+  private readBack(checks: readonly Check[], n: number, now: number, reads: Outcomes, rejected: readonly boolean[]): void {
+    const charged: number[] = []
+    for (let i = 0; i < n; i++) {
+      const c = checks[i]!
+      if (c.onReject === undefined || !rejected[+c.shadow]) continue
+      const found = this.storedState(checks, i, now)
+      if (c.onReject === 'charge' || (c.onReject === 'over' && !c.limit.kind.step(found, c.limit, c.cost, now).allowed)) charged.push(i)
+      else reads[i] = readOf(c, found, now)
+    }
+    for (const i of charged) {
+      const c = checks[i]!
+      const r = c.limit.kind.adjust(this.storedState(checks, i, now), c.limit, -c.cost, now)
+      if (r === undefined) continue
+      if (this.hasRoom(checks, i, r, now)) this.writeState(checks, i, r)
+      else reads[i] = { allowed: false, value: 0, retryAfter: fullRetryAfter(this.soonestExpiry(), now), full: true }
+    }
+    for (const i of charged) reads[i] ??= readOf(checks[i]!, this.storedState(checks, i, now), now)
+  }
+
   /** Synchronous: `done` runs before apply() returns. */
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
-    done(null, this.applyNow(checks, now))
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void {
+    done(null, this.applyNow(checks, now, reads))
   }
 
   state(): StoreState {
@@ -137,6 +163,12 @@ export abstract class InProcessStore implements Store {
   async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper)
   }
+}
+
+/** A counter read without charging it: a step of cost 0 on `state`, nothing written. */
+function readOf(c: Check, state: unknown, now: number): Outcome {
+  const r = c.limit.kind.step(state, c.limit, 0, now)
+  return { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
 }
 
 /** Retry-After (s) of a check refused for want of room: when the first counter that filled its candidates expires. */

@@ -66,12 +66,13 @@ export class LeasingStore implements Store {
     return this.leases.full
   }
 
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void {
+  /** `reads` (store.ts OnReject) go to the remote store with a call that leases nothing; a leased call makes none. */
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void {
     let leased = false
     for (let i = 0; i < checks.length && !leased; i++) leased = leaseOf(checks[i]!) !== undefined
     if (!leased) {
       this.calls++
-      return this.inner.apply(checks, now, done)
+      return this.inner.apply(checks, now, done, reads)
     }
     this.applyLeased(checks, now, done)
   }

@@ -16,7 +16,20 @@ export interface Check {
   cost: number
   /** Shadow checks form their own all-or-nothing group and never affect enforce checks. */
   shadow: boolean
+  /** What this check's group charges it when the group rejects (OnReject); honoured only by a call given `reads`. */
+  onReject?: OnReject
 }
+
+/**
+ * When its group rejects, a check carrying one is read back into the call's `reads` (a step
+ * of cost 0 on its counter: figure and whether within its limit), within the same store call:
+ * `read` charges it nothing; `charge` its cost first, whatever its limit (envoyproxy/ratelimit's
+ * default: every descriptor of a rejected call is counted); `over` its cost first when, alone on
+ * its counter as the call found it, its cost would be rejected (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT).
+ * Charges are the kind's `adjust` by -cost, in check order, after the call's commits; a charged
+ * check is read after all the group's charges, the others as the call found their counters.
+ */
+export type OnReject = 'read' | 'charge' | 'over'
 
 export interface Outcome {
   allowed: boolean
@@ -67,13 +80,16 @@ export interface Store {
    * in-process store (so its hot path has no promise), later for the others.
    * Per group, evaluation stops at the first reject: checks after it get no
    * outcome (`undefined`). `now` is in seconds; stores with a server clock ignore it.
+   * With `reads`, the checks' `onReject` is honoured (before `done` runs, `reads[i]` holds check
+   * i's read-back when its group rejected); a store that cannot (a Redis Cluster call over
+   * several slots) ignores it, as apply() without `reads` does, and leaves `reads` empty.
    */
-  apply(checks: readonly Check[], now: number, done: ApplyDone): void
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void
   /**
    * apply() of a store that answers at once and never fails (the in-process ones): the engine
    * calls it directly, which spares the hot path a callback per request.
    */
-  applyNow?(checks: readonly Check[], now: number): Outcomes
+  applyNow?(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
   state(): StoreState

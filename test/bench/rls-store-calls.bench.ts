@@ -8,9 +8,9 @@
  * and charge mode (a rejected call charges every descriptor, envoyproxy/
  * ratelimit's default, or nothing with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT),
  * called one call at a time, each on counters of its own except the one kept
- * over its limit. A rejected call is decided by one store call, then (charged
- * or not) its counters are read back so that every descriptor's count is
- * known: this prints what that costs per call.
+ * over its limit. A rejected call is decided, charged and its counters read
+ * back (every descriptor's count) in one store call: this prints what each
+ * call costs.
  *
  *   npm run build && flock /tmp/fv-heavy.lock node --import tsx test/bench/rls-store-calls.bench.ts [calls=20]
  */

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
 import { kindCases } from './contract-kinds.js'
+import { onRejectCases } from './contract-on-reject.js'
 
 export interface ContractOptions {
   /** The store reads its own (server) clock: waits are real. */
@@ -206,5 +207,6 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
 
     describe('other limit kinds', () =>
       kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
+    describe('a rejected group read back (onReject)', () => onRejectCases({ store: () => store, key, now }))
   })
 }

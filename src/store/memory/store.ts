@@ -59,9 +59,9 @@ export class MemoryStore extends InProcessStore {
     return { full: this.full, bytesUsed: this.counters.bytes, maxBytes: this.maxBytes }
   }
 
-  applyNow(checks: readonly Check[], now: number): Outcomes {
-    if (checks.length === 1) return this.applyOne(checks[0]!, now)
-    const out = this.evaluateGroups(checks, checks.length, now)
+  applyNow(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes {
+    if (checks.length === 1 && (reads === undefined || checks[0]!.onReject === undefined)) return this.applyOne(checks[0]!, now)
+    const out = this.evaluateGroups(checks, checks.length, now, reads)
     // Slots added for checks whose group was not committed.
     for (const slot of this.reserved) if (this.counters.expireAt[slot] === RESERVED) this.counters.remove(slot)
     this.reserved.length = 0

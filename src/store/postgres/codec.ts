@@ -6,7 +6,7 @@
  * same double, so nothing is rounded on the way.
  */
 import { PARAMS } from '../../algorithms/algorithm.js'
-import { TAKE_REPLY } from './sql.js'
+import { ON_REJECT_MODE, TAKE_REPLY } from './sql.js'
 import { storedKey } from '../stored-key.js'
 import type { Adjustment, Check, Outcomes } from '../store.js'
 
@@ -14,20 +14,20 @@ import type { Adjustment, Check, Outcomes } from '../store.js'
 const textArray = (xs: readonly string[]): string => `{${xs.map((x) => `"${x.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`
 
 /** Distinct keys as stored (stored-key.ts; 1-based index per key) and the numbers per item, via `row(item, keyIndex, nums)`. */
-function layout<T extends { key: string }>(
-  items: Iterable<T>,
-  row: (item: T, k: number, nums: number[]) => void,
-): { keys: string; nums: number[] } {
-  const keys: string[] = []
-  const index = new Map<string, number>()
-  const nums: number[] = []
-  for (const it of items) {
-    const key = storedKey(it.key)
-    let k = index.get(key)
-    if (k === undefined) index.set(key, (k = keys.push(key)))
-    row(it, k, nums)
+class Layout {
+  readonly keys: string[] = []
+  readonly nums: number[] = []
+  private readonly index = new Map<string, number>()
+
+  add<T extends { key: string }>(items: Iterable<T>, row: (item: T, k: number, nums: number[]) => void): this {
+    for (const it of items) {
+      const key = storedKey(it.key)
+      let k = this.index.get(key)
+      if (k === undefined) this.index.set(key, (k = this.keys.push(key)))
+      row(it, k, this.nums)
+    }
+    return this
   }
-  return { keys: textArray(keys), nums }
 }
 
 function limitNums(limit: Check['limit'], nums: number[]): void {
@@ -35,29 +35,44 @@ function limitNums(limit: Check['limit'], nums: number[]): void {
   for (let j = 0; j < PARAMS; j++) nums.push(limit.params[j] ?? 0)
 }
 
-/** `take` arguments for several requests: keys, 7 numbers per check, checks per request. */
-export function takeValues(requests: readonly (readonly Check[])[]): string[] {
-  const { keys, nums } = layout(requests.flat(), (c, k, nums) => {
-    nums.push(k)
-    limitNums(c.limit, nums)
-    nums.push(c.cost, c.shadow ? 1 : 0)
-  })
-  return [keys, `{${nums.join(',')}}`, `{${requests.map((r) => r.length).join(',')}}`]
+/** A request of a `take` batch: its checks, and the array its read-backs go to (store.ts apply's `reads`). */
+export interface TakeRequest {
+  readonly checks: readonly Check[]
+  readonly reads?: Outcomes | undefined
 }
+
+/** Whether `take` answers read-backs for a request: they were asked for, and a check carries an OnReject. */
+export const asksReads = (r: TakeRequest): boolean => r.reads !== undefined && r.checks.some((c) => c.onReject !== undefined)
+
+/** `take` arguments for several requests: keys, 7 numbers per check (the group with its OnReject when read-backs are asked), checks per request. */
+export function takeValues(requests: readonly TakeRequest[]): string[] {
+  const l = new Layout()
+  for (const r of requests) {
+    const back = asksReads(r)
+    l.add(r.checks, (c, k, nums) => {
+      nums.push(k)
+      limitNums(c.limit, nums)
+      nums.push(c.cost, (c.shadow ? 1 : 0) + (back && c.onReject !== undefined ? 2 * ON_REJECT_MODE[c.onReject] : 0))
+    })
+  }
+  return [textArray(l.keys), `{${l.nums.join(',')}}`, `{${requests.map((r) => r.checks.length).join(',')}}`]
+}
+
+/** Numbers of a request's reply in `take`'s: 3 per check, twice that with read-backs. */
+export const replyLength = (r: TakeRequest): number => r.checks.length * TAKE_REPLY * (asksReads(r) ? 2 : 1)
 
 /** `adjust` arguments: keys, 6 numbers per adjustment. */
 export function adjustValues(adjustments: readonly Adjustment[]): string[] {
-  const { keys, nums } = layout(adjustments, (a, k, nums) => {
+  const l = new Layout().add(adjustments, (a, k, nums) => {
     nums.push(k)
     limitNums(a.limit, nums)
     nums.push(a.amount)
   })
-  return [keys, `{${nums.join(',')}}`]
+  return [textArray(l.keys), `{${l.nums.join(',')}}`]
 }
 
-/** Outcomes of the `n` checks whose reply starts at `off` (status -1: not evaluated). */
-export function readOutcomes(reply: readonly number[], off: number, n: number): Outcomes {
-  const out: Outcomes = new Array(n)
+/** Outcomes of the `n` checks whose reply starts at `off` (status -1: not evaluated), into `out`. */
+export function readOutcomes(reply: readonly number[], off: number, n: number, out: Outcomes = new Array(n)): Outcomes {
   for (let i = 0; i < n; i++) {
     const o = off + i * TAKE_REPLY
     const status = reply[o]!

@@ -19,11 +19,13 @@
  *
  * `<prefix>take(keys, nums, reqs)` applies a batch of requests: `keys` the
  * distinct counter keys, `nums` 7 numbers per check (key index 1-based, kind,
- * p1, p2, p3, cost, group 0 enforce / 1 shadow), `reqs` the number of checks
- * of each request. Requests are evaluated one after the other, each all or
- * nothing per group on its own (a reject never touches another request of
- * the batch). Reply: 3 numbers per check (status 1 allowed, 0 rejected, -1
- * not evaluated; value; retry-after seconds).
+ * p1, p2, p3, cost, group 0 enforce / 1 shadow plus 2 × ON_REJECT_MODE), `reqs`
+ * the number of checks of each request. Requests are evaluated one after the
+ * other, each all or nothing per group on its own (a reject never touches
+ * another request of the batch). Reply: 3 numbers per check (status 1
+ * allowed, 0 rejected, -1 not evaluated; value; retry-after seconds), and
+ * for a request with a check carrying an OnReject mode, 3 more per check:
+ * its read-back (store.ts OnReject; -1 where none), after its outcomes.
  *
  * Locking without deadlocks: `<prefix>lock` first inserts the rows that do
  * not exist yet (ON CONFLICT DO NOTHING, in key order: a key inserted by a
@@ -49,6 +51,9 @@ const TAKE_NUMS = 7
 export const TAKE_REPLY = 3
 /** Numbers per adjustment in `adjust`'s `nums`: key index, kind, p1, p2, p3, amount. */
 const ADJUST_NUMS = 6
+
+/** nums' group values past 1 carry a check's OnReject (store.ts) as group + 2 × mode. */
+export const ON_REJECT_MODE = { read: 1, charge: 2, over: 3 } as const
 
 /** A prefix is spliced into identifiers: only these characters (settings validate it). */
 export const PREFIX_RE = /^[a-z_][a-z0-9_]{0,40}$/
@@ -105,24 +110,65 @@ function dispatch(part: 'take' | 'adjust', p: string): string {
       END IF;`
 }
 
+/** Check j's key index, kind, parameters and its key's committed state (for the read-backs). */
+const CHECK_J = `
+        o := (j - 1) * ${TAKE_NUMS}; k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5];
+        a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; keep := false; retry := 0;`
+
+/** Check j read back (a step of cost 0 on its committed state, nothing written) into its read-back slot. */
+const READ_J = (p: string): string => `${CHECK_J} cost := 0;
+        ${dispatch('take', p)}
+        res[rb + (j - lo) * 3 + 1] := CASE WHEN ok THEN 1 ELSE 0 END; res[rb + (j - lo) * 3 + 2] := val; res[rb + (j - lo) * 3 + 3] := retry;`
+
+/**
+ * The read-backs of request q's rejected groups (store.ts OnReject): which checks are charged is
+ * decided on the counters as the request left them (mode 3, over: its cost alone is rejected),
+ * then they are charged by their kind's adjust in order, then read again.
+ */
+const READ_BACK = (p: string): string => `
+    IF fls[q] AND (rej[1] OR rej[2]) THEN
+      rb := base + reqs[q] * 3; ch := '{}';
+      FOR j IN lo .. hi LOOP
+        m := nums[(j - 1) * ${TAKE_NUMS} + 7]::int;
+        CONTINUE WHEN m < 2 OR NOT rej[m % 2 + 1];
+        m := m / 2; ${CHECK_J} cost := nums[o + 6];
+        ${dispatch('take', p)}
+        IF m = 2 OR (m = 3 AND NOT ok) THEN ch := ch || j; ELSE ${READ_J(p)} END IF;
+      END LOOP;
+      FOREACH j IN ARRAY ch LOOP ${CHECK_J} amount := -nums[o + 6]; ok := true;
+        ${dispatch('adjust', p)}
+        IF ok THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := greatest(nx, now + 1); dirty[k] := true; END IF;
+      END LOOP;
+      FOREACH j IN ARRAY ch LOOP ${READ_J(p)}
+      END LOOP;
+    END IF;`
+
 function takeSql(p: string): string {
   return `
 CREATE OR REPLACE FUNCTION ${p}take(ks text[], nums float8[], reqs int[]) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE ${LOAD}
   n int := coalesce(array_length(nums, 1), 0) / ${TAKE_NUMS};
-  res float8[] := array_fill(-1::float8, ARRAY[n * ${TAKE_REPLY}]);
+  nq int := coalesce(array_length(reqs, 1), 0);
+  res float8[];
+  -- Per request: whether a check of it asks for read-backs; its reply's offset (base) and its read-backs' (rb).
+  fls bool[] := array_fill(false, ARRAY[nq]); base int := 0; rb int; m int; ch int[]; amount float8;
   -- Staged states of the current request: per key (t*, valid when tr[k] = request number) and per check (g*).
   t0 float8[] := c0; t1 float8[] := c0; t2 float8[] := c0; t3 float8[] := c0; tx float8[] := c0; tr int[] := array_fill(0, ARRAY[nk]);
   g0 float8[] := array_fill(0::float8, ARRAY[n]); g1 float8[] := g0; g2 float8[] := g0; g3 float8[] := g0; gx float8[] := g0;
   staged bool[] := array_fill(false, ARRAY[n]);
   lo int := 1; hi int; q int; j int; o int; grp int; rej bool[]; ok bool; val float8; retry float8; keep bool;
 BEGIN ${LOCK(p)}
-  FOR q IN 1 .. coalesce(array_length(reqs, 1), 0) LOOP
+  FOR q IN 1 .. nq LOOP
+    FOR j IN lo .. lo + reqs[q] - 1 LOOP fls[q] := fls[q] OR nums[j * ${TAKE_NUMS}] > 1; END LOOP;
+    base := base + reqs[q] * CASE WHEN fls[q] THEN 6 ELSE 3 END; lo := lo + reqs[q];
+  END LOOP;
+  res := array_fill(-1::float8, ARRAY[base]); base := 0; lo := 1;
+  FOR q IN 1 .. nq LOOP
     hi := lo + reqs[q] - 1;
     rej := ARRAY[false, false];
     FOR j IN lo .. hi LOOP
       o := (j - 1) * ${TAKE_NUMS};
-      grp := nums[o + 7]::int + 1;
+      grp := nums[o + 7]::int % 2 + 1;
       CONTINUE WHEN rej[grp];
       k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5]; cost := nums[o + 6];
       IF tr[k] = q THEN a0 := t0[k]; a1 := t1[k]; a2 := t2[k]; a3 := t3[k]; here := true;
@@ -138,13 +184,14 @@ BEGIN ${LOCK(p)}
         -- A breaker opening is committed although its group rejects.
         IF keep THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := nx; dirty[k] := true; END IF;
       END IF;
-      res[(j - 1) * 3 + 1] := CASE WHEN ok THEN 1 ELSE 0 END; res[(j - 1) * 3 + 2] := val; res[(j - 1) * 3 + 3] := retry;
+      res[base + (j - lo) * 3 + 1] := CASE WHEN ok THEN 1 ELSE 0 END; res[base + (j - lo) * 3 + 2] := val; res[base + (j - lo) * 3 + 3] := retry;
     END LOOP;
     FOR j IN lo .. hi LOOP
-      CONTINUE WHEN NOT staged[j] OR rej[nums[(j - 1) * ${TAKE_NUMS} + 7]::int + 1];
+      CONTINUE WHEN NOT staged[j] OR rej[nums[(j - 1) * ${TAKE_NUMS} + 7]::int % 2 + 1];
       k := nums[(j - 1) * ${TAKE_NUMS} + 1]::int;
       c0[k] := g0[j]; c1[k] := g1[j]; c2[k] := g2[j]; c3[k] := g3[j]; cx[k] := gx[j]; dirty[k] := true;
-    END LOOP;
+    END LOOP; ${READ_BACK(p)}
+    base := base + reqs[q] * CASE WHEN fls[q] THEN 6 ELSE 3 END;
     lo := hi + 1;
   END LOOP; ${SAVE(p)}
   RETURN res;

@@ -22,13 +22,13 @@
  */
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
-import { adjustValues, readOutcomes, takeValues } from './codec.js'
+import { adjustValues, readOutcomes, replyLength, takeValues, type TakeRequest } from './codec.js'
 import { PgConnections, type Slot } from './conn.js'
 import { cleanupSql, TAKE_REPLY } from './sql.js'
 import type { PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
-import type { Adjustment, ApplyDone, Check, Store, StoreState } from '../store.js'
+import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
@@ -53,8 +53,7 @@ const RETRYABLE = new Set(['40001', '40P01'])
 const DATA_CLASSES = new Set(['22', '23', '54', 'P0'])
 const isolable = (err: Error): boolean => DATA_CLASSES.has(String((err as { code?: unknown }).code ?? '').slice(0, 2))
 
-interface Pending extends BatchCall {
-  checks: readonly Check[]
+interface Pending extends BatchCall, TakeRequest {
   done: ApplyDone
 }
 
@@ -90,7 +89,7 @@ export class PostgresStore implements Store {
     return this.conns.whenReady(timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
     // `_now` is ignored: the function reads the server clock.
     if (checks.length === 0) return done(null, [])
     let b = this.next
@@ -101,7 +100,7 @@ export class PostgresStore implements Store {
         setImmediate(this.flush)
       }
     }
-    b.add({ checks, done, settled: false })
+    b.add({ checks, reads, done, settled: false })
   }
 
   /**
@@ -128,28 +127,29 @@ export class PostgresStore implements Store {
   /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
   private send(b: Batch<Pending>, slot: Slot, calls: readonly Pending[] = b.unsettled()): void {
     this.statements++
-    this.run(
-      slot,
-      { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls.map((p) => p.checks)), rowMode: 'array' },
-      (err, res) => {
-        const again =
-          err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
-        if (again) return this.send(b, again, calls)
-        if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
-        this.lastCallFailed = err !== null
-        const reply = res?.rows[0]?.[0] as number[] | undefined
-        let off = 0
-        for (const p of calls) {
-          const n = p.checks.length
-          off += n * TAKE_REPLY
-          if (p.settled) continue
-          b.settle(p)
-          if (err) p.done(storeError('postgres', err))
-          else if (!Array.isArray(reply) || reply.length < off) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
-          else p.done(null, readOutcomes(reply, off - n * TAKE_REPLY, n))
+    this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls), rowMode: 'array' }, (err, res) => {
+      const again =
+        err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
+      if (again) return this.send(b, again, calls)
+      if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
+      this.lastCallFailed = err !== null
+      const reply = res?.rows[0]?.[0] as number[] | undefined
+      let off = 0
+      for (const p of calls) {
+        const n = p.checks.length
+        const at = off
+        off += replyLength(p)
+        if (p.settled) continue
+        b.settle(p)
+        if (err) p.done(storeError('postgres', err))
+        else if (!Array.isArray(reply) || reply.length < off) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
+        else {
+          // Read-backs follow the request's outcomes.
+          if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, p.reads)
+          p.done(null, readOutcomes(reply, at, n))
         }
-      },
-    )
+      }
+    })
   }
 
   /**

@@ -23,7 +23,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type RedisOptions } from 'ioredis'
 import { StoreTimeoutError } from '../../errors.js'
-import { listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
+import { asksReads, listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
 import { redisScripts } from './script.js'
@@ -92,9 +92,13 @@ export class RedisClusterStore implements Store {
     return waitForReady(this.client, timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
     const groups = bySlot(checks)
-    const calls = groups.map((idx) => this.client.fvTakeBuffer(...listArgs((visit) => visitTakeArgs(checks, idx, visit))))
+    // Read-backs only within one slot: over several, a group's reject is known after the slots committed theirs.
+    const back = reads !== undefined && groups.length === 1 && asksReads(checks) ? reads : undefined
+    const calls = groups.map((idx) =>
+      this.client.fvTakeBuffer(...listArgs((visit) => visitTakeArgs(checks, idx, visit, back !== undefined))),
+    )
     let settled = false
     const fail = (err: unknown): void => {
       if (settled) return
@@ -115,7 +119,7 @@ export class RedisClusterStore implements Store {
       if (settled) return
       let out: Outcomes
       try {
-        out = this.merge(checks, groups, replies)
+        out = this.merge(checks, groups, replies, back)
       } catch (err) {
         return fail(err) // a reply that is not the script's: the fail policy, not an unhandled rejection
       }
@@ -143,9 +147,9 @@ export class RedisClusterStore implements Store {
     )
   }
 
-  private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[]): Outcomes {
+  private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[], reads: Outcomes | undefined): Outcomes {
     const out: Outcomes = new Array(checks.length)
-    for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g])
+    for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g], reads)
     // Per group (0 enforce, 1 shadow) the first reject in request order ends it.
     const cut = [checks.length, checks.length]
     for (let i = 0; i < checks.length; i++) {

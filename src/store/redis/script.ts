@@ -64,8 +64,45 @@ function kindsLua(): string {
 }
 
 /**
+ * The read-backs of a rejected group's checks that carry a mode (store.ts OnReject): which are
+ * charged is decided on the counters as the call left them (`over`: the step of its cost alone
+ * rejects), then they are charged by their kind's adjust in order, then read again (a step of
+ * cost 0, nothing written).
+ */
+const READ_BACK = `
+  local reads, charged = {}, {}
+  local function args(i)
+    local a = (i - 1) * ${TAKE_ARGS_PER_CHECK}
+    return step[tonumber(ARGV[a + 1])], adjust[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  end
+  local function read(i, v)
+    local st, _, p1, p2, p3 = args(i)
+    local ok, value, retry = st(v, p1, p2, p3, 0)
+    reads[i] = pack('<bdd', ok and 1 or 0, value, retry)
+  end
+  for i = 1, n do
+    local gv = tonumber(ARGV[i * ${TAKE_ARGS_PER_CHECK}])
+    local m = floor(gv / 2)
+    if m > 0 and rejected[gv % 2 + 1] then
+      local v = redis.call('GET', KEYS[i])
+      local st, _, p1, p2, p3, cost = args(i)
+      if m == 2 or (m == 3 and not st(v, p1, p2, p3, cost)) then charged[#charged + 1] = i else read(i, v) end
+    end
+  end
+  for _, i in ipairs(charged) do
+    local _, adj, p1, p2, p3, cost = args(i)
+    local state, ttl = adj(redis.call('GET', KEYS[i]), p1, p2, p3, -cost)
+    if state then redis.call('PSETEX', KEYS[i], ttl, state) end
+  end
+  for _, i in ipairs(charged) do read(i, redis.call('GET', KEYS[i])) end
+  for i = 1, n do reply[n + i] = reads[i] or pack('<bdd', -1, 0, 0) end`
+
+/** ARGV group values past 1 carry a check's OnReject (store.ts) as group + 2 × mode. */
+export const ON_REJECT_MODE = { read: 1, charge: 2, over: 3 } as const
+
+/**
  * KEYS[i]: counter key of check i. ARGV: TAKE_ARGS_PER_CHECK per check: kind,
- * p1, p2, p3, cost, group (0 enforce, 1 shadow). A reject that asks for it
+ * p1, p2, p3, cost, group (0 enforce, 1 shadow; plus 2 × ON_REJECT_MODE). A reject that asks for it
  * (a breaker opening) writes its state at once, whatever the group does. Per group, evaluation stops at the
  * first reject and nothing of a rejected group is written. A check sees the
  * state staged by an earlier allowed check of the same key in this call
@@ -74,7 +111,9 @@ function kindsLua(): string {
  * at the end (appending to a Lua string copies it: n checks would copy n²/2
  * records). Duplicate keys are found in a table by key, so a call of n checks
  * costs the script n steps. A single check (the common case) commits at once
- * and stages nothing.
+ * and stages nothing. When a check carries an OnReject mode and a group
+ * rejected, n more records follow: the read-backs of READ_BACK (status -1
+ * where none).
  */
 const TAKE = `
 local n = #KEYS
@@ -82,9 +121,12 @@ local reply = {}
 local staged, stState, stTtl
 if n > 1 then staged, stState, stTtl = {}, {}, {} end
 local rejected = { false, false }
+local flagged = false
 for i = 1, n do
   local a = (i - 1) * ${TAKE_ARGS_PER_CHECK}
-  local g = ARGV[a + 6] == '1' and 2 or 1
+  local gv = tonumber(ARGV[a + 6])
+  local g = gv % 2 + 1
+  if gv > 1 then flagged = true end
   if rejected[g] then
     reply[i] = pack('<bdd', -1, 0, 0)
   else
@@ -108,10 +150,12 @@ for i = 1, n do
 end
 if n > 1 then
   for i = 1, n do
-    if stState[i] and not rejected[ARGV[i * ${TAKE_ARGS_PER_CHECK}] == '1' and 2 or 1] then
+    if stState[i] and not rejected[tonumber(ARGV[i * ${TAKE_ARGS_PER_CHECK}]) % 2 + 1] then
       redis.call('PSETEX', KEYS[i], stTtl[i], stState[i])
     end
   end
+end
+if flagged and (rejected[1] or rejected[2]) then${READ_BACK}
 end
 return table.concat(reply)
 `

@@ -7,7 +7,7 @@
  * never reaches a client. Failure handling: common.ts.
  */
 import { ScriptCaller } from './call.js'
-import { encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
+import { asksReads, encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
 import { redisScripts } from './script.js'
@@ -33,9 +33,10 @@ export class RedisStore implements Store {
     return waitForReady(this.client, timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
     // `_now` is ignored: the script reads the server clock.
-    const { argc, args } = encodeArgs((visit) => visitTakeArgs(checks, undefined, visit))
+    const back = reads !== undefined && asksReads(checks) ? reads : undefined
+    const { argc, args } = encodeArgs((visit) => visitTakeArgs(checks, undefined, visit, back !== undefined))
     this.take.call(argc, args, (err, reply) => {
       if (err) {
         this.lastCallFailed = true
@@ -44,7 +45,7 @@ export class RedisStore implements Store {
       this.lastCallFailed = false
       const out: Outcomes = new Array(checks.length)
       try {
-        readTake(reply!, out)
+        readTake(reply!, out, undefined, back)
       } catch (e) {
         return done(storeError('redis', e))
       }

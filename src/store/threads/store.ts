@@ -60,11 +60,11 @@ export class SharedMemoryStore extends InProcessStore {
     this.table.sweep(now, this.sweepBuckets)
   }
 
-  applyNow(checks: readonly Check[], now: number): Outcomes {
+  applyNow(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes {
     const n = checks.length
     const held = this.locate(checks)
     try {
-      return this.evaluateGroups(checks, n, now)
+      return this.evaluateGroups(checks, n, now, reads)
     } finally {
       this.unlockAll(held)
     }
