@@ -66,6 +66,8 @@ export interface Settings extends GrpcSettings, PathSettings, StoreSettings, Net
   jwksUrl: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
+  /** Requests the process may hold for their debt (a token bucket's max_delay_ms) at once; past it they are rejected. Default 1024. */
+  maxDelayed: number
 }
 
 function backendUrl(env: Env, mode: Mode): URL | undefined {
@@ -159,6 +161,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
+    maxDelayed: integer(env, 'FAIRVISOR_MAX_DELAYED', 1024, 0, 1_000_000),
     ...grpcSettings(env, http),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {

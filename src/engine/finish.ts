@@ -7,6 +7,7 @@
  */
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
+import { debtOf } from './debt.js'
 import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
@@ -34,6 +35,9 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
   let bestPlan: Planned | undefined
   let bestAt = -1
   let advice: Advice | undefined
+  /** The longest wait for tokens charged ahead of time (max_delay_ms), and its check. */
+  let debtMs = 0
+  let debtAt = -1
   let anyEnforce = false
   let rejectedAt = -1
   for (let i = 0; i < planned.length; i++) {
@@ -62,7 +66,12 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     const a = algorithm.advise?.(p.limit, o.value)
     if (a !== undefined) {
       if (a.loop) obs.loopDetected?.(p.policy.id, a.delayMs > 0 ? 'throttle' : 'warn')
-      if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
+      if (a.debt) {
+        if (a.delayMs > debtMs) {
+          debtMs = a.delayMs
+          debtAt = i
+        }
+      } else if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
     }
     const h = algorithm.headers(p.limit, o.value, o.retryAfter, false)
     if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
@@ -117,7 +126,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
         obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
     }
   }
-  return {
+  const delayMs = Math.max(advice?.delayMs ?? 0, debtMs)
+  const d: Decision = {
     allowed: true,
     status: 200,
     reason: 'all_rules_passed',
@@ -128,9 +138,11 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     key: bestAt === -1 ? undefined : logKey(bestPlan!.rule, checks[bestAt]!.key, bestPlan!.composite),
     cost: bestAt === -1 ? undefined : checks[bestAt]!.cost,
     warning: advice?.warning,
-    delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,
+    delayMs: delayMs > 0 ? delayMs : undefined,
     matchedPolicies: ids,
     descriptors,
     llm: committedLlm(plan, outcomes, true),
   }
+  if (debtAt !== -1) d.debt = debtOf(plan, outcomes, debtAt, debtMs, d)
+  return d
 }

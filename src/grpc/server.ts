@@ -48,7 +48,8 @@ export interface GrpcOptions {
   streamTimeoutMs: number
 }
 
-type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void) => void
+/** `gone(fn)`: `fn` runs if the call ends before it is answered (the caller cancelled it, its deadline passed). */
+type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void, gone: (fn: () => void) => void) => void
 
 /**
  * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
@@ -62,9 +63,11 @@ function unary<Req>(service: string, name: string, handle: Handler<Req>, refuse?
       refuse,
       decode: codec.decode,
       encode: codec.encode,
-      handle: (req, answer) =>
-        handle(req as Req, (err, res) =>
-          answer(err instanceof GrpcFailure ? err : err ? new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message) : res!),
+      handle: (req, answer, gone) =>
+        handle(
+          req as Req,
+          (err, res) => answer(err instanceof GrpcFailure ? err : err ? new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message) : res!),
+          gone,
         ),
     },
   ]

@@ -100,7 +100,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const input = inputFromRequest(req, paths.encodedSlashes)
     decide(input, false, (d) => {
-      if (d.allowed) proxy.upgrade(req, socket, head, forwardTarget(req.url ?? '/', input, paths.forwardPath))
+      // A delayed upgrade waits as a request does; its socket closing is its client leaving.
+      if (d.allowed) afterDelay(d, socket, () => proxy.upgrade(req, socket, head, forwardTarget(req.url ?? '/', input, paths.forwardPath)))
       else endRaw(socket, d.status, d.retryAfterS ? ['retry-after', String(d.retryAfterS)] : [])
     })
   }
