@@ -20,7 +20,7 @@ import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { LlmExchange } from './llm/exchange.js'
 import { decisionRecorder, engineObserver } from './observe/engine-observer.js'
-import { giveBackHook, holdHooks } from './observe/hold-observer.js'
+import { giveBackHook, holdHooks, settleByStatus } from './observe/give-back.js'
 import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
@@ -84,7 +84,17 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const exchange = (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks, settings.llmMaxEventBytes)
   const llm = { bundle, exchange }
-  const routes = createRoutes({ decide, exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, paths: settings, llm })
+  const settleStatus = settleByStatus(metrics, giveBack)
+  const routes = createRoutes({
+    decide,
+    exposeReason,
+    debug,
+    proxy,
+    admin: separateAdmin ? new Map() : admin,
+    paths: settings,
+    llm,
+    settleStatus,
+  })
   const main = createListener({ settings, log, ...routes })
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener; every thread of the process charges one byte budget.

@@ -100,6 +100,11 @@ export function networkFiles(env: Env = process.env): NetworkFiles {
   }
 }
 
+/** FAIRVISOR_MODE; also read alone by `fairvisor validate` and `fairvisor test` (what a bundle's rules can do depends on it). */
+export function modeSetting(env: Env = process.env): Mode {
+  return oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
+}
+
 /** How request paths are read and forwarded; also read alone by `fairvisor test`. */
 export function pathSettings(env: Env = process.env): PathSettings {
   return {
@@ -120,7 +125,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
 }
 
 function parseSettings(env: Env): Readonly<Settings> {
-  const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
+  const mode = modeSetting(env)
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
   const store = storeSettings(env)

@@ -4,6 +4,7 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { Adjustment } from '../store/store.js'
 import type { LimitView } from './headers.js'
@@ -55,6 +56,15 @@ export interface Debt {
   policyId: string
 }
 
+/** A charge of a rule with count_statuses / refund_statuses, settled on the response's status (engine/status-charges.ts). */
+export interface StatusCharge {
+  policyId: string
+  ruleName: string
+  rule: StatusRule
+  /** What giving it back adjusts: the check's key, limit and cost. */
+  charge: Adjustment
+}
+
 /** A request held for its debt (decision/holds.ts): the front end forwards it when the wait is over, or says its client left. */
 export interface HeldRequest {
   /** Runs `go` once the wait is over (at once when it is); never after abandon(). */
@@ -93,6 +103,8 @@ export interface Decision {
   descriptors?: Map<string, string>
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
   llm?: LlmReservation[]
+  /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
+  statusCharges?: StatusCharge[]
 }
 
 export interface ShadowReject {

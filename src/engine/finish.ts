@@ -14,6 +14,7 @@ import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
 import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
+import { statusCharges } from './status-charges.js'
 
 /** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
 function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
@@ -143,6 +144,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     descriptors,
     llm: committedLlm(plan, outcomes, true),
   }
+  if (plan.statuses) d.statusCharges = statusCharges(plan, outcomes)
   if (debtAt !== -1) d.debt = debtOf(plan, outcomes, debtAt, debtMs, d)
   return d
 }

@@ -55,7 +55,7 @@ export class WorkerThread implements Runtime {
     this.net = { bytes: data.net, subscribe: (fn) => void this.netChanged.push(fn) }
     this.grpcBudget = data.grpcBudget && { shared: data.grpcBudget, holder: data.workerId }
     this.holdSlots = { shared: data.holdSlots, holder: data.workerId }
-    this.feed = new WorkerConfigFeed(data, { signingKey: settings.bundleSigningKey }, this.send)
+    this.feed = new WorkerConfigFeed(data, { signingKey: settings.bundleSigningKey, mode: settings.mode }, this.send)
     port.on('message', (m: ToWorker) => {
       if (this.feed.onMessage(m)) return
       if (this.gateway === undefined) this.early.push(m)

@@ -1,12 +1,13 @@
 /**
  * Charges given back after the decision — those of a request held for its
  * debt that was not forwarded (decision/holds.ts), those a response's status
- * does not keep (decision/status-charges.ts) — each as one store adjust, and
- * the metrics of held requests. A store failure drops the give-back: the
+ * does not keep (engine/status-charges.ts) — each as one store adjust, and
+ * their metrics. A store failure drops the give-back: the
  * charge stays (the safe side), the store error is counted and logged at
  * most once a second.
  */
 import type { HoldHooks } from '../decision/holds.js'
+import { refundAdjustments, refundsFor, type SettleStatus } from '../engine/status-charges.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { LogThrottle } from './log-throttle.js'
 import type { Logger } from './logger.js'
@@ -33,5 +34,15 @@ export function holdHooks(metrics: Metrics, giveBack: GiveBack): HoldHooks {
     giveBack,
     held: (policy, waitMs) => metrics.delaySeconds.observe({ policy }, waitMs / 1000),
     ended: (policy, result) => metrics.delayed.inc({ policy, result }),
+  }
+}
+
+/** After the response: gives back, in one store adjust, the charges its status does not keep, and counts them per policy. */
+export function settleByStatus(metrics: Metrics, giveBack: GiveBack): SettleStatus {
+  return (charges, status) => {
+    const refunds = refundsFor(charges, status)
+    if (refunds.length === 0) return
+    giveBack(refundAdjustments(refunds))
+    for (const r of refunds) metrics.statusRefunds.inc({ policy: r.policyId })
   }
 }
