@@ -105,6 +105,11 @@ export function modeSetting(env: Env = process.env): Mode {
   return oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
 }
 
+/** FAIRVISOR_MAX_DELAYED; also read alone by `fairvisor test`, which holds requests in debt as the gateway does. */
+export function maxDelayedSetting(env: Env = process.env): number {
+  return integer(env, 'FAIRVISOR_MAX_DELAYED', 1024, 0, 1_000_000)
+}
+
 /** How request paths are read and forwarded; also read alone by `fairvisor test`. */
 export function pathSettings(env: Env = process.env): PathSettings {
   return {
@@ -166,7 +171,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     jwksUrl: optional(env, 'FAIRVISOR_JWKS_URL'),
     ...networkFiles(env),
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
-    maxDelayed: integer(env, 'FAIRVISOR_MAX_DELAYED', 1024, 0, 1_000_000),
+    maxDelayed: maxDelayedSetting(env),
     ...grpcSettings(env, http),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
