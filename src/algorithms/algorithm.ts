@@ -148,8 +148,11 @@ export interface Algorithm<C extends Limit = Limit> {
    * this limit; undefined when the limit adds none (guards on allow).
    */
   headers(limit: C, value: number, retryAfter: number, rejected: boolean): HeaderValues | undefined
-  /** Warn/throttle stages of an allowed outcome. */
-  advise?(limit: C, value: number): Advice | undefined
+  /**
+   * Warn/throttle stages of an allowed outcome, or the wait of one in debt (`debt: true`). `retryAfter`
+   * is the allowed outcome's own (a kind whose wait does not follow from its value alone returns it there).
+   */
+  advise?(limit: C, value: number, retryAfter: number): Advice | undefined
   /** One line for `fairvisor test`: what the outcome's figure means. */
   describe?(limit: C, value: number): string | undefined
   /**

@@ -60,6 +60,7 @@ export interface Debt {
 export interface StatusCharge {
   policyId: string
   ruleName: string
+  shadow: boolean
   rule: StatusRule
   /** What giving it back adjusts: the check's key, limit and cost. */
   charge: Adjustment
@@ -132,8 +133,11 @@ export interface EngineObserver {
   storeError(err: Error): void
   /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
   limitPlanned?(l: PlannedLimit): void
-  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics). */
-  limitCharged?(policyId: string, cost: number, value: number, llm: boolean): void
+  /**
+   * An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics);
+   * `settledLater`: what it consumes is known after the response (an LLM reservation, a charge a status settles).
+   */
+  limitCharged?(policyId: string, cost: number, value: number, settledLater: boolean): void
   /** A loop was detected (count ≥ threshold) on `policyId`, whatever its action. */
   loopDetected?(policyId: string, action: string): void
   /** Every breaker outcome: open (rejecting) or closed, per policy (gauge; a log line on each change). */

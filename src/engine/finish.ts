@@ -64,7 +64,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     }
     if (p.shadow || rejectedAt !== -1) continue
     anyEnforce = true
-    const a = algorithm.advise?.(p.limit, o.value)
+    const a = algorithm.advise?.(p.limit, o.value, o.retryAfter)
     if (a !== undefined) {
       if (a.loop) obs.loopDetected?.(p.policy.id, a.delayMs > 0 ? 'throttle' : 'warn')
       if (a.debt) {
@@ -124,7 +124,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       const p = planned[i]!
       // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
       if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit))
-        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
+        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined || p.rule.statuses !== undefined)
     }
   }
   const delayMs = Math.max(advice?.delayMs ?? 0, debtMs)

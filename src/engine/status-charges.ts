@@ -28,7 +28,13 @@ export function statusCharges(plan: Plan, outcomes: Outcomes): StatusCharge[] | 
     const rule = p.rule.statuses
     if (rule === undefined || p.llm !== undefined || outcomes[i]?.allowed !== true || (p.shadow && !shadowOk)) continue
     const c = checks[i]!
-    ;(out ??= []).push({ policyId: p.policy.id, ruleName: p.rule.name, rule, charge: { key: c.key, limit: c.limit, amount: c.cost } })
+    ;(out ??= []).push({
+      policyId: p.policy.id,
+      ruleName: p.rule.name,
+      shadow: p.shadow,
+      rule,
+      charge: { key: c.key, limit: c.limit, amount: c.cost },
+    })
   }
   return out
 }

@@ -37,12 +37,18 @@ export function holdHooks(metrics: Metrics, giveBack: GiveBack): HoldHooks {
   }
 }
 
-/** After the response: gives back, in one store adjust, the charges its status does not keep, and counts them per policy. */
+/**
+ * After the response: gives back, in one store adjust, the charges its status does not keep, and
+ * counts them per policy; the charges it keeps are the tokens consumed (not counted at the decision).
+ */
 export function settleByStatus(metrics: Metrics, giveBack: GiveBack): SettleStatus {
   return (charges, status) => {
     const refunds = refundsFor(charges, status)
-    if (refunds.length === 0) return
-    giveBack(refundAdjustments(refunds))
-    for (const r of refunds) metrics.statusRefunds.inc({ policy: r.policyId })
+    for (const c of charges) {
+      const policy = c.policyId
+      if (refunds.includes(c)) metrics.statusRefunds.inc({ policy })
+      else if (!c.shadow) metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), c.charge.amount)
+    }
+    if (refunds.length > 0) giveBack(refundAdjustments(refunds))
   }
 }

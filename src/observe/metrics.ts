@@ -42,7 +42,7 @@ export function createMetrics() {
     }),
     tokensConsumed: new Counter({
       name: 'fairvisor_tokens_consumed_total',
-      help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage), per policy.',
+      help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage; rules with count_statuses / refund_statuses: the charges their response kept), per policy.',
       labelNames: ['policy'],
       registers: r,
     }),
