@@ -11,7 +11,9 @@
  *   gives its tokens back: the next request waits one token's time, not two;
  * - FAIRVISOR_MAX_DELAYED bounds the requests held by the whole process
  *   (both workers): past it the limit's reject, its tokens given back;
- * - the decision service holds its answer until the wait is over.
+ * - the decision service (/v1/decision, ext_authz) holds its answer until
+ *   the wait is over; an ext_authz call whose deadline passes first gives its
+ *   tokens back.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -19,6 +21,8 @@ import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { status as Code } from '@grpc/grpc-js'
+import { checkRequest, grpcClients } from '../helpers/grpc-client.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import { waitFor } from '../helpers/wait.js'
@@ -182,27 +186,57 @@ describe('FAIRVISOR_MAX_DELAYED and the decision service', () => {
     }
   })
 
-  it('/v1/decision holds its answer until the request’s tokens have arrived', async () => {
-    const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: bundleFile })
+  it('/v1/decision and ext_authz hold their answer until the request’s tokens have arrived; a Check whose deadline passes first gives them back', async () => {
+    const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: bundleFile, FAIRVISOR_GRPC_PORT: '0' })
+    const line = await gw.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'))
+    const grpc = grpcClients(line.grpcPort as number)
     try {
       const u = user('decision')
-      const call = async (): Promise<{ status: number; ms: number }> => {
+      const timed = async <T>(f: () => Promise<T>): Promise<{ value: T; ms: number }> => {
         const start = performance.now()
-        const r = await fetch(`${gw.url}/v1/decision`, {
+        const value = await f()
+        return { value, ms: performance.now() - start }
+      }
+      const call = (): Promise<number> =>
+        fetch(`${gw.url}/v1/decision`, {
           method: 'POST',
           headers: { 'x-original-uri': '/smooth/x', 'x-original-method': 'GET', 'x-user': u },
+        }).then(async (r) => {
+          await r.arrayBuffer()
+          return r.status
         })
-        await r.arrayBuffer()
-        return { status: r.status, ms: performance.now() - start }
-      }
-      const answers = await Promise.all([call(), call(), call()])
+      const check = (): Promise<number> =>
+        grpc.check(checkRequest({ path: '/smooth/x', headers: { 'x-user': u } })).then((r) => r.status.code ?? 0)
+      const answers = await Promise.all([timed(call), timed(check), timed(call), timed(check)])
       assert.deepEqual(
-        answers.map((a) => a.status),
-        [200, 200, 200],
+        answers.map((a) => a.value),
+        [200, 0, 200, 0],
+        'all allowed: HTTP 200 and gRPC OK',
       )
       const times = answers.map((a) => a.ms).sort((a, b) => a - b)
-      assert.ok(times[2]! >= 380 && times[2]! < 2000, `the third answer after ${Math.round(times[2]!)} ms`)
+      assert.ok(times[3]! >= 580 && times[3]! < 2500, `the fourth answer after ${Math.round(times[3]!)} ms`)
+
+      // A Check of a fresh key owing one token (2 s on /slow/) whose deadline is 300 ms: the call ends first.
+      const v = user('deadline')
+      assert.equal((await grpc.check(checkRequest({ path: '/slow/x', headers: { 'x-user': v } }))).status.code ?? 0, 0)
+      const late = await new Promise<number>((resolve) =>
+        // biome-ignore lint/suspicious/noExplicitAny: the proto-loaded client's methods are untyped
+        (grpc.authz as any).Check(
+          checkRequest({ path: '/slow/x', headers: { 'x-user': v } }),
+          { deadline: Date.now() + 300 },
+          (err: { code: number } | null) => resolve(err?.code ?? 0),
+        ),
+      )
+      assert.equal(late, Code.DEADLINE_EXCEEDED)
+      await waitFor(
+        async () => ((await metricValue(gw, 'fairvisor_delayed_requests_total', 'result="abandoned"')) ?? 0) >= 1,
+        'the hold of the call that ended is abandoned',
+      )
+      const next = await timed(() => grpc.check(checkRequest({ path: '/slow/x', headers: { 'x-user': v } })))
+      assert.equal(next.value.status.code ?? 0, 0)
+      assert.ok(next.ms < 3000, `one token owed, not two: held ${Math.round(next.ms)} ms`)
     } finally {
+      grpc.close()
       await gw.stop()
     }
   })
