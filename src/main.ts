@@ -12,12 +12,15 @@ import { createGrpcMetrics } from './grpc/metrics.js'
 import { createGrpc } from './grpc/server.js'
 import { adminRoutes } from './http/admin.js'
 import { createDecider, createLimitDecider, type Decide } from './decision/decide.js'
+import { HoldSlots } from './decision/hold-slots.js'
+import { Holds } from './decision/holds.js'
 import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes, notFound } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { LlmExchange } from './llm/exchange.js'
 import { decisionRecorder, engineObserver, jwtRejections } from './observe/engine-observer.js'
+import { giveBackHook, holdHooks, settleByStatus } from './observe/give-back.js'
 import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
@@ -56,14 +59,25 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const store = await openStore(settings.storeConfig, { log, clock, shared: runtime.tables })
   const config = runtime.config(log, metrics)
   const bundle = (): CompiledBundle | null => config.bundle()
-  metrics.bindLiveState({ bundle, nowMs: clock, storeFill: () => store.fill?.(), leaseTableFull: () => store.leaseTableFull?.() })
+  // FAIRVISOR_MAX_DELAYED: one count of held requests for the process, whichever thread holds them.
+  const slots = new HoldSlots(settings.maxDelayed, runtime.holdSlots?.shared, runtime.holdSlots?.holder)
+  metrics.bindLiveState({
+    bundle,
+    nowMs: clock,
+    storeFill: () => store.fill?.(),
+    leaseTableFull: () => store.leaseTableFull?.(),
+    delayedHeld: () => slots.total,
+  })
   await config.start()
   const { failPolicy, exposeReason } = settings
   const engine = new Engine({ store, failPolicy, observer: engineObserver(log, metrics, store.kind, failPolicy, clock) })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decided = decisionRecorder(metrics, log)
   const jwtRejected = jwtRejections(log, metrics, clock)
-  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided, jwtRejected })
+  // Charges given back after the decision (a held request not forwarded, a response status not counted): one store adjust each.
+  const giveBack = giveBackHook(log, metrics, store, clock)
+  const holds = new Holds(slots, holdHooks(metrics, giveBack))
+  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided, jwtRejected, holds })
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(bundle, store, failPolicy, metrics, runtime.metricsText, config.inSync?.bind(config))
@@ -72,7 +86,17 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const exchange = (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks, settings.llmMaxEventBytes)
   const llm = { bundle, exchange }
-  const routes = createRoutes({ decide, exposeReason, debug, proxy, admin: separateAdmin ? new Map() : admin, paths: settings, llm })
+  const settleStatus = settleByStatus(metrics, giveBack)
+  const routes = createRoutes({
+    decide,
+    exposeReason,
+    debug,
+    proxy,
+    admin: separateAdmin ? new Map() : admin,
+    paths: settings,
+    llm,
+    settleStatus,
+  })
   const main = createListener({ settings, log, ...routes })
   const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener; every thread of the process charges one byte budget.

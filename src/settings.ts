@@ -64,6 +64,8 @@ export interface Settings extends GrpcSettings, PathSettings, StoreSettings, Net
   debugSessionSecret: string | undefined
   /** When set, only bundles signed with this key (HMAC-SHA256, first line of the file) load. */
   bundleSigningKey: string | undefined
+  /** Requests the process may hold for their debt (a token bucket's max_delay_ms) at once; past it they are rejected. Default 1024. */
+  maxDelayed: number
 }
 
 function backendUrl(env: Env, mode: Mode): URL | undefined {
@@ -105,6 +107,16 @@ export function jwtSettings(env: Env = process.env): JwtVerifierSettings {
   }
 }
 
+/** FAIRVISOR_MODE; also read alone by `fairvisor validate` and `fairvisor test` (what a bundle's rules can do depends on it). */
+export function modeSetting(env: Env = process.env): Mode {
+  return oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
+}
+
+/** FAIRVISOR_MAX_DELAYED; also read alone by `fairvisor test`, which holds requests in debt as the gateway does. */
+export function maxDelayedSetting(env: Env = process.env): number {
+  return integer(env, 'FAIRVISOR_MAX_DELAYED', 1024, 0, 1_000_000)
+}
+
 /** How request paths are read and forwarded; also read alone by `fairvisor test`. */
 export function pathSettings(env: Env = process.env): PathSettings {
   return {
@@ -125,7 +137,7 @@ export function loadSettings(env: Env = process.env): Readonly<Settings> {
 }
 
 function parseSettings(env: Env): Readonly<Settings> {
-  const mode = oneOf(env, 'FAIRVISOR_MODE', ['reverse_proxy', 'decision_service'] as const, 'reverse_proxy')
+  const mode = modeSetting(env)
   const adminPortRaw = optional(env, 'FAIRVISOR_ADMIN_PORT')
   const trustedProxiesText = env.FAIRVISOR_TRUSTED_PROXIES ?? ''
   const store = storeSettings(env)
@@ -164,6 +176,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     ...jwtSettings(env),
     ...networkFiles(env),
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
+    maxDelayed: maxDelayedSetting(env),
     ...grpcSettings(env, http),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {

@@ -119,10 +119,17 @@ export type RejectReason = keyof RejectReasons
 
 /** What an allowed limit asks of the response: a warning header, a delay (ms, 0: none). */
 export interface Advice {
-  warning: 'budget_warn' | 'budget_throttle' | 'loop_detected'
+  /** X-Fairvisor-Warning (undefined: none). */
+  warning?: 'budget_warn' | 'budget_throttle' | 'loop_detected'
   delayMs: number
   /** A loop was detected (counted in fairvisor_loop_detected_total). */
   loop?: boolean
+  /**
+   * The delay is the wait for tokens charged ahead of time (a token bucket's
+   * debt, `max_delay_ms`): such a hold counts against FAIRVISOR_MAX_DELAYED,
+   * and a request that is not forwarded gives its charges back.
+   */
+  debt?: boolean
 }
 
 /**
@@ -141,10 +148,13 @@ export interface Algorithm<C extends Limit = Limit> {
    * this limit; undefined when the limit adds none (guards on allow).
    */
   headers(limit: C, value: number, retryAfter: number, rejected: boolean): HeaderValues | undefined
-  /** Warn/throttle stages of an allowed outcome. */
-  advise?(limit: C, value: number): Advice | undefined
+  /**
+   * Warn/throttle stages of an allowed outcome, or the wait of one in debt (`debt: true`). `retryAfter`
+   * is the allowed outcome's own (a kind whose wait does not follow from its value alone returns it there).
+   */
+  advise?(limit: C, value: number, retryAfter: number): Advice | undefined
   /** One line for `fairvisor test`: what the outcome's figure means. */
-  describe?(limit: C, value: number): string
+  describe?(limit: C, value: number): string | undefined
   /**
    * Retry-After jitter direction of its rejects: 'later' (default) adds up to
    * half the base; 'earlier' subtracts it, for limits that end at a fixed

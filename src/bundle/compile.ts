@@ -17,6 +17,7 @@ import { foldPath, normalisePrefix, RouteIndex } from './route-index.js'
 import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
 import { tokenCounter } from '../llm/estimate.js'
 import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
+import { type StatusRule, statusRuleOf } from './status-patterns.js'
 import { parseTimestamp } from './validate.js'
 
 export interface CompiledRule {
@@ -39,6 +40,8 @@ export interface CompiledRule {
   shadowCounterPrefix: string
   /** token_bucket_llm: the config (also `limit`, the minute bucket) and the day counter's prefixes. */
   llm?: { config: LlmConfig; dayPrefix: string; shadowDayPrefix: string }
+  /** count_statuses / refund_statuses: the charge is settled on the response's status (engine/status-charges.ts). */
+  statuses?: StatusRule
 }
 
 export interface CompiledPolicy {
@@ -155,6 +158,7 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     counterPrefix: `${prefix}${name}:`,
     shadowCounterPrefix: `shadow:${prefix}${name}:`,
     llm,
+    statuses: statusRuleOf(raw),
   }
 }
 

@@ -9,13 +9,15 @@ import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync, type Stats } from 'node:fs'
 import { join } from 'node:path'
 import { compileBundle, type CompiledBundle } from './compile.js'
-import type { RawBundle, RawPolicy } from './types.js'
+import type { GatewayMode, RawBundle, RawPolicy } from './types.js'
 import { verifySigned } from './signature.js'
 import { formatIssue, validateBundle, type BundleIssue } from './validate.js'
 
 export interface LoadOptions {
   /** When set, only bundles in the signed form (see signature.ts) under this key load. */
   signingKey?: string
+  /** FAIRVISOR_MODE (default reverse_proxy): rules that act on the response are refused in decision_service mode. */
+  mode?: GatewayMode
 }
 
 export interface BundleSummary {
@@ -71,7 +73,7 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
   } catch (err) {
     return fail(file, `the file is not valid JSON (${(err as Error).message.replace(/\s+/g, ' ').trim()})`)
   }
-  const issues = validateBundle(doc, now)
+  const issues = validateBundle(doc, now, opts.mode)
   const fatal = issues.filter((i) => i.policyIndex === undefined && !i.warning)
   if (fatal.length) {
     // Report every error, the policies' too, so one round of fixes is enough.

@@ -1,5 +1,8 @@
 /** Shapes of the bundle JSON as written by operators (after schema validation). */
 
+/** FAIRVISOR_MODE, as far as a bundle's validity depends on it (rules that act on the response need the reverse proxy). */
+export type GatewayMode = 'reverse_proxy' | 'decision_service'
+
 export interface RawRule {
   name?: string
   limit_keys?: string[]
@@ -7,6 +10,10 @@ export interface RawRule {
   algorithm: string
   algorithm_config: Record<string, unknown>
   match?: Record<string, string | number | boolean>
+  /** Reverse proxy mode only (ours): charge only responses with these statuses (`"401"`, `"4xx"`). */
+  count_statuses?: string[]
+  /** Reverse proxy mode only (ours): give the charge back on responses with these statuses. */
+  refund_statuses?: string[]
 }
 
 export interface RawSelector {

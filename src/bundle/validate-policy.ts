@@ -13,9 +13,31 @@ import { compileDescriptor } from '../request/descriptors.js'
 import { breakerReach } from './breaker-reach.js'
 import { readPath } from '../request/normalise.js'
 import { hostProblem } from './hosts.js'
-import type { BundleIssue, RawPolicy, RawRule } from './types.js'
+import type { BundleIssue, GatewayMode, RawPolicy, RawRule } from './types.js'
 
-function checkRule(rule: RawRule, base: string, out: BundleIssue[]): void {
+/** count_statuses / refund_statuses (ours): the gateway must see the response, and the charge must be one it can give back. */
+function checkStatuses(rule: RawRule, base: string, mode: GatewayMode, out: BundleIssue[]): void {
+  const field = rule.count_statuses !== undefined ? 'count_statuses' : rule.refund_statuses !== undefined ? 'refund_statuses' : undefined
+  if (field === undefined) return
+  if (mode !== 'reverse_proxy')
+    out.push({
+      pointer: `${base}/${field}`,
+      message: `${field} needs FAIRVISOR_MODE=reverse_proxy: in ${mode} mode the gateway never sees the response, so it cannot tell its status`,
+    })
+  if (rule.count_statuses !== undefined && rule.refund_statuses !== undefined)
+    out.push({
+      pointer: `${base}/refund_statuses`,
+      message: 'count_statuses and refund_statuses cannot both be set: count_statuses already charges only the statuses it names',
+    })
+  if (ALGORITHMS.get(rule.algorithm)?.llm === true)
+    out.push({
+      pointer: `${base}/${field}`,
+      message: `${field} cannot be set on a ${rule.algorithm} rule: its charge is settled on the response's reported usage, and an error answer is given back already`,
+    })
+}
+
+function checkRule(rule: RawRule, base: string, mode: GatewayMode, out: BundleIssue[]): void {
+  checkStatuses(rule, base, mode, out)
   for (const [i, key] of (rule.limit_keys ?? []).entries()) {
     const d = compileDescriptor(key)
     if (!d.ok) out.push({ pointer: `${base}/limit_keys/${i}`, message: d.message })
@@ -45,7 +67,13 @@ function needsJwt(r: RawRule): boolean {
  * Semantic checks of one policy. `clean(pointer)`: the schema found nothing wrong at, above
  * or below that pointer, so its shape is known; parts that are not clean were already reported.
  */
-export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string) => boolean, out: BundleIssue[]): void {
+export function checkPolicy(
+  p: RawPolicy,
+  index: number,
+  clean: (pointer: string) => boolean,
+  out: BundleIssue[],
+  mode: GatewayMode = 'reverse_proxy',
+): void {
   const base = `/policies/${index}/spec`
   if (clean(`${base}/selector`)) {
     for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
@@ -66,9 +94,9 @@ export function checkPolicy(p: RawPolicy, index: number, clean: (pointer: string
   }
   const rules = Array.isArray(p.spec.rules) ? p.spec.rules : []
   rules.forEach((r, i) => {
-    if (clean(`${base}/rules/${i}`)) checkRule(r, `${base}/rules/${i}`, out)
+    if (clean(`${base}/rules/${i}`)) checkRule(r, `${base}/rules/${i}`, mode, out)
   })
-  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, out)
+  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, mode, out)
   // A token that is missing, garbage or fails verification yields no claims: every such rule is skipped.
   if (rules.length > 0 && clean(`${base}/rules`) && rules.every(needsJwt)) {
     // The fallback_limit applies when no rule could be applied (docs/behaviour.md §4), so it covers such requests.

@@ -8,7 +8,7 @@
 import type { ErrorObject } from 'ajv'
 import { compileDescriptor } from '../request/descriptors.js'
 import { schemaValidator } from './schema.js'
-import type { BundleIssue, RawBundle, RawKillSwitch, RawPolicy } from './types.js'
+import type { BundleIssue, GatewayMode, RawBundle, RawKillSwitch, RawPolicy } from './types.js'
 import { checkPolicy } from './validate-policy.js'
 
 export type { BundleIssue }
@@ -92,6 +92,7 @@ function ajvMessage(e: ErrorObject): string {
     case 'pattern':
       if (e.schemaPath.includes('timestamp')) return `${subject} must be a UTC time written exactly like 2026-01-01T00:00:00Z${got}`
       if (e.schemaPath.includes('costSource')) return `${subject} must be fixed, header:<name> or query:<name>${got}`
+      if (e.schemaPath.includes('statusPatterns')) return `${subject} must be a status code such as "401" or a class such as "5xx"${got}`
       if (e.instancePath.endsWith('/scope_key')) return `scope_key must be <source>:<name> with source jwt, header, query, ip or ua${got}`
       if (p.pattern === '^/') return `${subject} must start with /${got}`
       return `${subject} must match ${String(p.pattern)}${got}`
@@ -180,11 +181,13 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * All issues of a parsed bundle document. `now` (epoch ms) decides expiry.
+ * All issues of a parsed bundle document. `now` (epoch ms) decides expiry;
+ * `mode` (FAIRVISOR_MODE, default reverse_proxy) what rules can do: options
+ * that act on the response need the gateway to see it.
  * Every error is reported in one pass: the semantic checks run on each part
  * the schema accepted, even when another part (or the top level) failed.
  */
-export function validateBundle(doc: unknown, now: number): BundleIssue[] {
+export function validateBundle(doc: unknown, now: number, mode: GatewayMode = 'reverse_proxy'): BundleIssue[] {
   const issues = schemaIssues(doc)
   if (!isObject(doc)) return issues.length ? issues : [{ pointer: '', message: 'the bundle must be a JSON object' }]
   const bundle = doc as unknown as RawBundle
@@ -198,7 +201,7 @@ export function validateBundle(doc: unknown, now: number): BundleIssue[] {
   if (Array.isArray(bundle.policies)) {
     bundle.policies.forEach((p, i) => {
       const broken = issues.some((x) => x.pointer === `/policies/${i}` || x.pointer === `/policies/${i}/spec`)
-      if (!broken && isObject(p) && isObject(p.spec)) checkPolicy(p, i, clean, semantic)
+      if (!broken && isObject(p) && isObject(p.spec)) checkPolicy(p, i, clean, semantic, mode)
     })
   }
   const all = [...attributed, ...semantic.map((i) => attribute(bundle, i))]

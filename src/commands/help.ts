@@ -18,6 +18,7 @@ commands:
                              would refuse the bundle whole), 2 bad command line
       --format text|json     output format (default text; json: one object per file)
       --key-file <file>      the files must be signed under the key in this file
+      --mode <mode>          reverse_proxy or decision_service (default FAIRVISOR_MODE, else reverse_proxy)
   test <bundle> --requests <file.jsonl|->
                              run sample requests through the real engine and an in-process store;
                              bearer tokens verified with the gateway's JWT settings (FAIRVISOR_JWT_*,
@@ -67,6 +68,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],
   ['FAIRVISOR_MAX_HEADER_SIZE', '16384', 'largest request head in bytes (431)'],
   ['FAIRVISOR_SHUTDOWN_TIMEOUT_MS', '25000', 'drain time on SIGTERM/SIGINT'],
+  ['FAIRVISOR_MAX_DELAYED', '1024', 'requests the process holds at once for their tokens (max_delay_ms); past it they are rejected'],
   ['FAIRVISOR_STORE', 'memory', 'memory, or a redis://, rediss://, redis+cluster://, unix:// or postgres:// URL'],
   ['FAIRVISOR_SHARED_DICT_SIZE', '128m', 'memory-store bound'],
   ['FAIRVISOR_WORKERS', 'usable cores', 'worker threads serving the port over one shared counter table; 1: a single thread'],

@@ -7,6 +7,7 @@ import type { Decision, PlannedLimit } from '../engine/decision.js'
 import { rateLimitHeaders } from '../engine/headers.js'
 import type { MemoryStore } from '../store/memory/store.js'
 import { llmLines, type LlmReport } from './test-llm.js'
+import { statusLines, type StatusSettlement } from './test-response.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store/store.js'
 
 /** The headers the gateway would send for this decision (docs/behaviour.md §7, reason exposed). */
@@ -81,10 +82,17 @@ export interface RequestReport {
   policy?: string
   rule?: string
   headers: Record<string, string>
-  /** A throttled request would be held this long before it is forwarded. */
+  /** A throttled request, or one in debt, would be held this long before it is forwarded. */
   delay_ms?: number
+  /** The hold is a token bucket's debt (max_delay_ms): its tokens were charged ahead of time. */
+  debt?: boolean
+  /** Rejected because FAIRVISOR_MAX_DELAYED requests were held already; its charges were given back. */
+  hold_refused?: boolean
   /** token_bucket_llm rules: estimate, reservation, settlement. */
   llm?: LlmReport[]
+  /** The sample's response status and what it settled (rules with count_statuses / refund_statuses). */
+  response_status?: number
+  status_settlement?: StatusSettlement[]
 }
 
 export function table(r: RequestReport): string {
@@ -97,8 +105,10 @@ export function table(r: RequestReport): string {
   for (const l of r.limits) {
     const left =
       l.outcome === 'allowed' && !l.charged
-        ? ', not charged (another limit rejected)'
-        : l.tokens_left === undefined
+        ? r.hold_refused
+          ? ', given back (no hold free)'
+          : ', not charged (another limit rejected)'
+        : l.tokens_left === undefined || l.tokens_left < 0 // below zero: the detail tells the debt
           ? ''
           : `, ${Math.floor(l.tokens_left)} left`
     lines.push(
@@ -108,9 +118,10 @@ export function table(r: RequestReport): string {
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
   lines.push(
-    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms` : ''}`,
+    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms${r.debt ? ' for its tokens' : ''}` : ''}${r.hold_refused ? ', refused: FAIRVISOR_MAX_DELAYED requests are held already' : ''}`,
   )
   lines.push(...llmLines(r.llm))
+  if (r.response_status !== undefined) lines.push(...statusLines(r.response_status, r.status_settlement))
   const h = Object.entries(r.headers)
   if (h.length) lines.push(`    headers: ${h.map(([k, v]) => `${k}: ${v}`).join(' | ')}`)
   return lines.join('\n')

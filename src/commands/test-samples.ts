@@ -5,7 +5,7 @@
 import { type EncodedSlashes, readTarget } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 
-const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response'])
+const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response', 'status'])
 const MAX_REPEAT = 100000
 
 export interface SampleRequest {
@@ -17,6 +17,8 @@ export interface SampleRequest {
   target: string
   /** The backend's answer for LLM settlement: a JSON body or SSE text (`data: …` events). */
   response?: { contentType: string; body: Buffer }
+  /** The status the client gets (default 200): what rules with count_statuses / refund_statuses settle on. */
+  status: number
 }
 
 /** `body`: text as is, any other JSON value serialised (an LLM rule estimates its prompt from it). */
@@ -95,6 +97,9 @@ export function parseSample(text: string, line: number, prevAt: number, slashes:
   const at = r.at === undefined ? prevAt : r.at
   if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) throw new LineError('"at" must be a number of seconds ≥ 0')
   if (at < prevAt) throw new LineError(`"at" (${at}) is earlier than the previous request's (${prevAt}); time must not go backwards`)
+  const status = r.status === undefined ? 200 : r.status
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 100 || status > 599)
+    throw new LineError('"status" must be an HTTP status from 100 to 599')
   const rawQuery = params.toString()
   const read = readTarget(path, host, slashes)
   return {
@@ -111,6 +116,7 @@ export function parseSample(text: string, line: number, prevAt: number, slashes:
       body: bodyOf(r.body),
     },
     response: responseOf(r.response),
+    status,
     repeat,
     at,
     target: rawQuery ? `${path}?${rawQuery}` : path,

@@ -7,8 +7,11 @@
  *
  * One JSON object per line:
  *   {"method":"GET","path":"/v1/x?a=1","host":"api.example.com","headers":{"x-api-key":"k"},
- *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5}
- * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`);
+ *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5,"status":401}
+ * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`, 200);
+ * `status` is the response the client gets, which rules with count_statuses /
+ * refund_statuses settle on; a request in debt (max_delay_ms) is held, and
+ * refused past FAIRVISOR_MAX_DELAYED holds still running (test-response.ts);
  * `at` is seconds after the start and must not go backwards. Blank lines and lines
  * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
  * list are read from the same FAIRVISOR_* variables as the gateway's, and
@@ -32,10 +35,11 @@ import { rawHeader } from '../request/raw-headers.js'
 import { RequestView } from '../request/view.js'
 import { SettingError } from '../errors.js'
 import type { PathSettings } from '../request/target.js'
-import { jwtSettings, networkFiles, pathSettings } from '../settings.js'
+import { jwtSettings, maxDelayedSetting, modeSetting, networkFiles, pathSettings } from '../settings.js'
 import { MemoryStore } from '../store/memory/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { llmReport } from './test-llm.js'
+import { SimulatedHolds, settleStatus } from './test-response.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
 const NOT_VERIFIED = 'claims not verified (no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL)'
@@ -67,8 +71,12 @@ export async function run(args: string[]): Promise<number> {
   let net: NetworkData
   let paths: PathSettings
   let jwt: JwtVerifier | undefined
+  let mode: ReturnType<typeof modeSetting>
+  let holds: SimulatedHolds
   try {
     paths = pathSettings()
+    mode = modeSetting()
+    holds = new SimulatedHolds(maxDelayedSetting())
     net = new NetworkData(networkFiles())
     jwt = createJwtVerifier(jwtSettings())
   } catch (err) {
@@ -77,7 +85,7 @@ export async function run(args: string[]): Promise<number> {
     return 2
   }
 
-  const loaded = loadBundleFile(bundlePath, start)
+  const loaded = loadBundleFile(bundlePath, start, { mode })
   if (!loaded.ok) {
     for (const e of loaded.errors) process.stderr.write(`error: ${e}\n`)
     process.stderr.write(`fairvisor test: the bundle is invalid; run fairvisor validate ${bundlePath}\n`)
@@ -155,14 +163,19 @@ export async function run(args: string[]): Promise<number> {
         input = { ...s.input, verifiedClaims: r.claims }
         jwtNote = r.claims === null ? `rejected: ${r.rejected}, its claims are not read` : 'verified'
       }
-      const d = await new Promise<Decision>((resolve) =>
+      const evaluated = await new Promise<Decision>((resolve) =>
         engine.evaluate(loaded.bundle, new RequestView(input, undefined, net), nowMs, true, resolve),
       )
       const outcomes = planned.length ? store.last : []
+      const nowS = start / 1000 + s.at
+      const d = holds.hold(evaluated, s.at, store, nowS)
+      /** Refused for want of a hold (FAIRVISOR_MAX_DELAYED): its enforce charges were given back. */
+      const refused = d !== evaluated
       n++
       if (d.allowed) allowed++
-      const hold = d.delayMs ? { delay_ms: d.delayMs } : {}
-      const llm = llmReport(d, s.response, store, start / 1000 + s.at)
+      const hold = d.delayMs ? { delay_ms: d.delayMs, ...(d.debt ? { debt: true } : {}) } : refused ? { hold_refused: true } : {}
+      const llm = llmReport(d, s.response, store, nowS)
+      const settled = settleStatus(d, s.status, store, nowS)
       const report: RequestReport = {
         n,
         line: s.line,
@@ -181,7 +194,7 @@ export async function run(args: string[]): Promise<number> {
             rule: ruleName,
             ...l,
             outcome: o === undefined ? 'not_evaluated' : o.allowed ? 'allowed' : 'rejected',
-            charged: o?.allowed === true && !groupRejected,
+            charged: o?.allowed === true && !groupRejected && !(refused && !l.shadow),
             tokens_left: ALGORITHMS.get(l.algorithm)?.testFigure === 'tokens_left' ? o?.value : undefined,
             detail: details[i],
           }
@@ -197,6 +210,7 @@ export async function run(args: string[]): Promise<number> {
         headers: Object.fromEntries(responseHeaders(d)),
         ...hold,
         ...(llm ? { llm } : {}),
+        ...(settled ? { response_status: s.status, status_settlement: settled } : {}),
       }
       out.push(format === 'json' ? JSON.stringify(report) : table(report))
       if (out.length >= 256) flush()

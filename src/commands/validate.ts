@@ -4,7 +4,9 @@
  * files are checked one after the other (json: one object per line, in order);
  * the exit code is the worst of them. With --key-file the files must be in the
  * signed form under that key, as for a gateway run with
- * FAIRVISOR_BUNDLE_SIGNING_KEY.
+ * FAIRVISOR_BUNDLE_SIGNING_KEY. With --mode (default: FAIRVISOR_MODE, else
+ * reverse_proxy) as for a gateway in that mode: rules that act on the
+ * response (count_statuses, refund_statuses) need the reverse proxy.
  *
  * Exit 0: it loads whole (warnings such as a fixed_cost above burst are
  * printed and do not fail). Exit 1: it is rejected, or one of its policies fails —
@@ -12,11 +14,14 @@
  * without those policies; either way an operator wants to see it before
  * shipping. Exit 2: bad command line.
  */
-import { loadBundleBytes, loadBundleFile, type LoadResult } from '../bundle/load.js'
+import { loadBundleBytes, loadBundleFile, type LoadOptions, type LoadResult } from '../bundle/load.js'
 import { readKeyFile } from '../bundle/signature.js'
+import { SettingError } from '../errors.js'
+import { modeSetting } from '../settings.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 
-export const USAGE = 'usage: fairvisor validate <file|->... [--format text|json] [--key-file <file>]'
+export const USAGE =
+  'usage: fairvisor validate <file|->... [--format text|json] [--key-file <file>] [--mode reverse_proxy|decision_service]'
 
 function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
   return r.bundle.policies.map((p) => {
@@ -30,15 +35,24 @@ export async function run(args: string[]): Promise<number> {
   let paths: string[]
   let format: string
   let keyFile: string | undefined
+  let mode: LoadOptions['mode']
   try {
-    const a = parseArgs(args, ['format', 'key-file'])
+    const a = parseArgs(args, ['format', 'key-file', 'mode'])
     keyFile = a.options.get('key-file')
+    const m = a.options.get('mode')
+    if (m !== undefined && m !== 'reverse_proxy' && m !== 'decision_service')
+      throw new UsageError(`--mode must be reverse_proxy or decision_service, not "${m}"`)
+    mode = m ?? modeSetting()
     format = a.options.get('format') ?? 'text'
     if (format !== 'text' && format !== 'json') throw new UsageError(`--format must be text or json, not "${format}"`)
     if (a.positional.length === 0) throw new UsageError('give a bundle file, or - for standard input')
     if (a.positional.filter((p) => p === '-').length > 1) throw new UsageError('standard input (-) can be read once')
     paths = a.positional
   } catch (err) {
+    if (err instanceof SettingError) {
+      process.stderr.write(`fairvisor validate: invalid setting ${err.message}\n`)
+      return 2
+    }
     if (!(err instanceof UsageError)) throw err
     process.stderr.write(`fairvisor validate: ${err.message}\n${USAGE}\n`)
     return 2
@@ -51,15 +65,16 @@ export async function run(args: string[]): Promise<number> {
     return 1
   }
   let code = 0
-  for (const path of paths) code = Math.max(code, await validateOne(path, format, signingKey))
+  for (const path of paths) code = Math.max(code, await validateOne(path, format, { signingKey, mode }))
   return code
 }
 
-async function validateOne(path: string, format: string, signingKey: string | undefined): Promise<number> {
+async function validateOne(path: string, format: string, opts: LoadOptions): Promise<number> {
   const now = Date.now()
+  const signingKey = opts.signingKey
   let r: LoadResult
-  if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now, { signingKey })
-  else r = loadBundleFile(path, now, { signingKey })
+  if (path === '-') r = loadBundleBytes(await readInput('-'), '<stdin>', now, opts)
+  else r = loadBundleFile(path, now, opts)
 
   const ok = r.ok && r.dropped.length === 0
   if (format === 'json') {

@@ -14,6 +14,7 @@ import { bearerToken, type JwtRejectReason, type JwtVerifier } from '../request/
 import type { NetworkData } from '../request/network-data.js'
 import { rawHeader } from '../request/raw-headers.js'
 import { RequestView, type RequestInput } from '../request/view.js'
+import type { Holds } from './holds.js'
 
 /**
  * `then` runs once with the decision: at once when nothing waits (in-process
@@ -36,11 +37,16 @@ export interface DeciderOptions {
   decided(d: Decision, startNs: bigint): void
   /** A bearer token that did not verify, and why (metrics and a throttled log line). */
   jwtRejected?(reason: JwtRejectReason, detail: string): void
+  /** Requests in debt (max_delay_ms) are held here, or refused past FAIRVISOR_MAX_DELAYED; absent: a debt's wait is a plain delay. */
+  holds?: Holds
 }
 
 export function createDecider(o: DeciderOptions): Decide {
+  const holds = o.holds
   const evaluate = (input: RequestInput, collectDescriptors: boolean, start: bigint, then: (d: Decision) => void): void => {
     o.engine.evaluate(o.bundle(), new RequestView(input, o.trusted, o.net), o.clock(), collectDescriptors, (d) => {
+      // Held (or refused) before it is recorded: a refusal is counted as the reject it is.
+      if (d.debt !== undefined && holds !== undefined) d = holds.hold(d)
       o.decided(d, start)
       then(d)
     })

@@ -4,7 +4,9 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
+import type { Adjustment } from '../store/store.js'
 import type { LimitView } from './headers.js'
 
 export type Reason =
@@ -39,6 +41,39 @@ export interface LlmReservation {
   streaming: boolean
 }
 
+/**
+ * Tokens charged ahead of time by an allowed request (a token bucket's debt,
+ * `max_delay_ms`; engine/debt.ts): the request is held `waitMs` until they
+ * have arrived, within FAIRVISOR_MAX_DELAYED (decision/holds.ts).
+ */
+export interface Debt {
+  waitMs: number
+  /** What to give back when the request is not forwarded after all: its enforce charges but LLM reservations (their exchange gives those back). */
+  charges: Adjustment[]
+  /** The decision when it cannot be held: a reject by the limit in debt. */
+  refused: Decision
+  /** The policy of the limit in debt (metrics). */
+  policyId: string
+}
+
+/** A charge of a rule with count_statuses / refund_statuses, settled on the response's status (engine/status-charges.ts). */
+export interface StatusCharge {
+  policyId: string
+  ruleName: string
+  shadow: boolean
+  rule: StatusRule
+  /** What giving it back adjusts: the check's key, limit and cost. */
+  charge: Adjustment
+}
+
+/** A request held for its debt (decision/holds.ts): the front end forwards it when the wait is over, or says its client left. */
+export interface HeldRequest {
+  /** Runs `go` once the wait is over (at once when it is); never after abandon(). */
+  then(go: () => void): void
+  /** The client left before the request was forwarded: the request's charges are given back (once). */
+  abandon(): void
+}
+
 export interface Decision {
   allowed: boolean
   /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
@@ -56,8 +91,12 @@ export interface Decision {
   cost?: number
   /** X-Fairvisor-Warning of an allowed request (budget stage, loop). */
   warning?: Advice['warning']
-  /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle). */
+  /** Hold the allowed request this long before forwarding it (budget throttle, loop throttle, a token bucket's debt). */
   delayMs?: number
+  /** Set when part of the delay is a debt (engine/debt.ts); the decider then holds the request or refuses it. */
+  debt?: Debt
+  /** The hold of a request in debt, set by the decider (decision/holds.ts): front ends wait on it instead of a timer of their own. */
+  hold?: HeldRequest
   matchedPolicies: readonly string[]
   /** What makes an `ambiguous_request` ambiguous, for the client (names only what it sent). */
   message?: string
@@ -69,6 +108,8 @@ export interface Decision {
   jwtRejected?: string
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
   llm?: LlmReservation[]
+  /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
+  statusCharges?: StatusCharge[]
 }
 
 export interface ShadowReject {
@@ -96,8 +137,11 @@ export interface EngineObserver {
   storeError(err: Error): void
   /** A limit was planned for this request (`fairvisor test` shows it): rule selected, key complete, cost known. */
   limitPlanned?(l: PlannedLimit): void
-  /** An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics). */
-  limitCharged?(policyId: string, cost: number, value: number, llm: boolean): void
+  /**
+   * An allowed request charged `cost` to an enforce limit of `policyId`, leaving the limit's figure `value` (metrics);
+   * `settledLater`: what it consumes is known after the response (an LLM reservation, a charge a status settles).
+   */
+  limitCharged?(policyId: string, cost: number, value: number, settledLater: boolean): void
   /** A loop was detected (count ≥ threshold) on `policyId`, whatever its action. */
   loopDetected?(policyId: string, action: string): void
   /** Every breaker outcome: open (rejecting) or closed, per policy (gauge; a log line on each change). */

@@ -7,12 +7,14 @@
  */
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
+import { debtOf } from './debt.js'
 import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
 import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
+import { statusCharges } from './status-charges.js'
 
 /** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
 function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
@@ -34,6 +36,9 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
   let bestPlan: Planned | undefined
   let bestAt = -1
   let advice: Advice | undefined
+  /** The longest wait for tokens charged ahead of time (max_delay_ms), and its check. */
+  let debtMs = 0
+  let debtAt = -1
   let anyEnforce = false
   let rejectedAt = -1
   for (let i = 0; i < planned.length; i++) {
@@ -59,10 +64,15 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     }
     if (p.shadow || rejectedAt !== -1) continue
     anyEnforce = true
-    const a = algorithm.advise?.(p.limit, o.value)
+    const a = algorithm.advise?.(p.limit, o.value, o.retryAfter)
     if (a !== undefined) {
       if (a.loop) obs.loopDetected?.(p.policy.id, a.delayMs > 0 ? 'throttle' : 'warn')
-      if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
+      if (a.debt) {
+        if (a.delayMs > debtMs) {
+          debtMs = a.delayMs
+          debtAt = i
+        }
+      } else if (advice === undefined || a.delayMs > advice.delayMs) advice = a // throttle wins over warn
     }
     const h = algorithm.headers(p.limit, o.value, o.retryAfter, false)
     if (h !== undefined && (best === undefined || h.remaining < best.remaining)) {
@@ -114,10 +124,11 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       const p = planned[i]!
       // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
       if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit))
-        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined)
+        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined || p.rule.statuses !== undefined)
     }
   }
-  return {
+  const delayMs = Math.max(advice?.delayMs ?? 0, debtMs)
+  const d: Decision = {
     allowed: true,
     status: 200,
     reason: 'all_rules_passed',
@@ -128,9 +139,12 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     key: bestAt === -1 ? undefined : logKey(bestPlan!.rule, checks[bestAt]!.key, bestPlan!.composite),
     cost: bestAt === -1 ? undefined : checks[bestAt]!.cost,
     warning: advice?.warning,
-    delayMs: advice && advice.delayMs > 0 ? advice.delayMs : undefined,
+    delayMs: delayMs > 0 ? delayMs : undefined,
     matchedPolicies: ids,
     descriptors,
     llm: committedLlm(plan, outcomes, true),
   }
+  if (plan.statuses) d.statusCharges = statusCharges(plan, outcomes)
+  if (debtAt !== -1) d.debt = debtOf(plan, outcomes, debtAt, debtMs, d)
+  return d
 }

@@ -48,6 +48,8 @@ export class Plan {
   /** LLM reservations (reserve()); undefined when no LLM rule applies. */
   llm: LlmReservation[] | undefined = undefined
   early: EarlyReject | undefined = undefined
+  /** A planned rule settles on the response's status (count_statuses / refund_statuses). */
+  statuses = false
   /** An enforce policy met an ambiguous limit-key input: the request is refused 400. */
   ambiguous: { policy: CompiledPolicy; ruleName: string; message: string } | undefined = undefined
   /** The rule being planned (the policy id while its loop detection is), for the ambiguity report. */
@@ -150,6 +152,7 @@ export class Plan {
     const algorithm = part?.algorithm ?? rule.algorithm
     const limit = part?.limit ?? rule.limit
     this.checks.push({ key, limit, cost, shadow })
+    if (rule.statuses !== undefined) this.statuses = true
     this.observer.limitPlanned?.({ policyId: policy.id, ruleName: rule.name, algorithm: algorithm.name, key, composite, cost, shadow })
     this.planned.push({ policy, rule, shadow, composite, algorithm, limit, llm: part?.llm ?? llm })
   }

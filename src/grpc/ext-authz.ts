@@ -87,7 +87,7 @@ export function checkResponse(d: Decision, exposeReason: boolean, path?: string)
 
 /** Check, as a continuation: `then(err, response)`. `slashes`: FAIRVISOR_ENCODED_SLASHES. */
 export function createCheck(decide: Decide, exposeReason: boolean, slashes: EncodedSlashes) {
-  return (req: CheckRequest, then: (err: InvalidGrpcRequest | null, res?: object) => void): void => {
+  return (req: CheckRequest, then: (err: InvalidGrpcRequest | null, res?: object) => void, gone?: (fn: () => void) => void): void => {
     let input: RequestInput
     try {
       input = inputFromCheck(req, slashes)
@@ -95,8 +95,14 @@ export function createCheck(decide: Decide, exposeReason: boolean, slashes: Enco
       if (err instanceof InvalidGrpcRequest) return then(err)
       throw err // a bug, not a bad request: the server answers INTERNAL
     }
-    // A throttle delay is held by holding the answer, as the decision API does.
+    // A delay is held by holding the answer, as the decision API does; a call Envoy cancels meanwhile gives a debt's charges back.
     const answer = (d: Decision): void => then(null, checkResponse(d, exposeReason, input.path))
-    decide(input, false, (d) => (d.allowed && d.delayMs !== undefined ? setTimeout(answer, d.delayMs, d) : answer(d)))
+    decide(input, false, (d) => {
+      if (!d.allowed || d.delayMs === undefined) return answer(d)
+      const hold = d.hold
+      if (hold === undefined) return void setTimeout(answer, d.delayMs, d)
+      gone?.(() => hold.abandon())
+      hold.then(() => answer(d))
+    })
   }
 }

@@ -32,8 +32,13 @@ export function decideDescriptors(
       descriptorEntries: new Map(d.entries.map((e) => [e.key, e.value])),
     }
     decide(input, false, (decision) => {
-      out[i] = decision
-      if (--left === 0) then(out)
+      const done = (): void => {
+        out[i] = decision
+        if (--left === 0) then(out)
+      }
+      // A descriptor held for its debt (max_delay_ms) holds the answer, as ext_authz does.
+      if (decision.hold === undefined) done()
+      else decision.hold.then(done)
     })
   })
 }

@@ -57,7 +57,8 @@ export interface GrpcOptions {
   streamTimeoutMs: number
 }
 
-type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void) => void
+/** `gone(fn)`: `fn` runs if the call ends before it is answered (the caller cancelled it, its deadline passed). */
+type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void, gone: (fn: () => void) => void) => void
 
 /**
  * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
@@ -82,7 +83,7 @@ function unary<Req>(
       refuse,
       decode: codec.decode,
       encode: codec.encode,
-      handle: (req, answer) => handle(req as Req, (err, res) => answer(err ? fail(err) : res!)),
+      handle: (req, answer, gone) => handle(req as Req, (err, res) => answer(err ? fail(err) : res!), gone),
     },
   ]
 }

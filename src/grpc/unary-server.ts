@@ -44,8 +44,11 @@ export interface UnaryMethod {
   /** Bytes → message; throws on bytes that do not decode. */
   decode(bytes: Buffer): unknown
   encode(message: unknown): Buffer
-  /** Answers exactly once: a message, or a GrpcFailure. */
-  handle(request: unknown, answer: (response: object | GrpcFailure) => void): void
+  /**
+   * Answers exactly once: a message, or a GrpcFailure. `gone(fn)`: `fn` runs when the call ends
+   * without the handler's answer (reset by the client, its deadline, its session destroyed).
+   */
+  handle(request: unknown, answer: (response: object | GrpcFailure) => void, gone: (fn: () => void) => void): void
 }
 
 export interface UnaryServerOptions {
@@ -170,19 +173,30 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
         o.failed(name, err)
         answer(GrpcStatus.INTERNAL, 'internal error')
       }
-      try {
-        method.handle(request, (res) => {
-          if (answered) return
-          try {
-            if (res instanceof GrpcFailure) return answer(res.code, res.details)
-            const bytes = method.encode(res)
-            answered = true
-            o.counted(name, 'OK')
-            send(stream, bytes)
-          } catch (err) {
-            internal(err)
-          }
+      // A handler that holds its answer (a request held for its debt) hears when the call ends without it.
+      const ended = (fn: () => void): void =>
+        void stream.once('close', () => {
+          if (!handled) fn()
         })
+      let handled = false
+      try {
+        method.handle(
+          request,
+          (res) => {
+            handled = true
+            if (answered) return
+            try {
+              if (res instanceof GrpcFailure) return answer(res.code, res.details)
+              const bytes = method.encode(res)
+              answered = true
+              o.counted(name, 'OK')
+              send(stream, bytes)
+            } catch (err) {
+              internal(err)
+            }
+          },
+          ended,
+        )
       } catch (err) {
         internal(err)
       }

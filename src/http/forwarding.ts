@@ -52,6 +52,8 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   cut = false
   /** An LLM call's response side (counts, may cut, decodes). */
   relay: LlmRelay | undefined = undefined
+  /** Told the response's status once (count_statuses / refund_statuses); cleared when told. */
+  private onStatus: ((status: number) => void) | undefined
   /** The client socket, kept because undici may detach req.socket when it destroys the body. */
   readonly client: Duplex
 
@@ -61,7 +63,9 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
     readonly extraHeaders: readonly string[] | undefined,
     readonly failure: ForwardFailure,
     readonly tap: LlmExchange | undefined,
+    onStatus?: (status: number) => void,
   ) {
+    this.onStatus = onStatus
     this.client = req.socket
     ;(res as ForwardedResponse)[kForwarding] = this
     res.once('close', onResponseClose)
@@ -75,6 +79,14 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
     this.controller?.abort(err)
   }
 
+  /** The status the client gets: the backend's, or the 502/504 the proxy answers when it failed. */
+  statusKnown(status: number): void {
+    const told = this.onStatus
+    if (told === undefined) return
+    this.onStatus = undefined
+    told(status)
+  }
+
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller
     if (this.res.destroyed) controller.abort(new ClientClosedError())
@@ -82,6 +94,7 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
     if (statusCode < 200) return // interim responses are not relayed
+    this.statusKnown(statusCode)
     if (this.tap === undefined) return void this.res.writeHead(statusCode, statusText, downstreamFromParsed(headers, this.extraHeaders))
     // An LLM call's head may be rewritten by its relay (framing, encoding), on the raw list.
     this.relay = new LlmRelay(this, this.tap)

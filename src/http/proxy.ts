@@ -37,7 +37,8 @@ export interface Proxy {
    * Forward `req` to `target` (its request-target as request/target.ts's
    * forwardTarget gives it); `extraHeaders` (flat name/value list) are added to the
    * response. `held`: the body's start already read (LLM rules); `tap`: the
-   * LLM exchange that reads (and may cut) the response as it passes.
+   * LLM exchange that reads (and may cut) the response as it passes; `onStatus`: told
+   * once the status the client gets is known (not when the client left first).
    */
   forward(
     req: IncomingMessage,
@@ -46,9 +47,10 @@ export interface Proxy {
     extraHeaders: readonly string[] | undefined,
     held?: HeldBody,
     tap?: LlmExchange,
+    onStatus?: (status: number) => void,
   ): void
-  /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string): void
+  /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read; `onStatus` as for forward (101, or 502). */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string, onStatus?: (status: number) => void): void
   close(): Promise<void>
 }
 
@@ -83,13 +85,14 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     connect: { timeout: settings.upstreamConnectTimeoutMs },
   })
 
-  function fail(req: IncomingMessage, res: ServerResponse, client: Duplex, err: Error & { code?: string }): void {
+  /** Answers a forwarding the backend failed; the status the client got, if it got one now. */
+  function fail(req: IncomingMessage, res: ServerResponse, client: Duplex, err: Error & { code?: string }): number | undefined {
     const timeout = err.code !== undefined && TIMEOUT_CODES.has(err.code)
     const status = timeout ? 504 : 502
     // The client went away: nothing to answer. (req itself may be destroyed, and
     // req.socket detached, by undici, which destroys the request body on an
     // upstream error; that alone does not mean the client has gone.)
-    if (res.destroyed || client.destroyed) return
+    if (res.destroyed || client.destroyed) return undefined
     if (res.headersSent) {
       // The client already has the backend's status and part of the body: say that, not "502".
       log.error(
@@ -97,17 +100,21 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
         timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body',
       )
       res.destroy(err) // mid-body: the only honest signal is a truncated response
-      return
+      return undefined
     }
     log.error(
       { err: { code: err.code, message: err.message }, method: req.method, path: req.url, status },
       timeout ? 'backend timed out' : 'backend unreachable',
     )
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
+    return status
   }
 
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
-  const failure = (f: Forwarding, err: Error & { code?: string }): void => fail(f.req, f.res, f.client, err)
+  const failure = (f: Forwarding, err: Error & { code?: string }): void => {
+    const status = fail(f.req, f.res, f.client, err)
+    if (status !== undefined) f.statusKnown(status)
+  }
 
   function forward(
     req: IncomingMessage,
@@ -116,8 +123,9 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     extraHeaders: readonly string[] | undefined,
     held?: HeldBody,
     tap?: LlmExchange,
+    onStatus?: (status: number) => void,
   ): void {
-    const f = new Forwarding(req, res, extraHeaders, failure, tap)
+    const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     const headers: string[] = []
     const body = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     if (tap !== undefined) askIdentity(headers)
@@ -139,7 +147,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     )
   }
 
-  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string): void {
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string, onStatus?: (status: number) => void): void {
     const headers: string[] = []
     upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     const protocol = String(req.headers.upgrade ?? 'websocket')
@@ -152,6 +160,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
           for (const v of Array.isArray(value) ? value : [value]) flat.push(name, String(v))
         }
         socket.write(rawHead(101, flat))
+        onStatus?.(101)
         if (head.length) upstream.write(head)
         upstream.on('error', () => socket.destroy())
         socket.on('close', () => upstream.destroy())
@@ -161,8 +170,9 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       })
       .catch((err: Error & { code?: string }) => {
         log.error({ err: { code: err.code, message: err.message }, path: req.url }, 'backend upgrade failed')
-        if (!socket.destroyed)
-          endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
+        if (socket.destroyed) return
+        endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
+        onStatus?.(502)
       })
   }
 

@@ -11,23 +11,31 @@ import type { RequestInput } from '../request/view.js'
 import type { DecisionResponse } from '../decision/response.js'
 
 /**
- * Runs `go` after the decision's throttle delay (at once without one). The
- * delay is a timer: nothing blocks and no store call is held. A client that
- * goes away meanwhile is not forwarded, and `abandoned` runs (an LLM call's
+ * Runs `go` after the decision's delay (at once without one). The delay is a
+ * timer: nothing blocks and no store call is held. A request held for its
+ * debt (max_delay_ms) waits on its hold (decision/holds.ts), which bounds
+ * how many the process holds. A client that goes away meanwhile (`res` is the
+ * response, or the socket of an upgrade) is not forwarded: a held request
+ * then gives its charges back, and `abandoned` runs (an LLM call's
  * reservation is then given back).
  */
-export function afterDelay(d: Decision, res: ServerResponse, go: () => void, abandoned?: () => void): void {
+export function afterDelay(d: Decision, res: ServerResponse | Duplex, go: () => void, abandoned?: () => void): void {
   if (d.delayMs === undefined) return go()
+  const hold = d.hold
   const cancel = (): void => {
-    clearTimeout(timer)
+    if (hold !== undefined) hold.abandon()
+    else clearTimeout(timer)
     abandoned?.()
   }
-  const timer = setTimeout(() => {
+  const over = (): void => {
     res.off('close', cancel)
-    if (!res.destroyed) go()
-    else abandoned?.()
-  }, d.delayMs)
+    if (!res.destroyed) return go()
+    hold?.abandon()
+    abandoned?.()
+  }
+  const timer = hold === undefined ? setTimeout(over, d.delayMs) : undefined
   res.once('close', cancel)
+  hold?.then(over)
 }
 
 /** Writes a decision's answer (decision/response.ts) as it is: the HTTP transports add nothing of their own. */

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision, LlmReservation } from '../engine/decision.js'
+import type { SettleStatus } from '../engine/status-charges.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import { forwardTarget, type PathSettings } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
@@ -35,6 +36,8 @@ export interface RoutesOptions {
   paths: PathSettings
   /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
   llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange }
+  /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
+  settleStatus?: SettleStatus
 }
 
 export interface Routes {
@@ -45,7 +48,7 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm }: RoutesOptions): Routes {
+export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm, settleStatus }: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
@@ -63,6 +66,12 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     x.end(false)
     return undefined
   }
+  /** The after-response hook of an allowed request whose rules settle on the status (count_statuses / refund_statuses). */
+  const statusHookOf = (d: Decision): ((status: number) => void) | undefined => {
+    const charges = d.statusCharges
+    if (charges === undefined || settleStatus === undefined) return undefined
+    return (status) => settleStatus(charges, status)
+  }
   /** Forward or reject as `decisionResponse` says; `debugLatencyUs` set for a client holding a debug session. */
   const onDecision = (
     req: IncomingMessage,
@@ -77,13 +86,14 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
     const extra = r.headers.length === 0 ? undefined : r.headers
     const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
-    // Without a throttle delay, forward at once: no closures for a timer that is not set.
-    if (d.delayMs === undefined) proxy.forward(req, res, target, extra, held, tap)
+    const onStatus = statusHookOf(d)
+    // Without a delay, forward at once: no closures for a timer that is not set.
+    if (d.delayMs === undefined) proxy.forward(req, res, target, extra, held, tap, onStatus)
     else
       afterDelay(
         d,
         res,
-        () => proxy.forward(req, res, target, extra, held, tap),
+        () => proxy.forward(req, res, target, extra, held, tap, onStatus),
         () => tap?.end(false),
       )
   }
@@ -105,7 +115,9 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const input = inputFromRequest(req, paths.encodedSlashes)
     decide(input, false, (d) => {
-      if (d.allowed) proxy.upgrade(req, socket, head, forwardTarget(req.url ?? '/', input, paths.forwardPath))
+      // A delayed upgrade waits as a request does; its socket closing is its client leaving.
+      const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
+      if (d.allowed) afterDelay(d, socket, () => proxy.upgrade(req, socket, head, target, statusHookOf(d)))
       else endRaw(socket, d.status, d.retryAfterS ? ['retry-after', String(d.retryAfterS)] : [])
     })
   }

@@ -71,9 +71,9 @@ export function engineObserver(log: Logger, metrics: Metrics, storeKind: string,
       if (n > 0)
         log.error({ err: { message: err.message, code: (err as { code?: string }).code }, failures: n, failPolicy }, 'store call failed')
     },
-    limitCharged(policy, cost, value, llm) {
-      // An LLM rule's charge is a reservation: what it consumed is counted when it is settled.
-      if (!llm) metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
+    limitCharged(policy, cost, value, settledLater) {
+      // An LLM rule's charge, or one a response status settles, is a reservation: what it consumed is counted when it is settled.
+      if (!settledLater) metrics.hot.tokensConsumed.inc(policy, () => ({ policy }), cost)
       metrics.hot.tokensRemaining.set(policy, () => ({ policy }), value)
     },
   }

@@ -23,6 +23,8 @@ export interface LiveState {
   storeFill?(): StoreFill | undefined
   /** Checks of leased limits decided exactly for want of a lease table cell (this thread's), undefined without leasing. */
   leaseTableFull?(): number | undefined
+  /** Requests the process holds for their debt now (decision/hold-slots.ts). */
+  delayedHeld?(): number
 }
 
 /** The kill switch and shadow gauges; `live()` is undefined until the gateway binds its state (all read 0 then). */

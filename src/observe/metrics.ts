@@ -43,7 +43,7 @@ export function createMetrics() {
     }),
     tokensConsumed: new Counter({
       name: 'fairvisor_tokens_consumed_total',
-      help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage), per policy.',
+      help: 'Tokens charged to enforce limits by allowed requests (LLM rules: the settled usage; rules with count_statuses / refund_statuses: the charges their response kept), per policy.',
       labelNames: ['policy'],
       registers: r,
     }),
@@ -82,6 +82,33 @@ export function createMetrics() {
       name: 'fairvisor_loop_detected_total',
       help: 'Requests flagged by loop detection, per policy and action (reject, throttle, warn).',
       labelNames: ['policy', 'action'],
+      registers: r,
+    }),
+    delayed: new Counter({
+      name: 'fairvisor_delayed_requests_total',
+      help: 'Requests in debt (a token bucket with max_delay_ms) by how their hold ended: forwarded, abandoned (the client left; charges given back) or refused (FAIRVISOR_MAX_DELAYED reached: rejected, charges given back), per policy.',
+      labelNames: ['policy', 'result'],
+      registers: r,
+    }),
+    delaySeconds: new Histogram({
+      name: 'fairvisor_delay_seconds',
+      help: 'How long each request in debt (max_delay_ms) was to be held, per policy.',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      labelNames: ['policy'],
+      registers: r,
+    }),
+    delayedHeld: new Gauge({
+      name: 'fairvisor_delayed_held',
+      help: 'Requests the process holds for their debt now, against FAIRVISOR_MAX_DELAYED.',
+      registers: r,
+      collect() {
+        this.set(live?.delayedHeld?.() ?? 0)
+      },
+    }),
+    statusRefunds: new Counter({
+      name: 'fairvisor_status_refunds_total',
+      help: 'Charges given back after the response by its status: rules with count_statuses (a status not counted) or refund_statuses (a status refunded), per policy.',
+      labelNames: ['policy'],
       registers: r,
     }),
     circuitState: new Gauge({

@@ -26,6 +26,8 @@ export const WORKER_AGGREGATORS: Readonly<Record<string, Aggregator>> = {
   // The in-process table is shared by the workers: each reads the same fill and refusal count.
   fairvisor_store_full_total: 'max',
   fairvisor_store_fill_ratio: 'max',
+  // The held requests are counted once for the process (decision/hold-slots.ts): each worker reads the same total.
+  fairvisor_delayed_held: 'max',
 }
 
 /** Give every metric named above its aggregator (createMetrics, once its metrics are registered). */

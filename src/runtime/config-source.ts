@@ -31,12 +31,12 @@ export class ConfigSource implements BundleFeed {
   private readonly watcher: FileWatcher
 
   constructor(
-    private readonly settings: Pick<Settings, 'configFile' | 'bundleSigningKey' | 'rlsConfig' | 'rlsMergeDomainConfig'>,
+    private readonly settings: Pick<Settings, 'configFile' | 'bundleSigningKey' | 'mode' | 'rlsConfig' | 'rlsMergeDomainConfig'>,
     private readonly log: Logger,
     clock: () => number,
     on: ConfigEvents,
   ) {
-    this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey })
+    this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey, mode: settings.mode })
     this.bundles.onReload((r) => on.reloaded(r))
     this.rlsSource =
       settings.rlsConfig === undefined

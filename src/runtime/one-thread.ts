@@ -20,6 +20,7 @@ export function oneThread(settings: Readonly<Settings>, clock: () => number): Ru
     tables: undefined,
     net: undefined,
     grpcBudget: undefined,
+    holdSlots: undefined,
     metricsText: undefined,
     config(log, metrics) {
       source = new ConfigSource(settings, log, clock, {

@@ -69,6 +69,8 @@ export interface Runtime {
   readonly net: NetworkFeed | undefined
   /** The gRPC byte budget every thread charges (grpc/byte-budget.ts) and this thread's account in it; undefined: its own. */
   readonly grpcBudget: { shared: SharedArrayBuffer; holder: number } | undefined
+  /** The count of held requests every thread takes from (decision/hold-slots.ts) and this thread's account in it; undefined: its own. */
+  readonly holdSlots: { shared: SharedArrayBuffer; holder: number } | undefined
   /** /metrics text over every thread; undefined: this gateway's own registry is the whole process. */
   readonly metricsText: (() => Promise<string>) | undefined
   /** The bundle feed (`log` and `metrics` report its reloads where this thread reads the bundle itself). */

@@ -34,6 +34,7 @@ export class WorkerThread implements Runtime {
   readonly tables: Runtime['tables']
   readonly net: NetworkFeed
   readonly grpcBudget: Runtime['grpcBudget']
+  readonly holdSlots: Runtime['holdSlots']
   private readonly feed: WorkerConfigFeed
   private gateway: ServingGateway | undefined
   /** Messages that came before the gateway served. */
@@ -53,7 +54,8 @@ export class WorkerThread implements Runtime {
     this.tables = { table: data.table, leases: data.leases, threadId }
     this.net = { bytes: data.net, subscribe: (fn) => void this.netChanged.push(fn) }
     this.grpcBudget = data.grpcBudget && { shared: data.grpcBudget, holder: data.workerId }
-    this.feed = new WorkerConfigFeed(data, { signingKey: settings.bundleSigningKey }, this.send)
+    this.holdSlots = { shared: data.holdSlots, holder: data.workerId }
+    this.feed = new WorkerConfigFeed(data, { signingKey: settings.bundleSigningKey, mode: settings.mode }, this.send)
     port.on('message', (m: ToWorker) => {
       if (this.feed.onMessage(m)) return
       if (this.gateway === undefined) this.early.push(m)

@@ -44,6 +44,8 @@ export interface WorkerData {
   listen: Named<ListenOn>
   /** The process's gRPC byte budget (grpc/byte-budget.ts), with FAIRVISOR_GRPC_PORT. */
   grpcBudget: SharedArrayBuffer | undefined
+  /** The process's count of requests held for their debt (decision/hold-slots.ts), against FAIRVISOR_MAX_DELAYED. */
+  holdSlots: SharedArrayBuffer
   /** The supervisor's bundle and its generation when this worker started (its later ones come as 'bundle' messages). */
   bundle: AcceptedBundle | undefined
   generation: number

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { SettingError } from '../errors.js'
 // Not from main.js: the gateway's modules are the workers' to load, not this thread's (start-up time).
 import { clock } from '../clock.js'
+import { HoldSlots } from '../decision/hold-slots.js'
 import { ByteBudget } from '../grpc/byte-budget.js'
 import { createLogger, type Logger } from '../observe/logger.js'
 import { createMetrics } from '../observe/metrics.js'
@@ -77,6 +78,8 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const leases = settings.storeConfig.kind === 'memory' ? undefined : LeaseTable.create(settings.storeConfig.leaseKeys)
   // One gRPC byte budget for the process: a flood spread over the workers' connections meets the one bound.
   const grpcBudget = settings.grpcPort === undefined ? undefined : ByteBudget.shared(settings.workers)
+  // One FAIRVISOR_MAX_DELAYED for the process, whichever worker holds the requests.
+  const holdSlots = HoldSlots.shared(settings.workers)
   // Read and checked here, before anything binds: a bad file stops start-up (SettingError, exit 2).
   // Changes go to starting workers too: one whose start data predates a change would otherwise miss it.
   const net = new NetworkShare(settings, () => pool.running())
@@ -104,12 +107,13 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     handOut: async (id) => {
       const listen = await socks.forWorker()
       // The data files' bytes after the wait, in the worker's tick: a change from then on is posted to it.
-      return { workerId: id, table: table?.buffer, leases: leases?.buffer, grpcBudget, net: net.bytes(), listen }
+      return { workerId: id, table: table?.buffer, leases: leases?.buffer, grpcBudget, holdSlots, net: net.bytes(), listen }
     },
     release: (id, threadId) => {
       // A worker killed inside a critical section must not leave its buckets locked, nor its fetches pending, for the others;
-      // nor the bytes its unfinished gRPC requests held charged to the budget.
+      // nor the bytes its unfinished gRPC requests held charged to the budget, nor the slots of the requests it held.
       if (grpcBudget) ByteBudget.releaseOf(grpcBudget, id)
+      HoldSlots.releaseOf(holdSlots, id)
       return (table?.releaseLocksOf(threadId) ?? 0) + (leases?.releaseOf(threadId) ?? 0)
     },
   })

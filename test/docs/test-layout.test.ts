@@ -68,6 +68,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
+  'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
   'commands/test-samples.ts': 'test/e2e/cli.test.ts', // fairvisor test's request samples
   'commands/test.ts': 'test/e2e/cli.test.ts', // fairvisor test
   'commands/validate.ts': 'test/e2e/cli.test.ts', // fairvisor validate
@@ -112,6 +113,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'llm/usage.ts': 'test/unit/llm/estimate.test.ts', // usage parsed from each API's answer
   'main.ts': 'test/e2e/lifecycle.test.ts', // the gateway started, reloaded and stopped
   'observe/engine-observer.ts': 'test/e2e/metrics.test.ts', // decisions counted
+  'observe/give-back.ts': 'test/e2e/status-count.test.ts', // charges a response's status does not keep given back, counted
   'observe/hot-metrics.ts': 'test/e2e/metrics.test.ts', // per-request counters
   'observe/live-gauges.ts': 'test/e2e/protection-visible.test.ts', // the store's fill at scrape time
   'observe/llm-observer.ts': 'test/e2e/llm-sdk.test.ts', // tokens consumed per settlement

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 import { applyAsync, tbCheck } from '../helpers/store.js'
+import { debtCases } from './contract-debt.js'
 import { kindCases } from './contract-kinds.js'
 import { onRejectCases } from './contract-on-reject.js'
 
@@ -205,8 +206,9 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
 
-    describe('other limit kinds', () =>
-      kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
+    const context = { store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }
+    describe('token bucket with debt', () => debtCases(context))
+    describe('other limit kinds', () => kindCases(context))
     describe('a rejected group read back (onReject)', () => onRejectCases({ store: () => store, key, now }))
   })
 }

@@ -174,6 +174,27 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req).reason, 'loop_detected')
     assert.equal(h.run({ ...req, query: 'q=other' }).allowed, true)
   },
+  'delay-smoothing.json': (h) => {
+    const req: Req = { path: '/v1/batch/x', headers: { 'x-api-key': 'k' } }
+    const waits = Array.from({ length: 8 }, () => h.run(req).delayMs ?? 0)
+    assert.deepEqual(waits, [0, 200, 400, 600, 800, 1000, 1200, 1400], 'forwarded 200 ms apart')
+    assert.equal(allowedInARow(h, req), 3, 'up to 2 s of tokens owed: 3 more, then 429')
+    assert.equal(h.run({ ...req, headers: { 'x-api-key': 'other' } }).delayMs, undefined, 'each key has its own bucket')
+  },
+  'status-counting.json': (h) => {
+    const login: Req = { method: 'POST', path: '/login' }
+    const d = h.run(login)
+    assert.deepEqual(
+      d.statusCharges?.map((c) => [c.ruleName, c.rule.kind, c.rule.matches(401), c.rule.matches(200)]),
+      [['failed_logins', 'count', true, false]],
+    )
+    assert.equal(allowedInARow(h, login), 4, 'charged until the answer says otherwise: 5 in flight at most')
+    const api = h.run({ path: '/api/x', headers: { 'x-api-key': 'k' } })
+    assert.deepEqual(
+      api.statusCharges?.map((c) => [c.ruleName, c.rule.kind, c.rule.matches(503), c.rule.matches(404)]),
+      [['api_calls', 'refund', true, false]],
+    )
+  },
   'circuit-breaker.json': (h) => {
     const req = (tenant: string, cost = '1000'): Req => ({
       path: '/v1/generate/x',

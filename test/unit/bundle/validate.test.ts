@@ -118,6 +118,31 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/algorithm_config: policy "api", rule "per_ip": algorithm_config must set tokens_per_second (or its alias rps).',
     ],
   },
+  rule_max_delay_too_long: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/max_delay_ms: policy "api", rule "smooth": max_delay_ms must be at most 30000, not 60000.',
+    ],
+  },
+  rule_max_delay_with_lease: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/max_delay_ms: policy "api", rule "smooth": max_delay_ms cannot be combined with lease: a lease hands out tokens the bucket holds now.',
+    ],
+  },
+  rule_status_bad_pattern: {
+    drops: [
+      '/policies/0/spec/rules/0/count_statuses/1: policy "api", rule "logins": count_statuses[1] must be a status code such as "401" or a class such as "5xx", not "40".',
+    ],
+  },
+  rule_status_both: {
+    drops: [
+      '/policies/0/spec/rules/0/refund_statuses: policy "api", rule "logins": count_statuses and refund_statuses cannot both be set: count_statuses already charges only the statuses it names.',
+    ],
+  },
+  rule_status_on_llm: {
+    drops: [
+      '/policies/0/spec/rules/0/refund_statuses: policy "api", rule "chat": refund_statuses cannot be set on a token_bucket_llm rule: its charge is settled on the response\'s reported usage, and an error answer is given back already.',
+    ],
+  },
   rule_unknown_algorithm: {
     drops: [
       '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", not "leaky_bucket".',
@@ -282,6 +307,54 @@ test('a lease of burst tokens or more loads with a warning; a smaller one withou
   const fine = loadBundleBytesOf(doc(5, 20))
   assert.ok(fine.ok)
   assert.deepEqual(fine.warnings, [])
+})
+
+test('count_statuses / refund_statuses need the reverse proxy: in decision_service mode the rule’s policy is dropped, with the pointer', () => {
+  const doc = {
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'login',
+        spec: {
+          selector: { pathExact: '/login' },
+          rules: [
+            { name: 'a', algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 5 }, count_statuses: ['401'] },
+            { name: 'b', algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 5 }, refund_statuses: ['5xx'] },
+          ],
+        },
+      },
+    ],
+  }
+  const proxy = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 'mem.json', NOW)
+  assert.ok(proxy.ok)
+  assert.deepEqual(proxy.dropped, [])
+  const decision = loadBundleBytes(Buffer.from(JSON.stringify(doc)), 'mem.json', NOW, { mode: 'decision_service' })
+  assert.ok(decision.ok)
+  assert.deepEqual(decision.dropped, [
+    'mem.json: /policies/0/spec/rules/0/count_statuses: policy "login", rule "a": count_statuses needs FAIRVISOR_MODE=reverse_proxy: in decision_service mode the gateway never sees the response, so it cannot tell its status.',
+    'mem.json: /policies/0/spec/rules/1/refund_statuses: policy "login", rule "b": refund_statuses needs FAIRVISOR_MODE=reverse_proxy: in decision_service mode the gateway never sees the response, so it cannot tell its status.',
+  ])
+})
+
+test('with max_delay_ms a burst below the rate is a pacer, not a mistake', () => {
+  const doc = (extra: object) => ({
+    bundle_version: 1,
+    policies: [
+      {
+        id: 'p',
+        spec: {
+          selector: { pathPrefix: '/' },
+          rules: [{ name: 'r', algorithm: 'token_bucket', algorithm_config: { rps: 5, burst: 1, ...extra } }],
+        },
+      },
+    ],
+  })
+  const paced = loadBundleBytesOf(doc({ max_delay_ms: 2000 }))
+  assert.ok(paced.ok)
+  assert.deepEqual([paced.dropped, paced.warnings], [[], []])
+  const plain = loadBundleBytesOf(doc({}))
+  assert.ok(plain.ok)
+  assert.equal(plain.dropped.length, 1, 'without a delay the burst must still cover the rate (as Fairvisor Edge requires)')
 })
 
 test('a UTF-8 byte-order mark before the JSON is accepted and kept in the hash', () => {

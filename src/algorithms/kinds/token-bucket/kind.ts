@@ -4,6 +4,14 @@
  * (or its Lua and PL/pgSQL twins beside this file) atomically. Times are in
  * seconds (float). The `token_bucket` algorithm (algorithms/token-bucket.ts)
  * and the LLM minute bucket run on it.
+ *
+ * Debt (`maxDelayS` > 0, the third parameter): a request whose tokens are not
+ * there yet but arrive within `maxDelayS` is allowed now and the bucket goes
+ * below zero, by at most `maxDelayS` × rate. The tokens then stand for time:
+ * an allowed outcome's negative value is the wait (−value / rate seconds)
+ * before the request's tokens have arrived, which the engine turns into a
+ * hold (algorithms/token-bucket.ts advise). The debt lives in the state the
+ * stores already keep, so the one atomic call decides it on every store.
  */
 import { EPSILON, type Limit, type LimitKind, type Step } from '../../algorithm.js'
 import { SQL } from './postgres.js'
@@ -14,6 +22,8 @@ export interface BucketConfig {
   rate: number
   /** Bucket capacity; a first request sees a full bucket. */
   burst: number
+  /** Longest wait a request may be allowed with, in seconds (0: none, every shortfall rejects): the debt allowed is this × rate. */
+  maxDelayS?: number
 }
 
 export interface BucketState {
@@ -27,7 +37,7 @@ export interface BucketResult {
   /** Tokens left after this request (unchanged on reject). */
   tokens: number
   last: number
-  /** Seconds until `cost` tokens are available (0 when allowed). */
+  /** Seconds until `cost` tokens are available (0 when allowed); with debt, until the request would be allowed with a wait. */
   retryAfter: number
 }
 
@@ -58,10 +68,12 @@ export function takeTokens(state: BucketState | undefined, cfg: BucketConfig, co
     tokens = Math.min(cfg.burst, snap(state.tokens + elapsedSeconds(now, state.last) * cfg.rate))
     last = Math.max(state.last, now)
   }
-  if (cost <= cfg.burst && tokens >= cost) {
+  // The same expressions, in the same order, as the twins: debt 0 leaves `tokens + 0 >= cost`, the plain bucket.
+  const debt = cfg.rate * (cfg.maxDelayS ?? 0)
+  if (cost <= cfg.burst && tokens + debt >= cost) {
     return { allowed: true, tokens: snap(tokens - cost), last, retryAfter: 0 }
   }
-  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens) / cfg.rate - EPSILON)) }
+  return { allowed: false, tokens, last, retryAfter: Math.max(1, Math.ceil((cost - tokens - debt) / cfg.rate - EPSILON)) }
 }
 
 /** `RateLimit-Reset`: whole seconds until at least one token is available, at least 1. */
@@ -74,7 +86,7 @@ export function secondsUntilFull(tokens: number, cfg: BucketConfig): number {
   return Math.max(0, (cfg.burst - tokens) / cfg.rate)
 }
 
-/** A token-bucket limit: params [rate, burst] for the server scripts. */
+/** A token-bucket limit: params [rate, burst] (and maxDelayS when there is one) for the server scripts. */
 export interface BucketLimit extends Limit, BucketConfig {}
 
 /** Refund (amount > 0) or overrun charge (amount < 0) on a bucket: refilled to now first, never above burst, may go negative. */
@@ -111,20 +123,29 @@ export const TOKEN_BUCKET_KIND: LimitKind<BucketLimit, BucketState> = {
     cells[off] = s.tokens
     cells[off + 1] = s.last
   },
-  limit: (p) => bucketLimit(p[0]!, p[1]!),
+  limit: (p) => bucketLimit(p[0]!, p[1]!, p[2] ?? 0),
   lua: LUA,
   sql: SQL,
   sample: {
     params: [
       { min: 0.1, max: 5 },
       { min: 1, max: 20, integer: true },
+      // Whole seconds of debt, 0 (the plain bucket) among them: doubles drawn over a range crowd near 0.
+      { min: 0, max: 3, integer: true },
     ],
     drift: (l) => l.rate,
-    // Tokens before the request against its cost.
-    edge: (_l, o, cost) => Math.abs((o.allowed ? o.value + cost : o.value) - cost),
+    // Tokens before the request (with the debt it may take) against its cost.
+    edge: (l, o, cost) => Math.abs((o.allowed ? o.value + cost : o.value) + l.rate * (l.maxDelayS ?? 0) - cost),
   },
 }
 
-export function bucketLimit(rate: number, burst: number): BucketLimit {
+/** `maxDelayS` 0 keeps the two parameters of a bucket without debt (what the LLM minute bucket and leases compare). */
+export function bucketLimit(rate: number, burst: number, maxDelayS = 0): BucketLimit {
+  if (maxDelayS > 0) return { kind: TOKEN_BUCKET_KIND, params: [rate, burst, maxDelayS], rate, burst, maxDelayS }
   return { kind: TOKEN_BUCKET_KIND, params: [rate, burst], rate, burst }
+}
+
+/** The wait (ms, whole, ≥ 1) before an allowed request that left the bucket at `tokens` < 0 has its tokens; 0 when not in debt. */
+export function debtWaitMs(tokens: number, rate: number): number {
+  return tokens < 0 ? Math.max(1, Math.ceil((-tokens / rate) * 1000 - EPSILON)) : 0
 }

@@ -1,5 +1,7 @@
 /**
- * The token bucket in Lua (kind.ts's twin; the contract: ../twins.ts). State:
+ * The token bucket in Lua (kind.ts's twin; the contract: ../twins.ts): rate,
+ * burst, the longest wait in seconds (the debt allowed is that × rate; 0
+ * when the limit has none). State:
  * 16 bytes, two little-endian IEEE doubles `<tokens><last>` (last in whole
  * microseconds of server time, so elapsed time is exact), kept until the
  * bucket is full again, after which forgetting it is lossless: an absent
@@ -19,13 +21,14 @@ local function bucket(v, rate, burst)
   if tokens > burst then tokens = burst end
   return tokens, last
 end
-local function step(v, rate, burst, _, cost)
+local function step(v, rate, burst, delay, cost)
   local tokens, last = bucket(v, rate, burst)
-  if cost <= burst and tokens >= cost then
+  local debt = rate * delay
+  if cost <= burst and tokens + debt >= cost then
     tokens = snap(tokens - cost)
     return true, tokens, 0, pack('<dd', tokens, last), ttlOf((last - now) / 1000 + (burst - tokens) / rate * 1000)
   end
-  local wait = ceil((cost - tokens) / rate - ${EPSILON})
+  local wait = ceil((cost - tokens - debt) / rate - ${EPSILON})
   if wait < 1 then wait = 1 end
   return false, tokens, wait
 end

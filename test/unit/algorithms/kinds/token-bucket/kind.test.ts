@@ -5,7 +5,15 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { resetSeconds, secondsUntilFull, takeTokens, type BucketState } from '../../../../../src/algorithms/kinds/token-bucket/kind.js'
+import {
+  bucketLimit,
+  debtWaitMs,
+  resetSeconds,
+  secondsUntilFull,
+  TOKEN_BUCKET_KIND,
+  takeTokens,
+  type BucketState,
+} from '../../../../../src/algorithms/kinds/token-bucket/kind.js'
 
 const T0 = 1_767_225_600 // 2026-01-01T00:00:00Z
 
@@ -259,4 +267,58 @@ test('RateLimit-Reset and retry_after do not gain a second from float noise', ()
   assert.equal(resetSeconds(0.7, 0.1), 3)
   const r = takeTokens({ tokens: 0.7, last: T0 }, { rate: 0.1, burst: 1 }, 1, T0)
   assert.equal(r.retryAfter, 3)
+})
+
+test('debt: 8 requests at once on 5/s, burst 1, longest wait 2 s: all allowed, the k-th leaving −(k−1) tokens, a wait of (k−1) × 200 ms', () => {
+  let state: BucketState | undefined
+  const waits: number[] = []
+  for (let i = 0; i < 8; i++) {
+    const r = takeTokens(state, { rate: 5, burst: 1, maxDelayS: 2 }, 1, T0)
+    assert.equal(r.allowed, true, `request ${i + 1}`)
+    assert.ok(r.tokens === -i, `request ${i + 1} left ${r.tokens}`)
+    waits.push(debtWaitMs(r.tokens, 5))
+    state = { tokens: r.tokens, last: r.last }
+  }
+  assert.deepEqual(waits, [0, 200, 400, 600, 800, 1000, 1200, 1400])
+})
+
+test('debt: bounded by rate × longest wait; the reject says when the request could pass (held)', () => {
+  let state: BucketState | undefined
+  let allowed = 0
+  let last: ReturnType<typeof takeTokens> | undefined
+  for (let i = 0; i < 20; i++) {
+    last = takeTokens(state, { rate: 5, burst: 1, maxDelayS: 2 }, 1, T0)
+    if (last.allowed) {
+      allowed++
+      state = { tokens: last.tokens, last: last.last }
+    }
+  }
+  assert.equal(allowed, 11, 'the full token, then 10 tokens of debt (2 s × 5/s)')
+  assert.equal(last!.allowed, false)
+  assert.equal(last!.tokens, -10, 'a reject leaves the debt as it was')
+  assert.equal(last!.retryAfter, 1, 'one more token of debt fits after 0.2 s: at least 1 s')
+  const slow = takeTokens({ tokens: -4, last: T0 }, { rate: 0.01, burst: 1, maxDelayS: 400 }, 1, T0)
+  assert.deepEqual([slow.allowed, slow.retryAfter], [false, 100])
+})
+
+test('debt: the refill repays it; a wait of 0 is the plain bucket; a cost above burst is rejected whatever the debt', () => {
+  const later = takeTokens({ tokens: -10, last: T0 }, { rate: 5, burst: 1, maxDelayS: 2 }, 1, T0 + 1)
+  assert.deepEqual([later.allowed, later.tokens], [true, -6])
+  const plain = takeTokens({ tokens: 0, last: T0 }, { rate: 5, burst: 1, maxDelayS: 0 }, 1, T0)
+  assert.equal(plain.allowed, false)
+  const over = takeTokens(undefined, { rate: 5, burst: 1, maxDelayS: 60 }, 2, T0)
+  assert.equal(over.allowed, false)
+})
+
+test('debt: the limit carries the wait as its third parameter only when there is one, and reads it back', () => {
+  assert.deepEqual(bucketLimit(5, 1).params, [5, 1])
+  assert.deepEqual(bucketLimit(5, 1, 0).params, [5, 1])
+  assert.deepEqual(bucketLimit(5, 1, 2).params, [5, 1, 2])
+  assert.equal(TOKEN_BUCKET_KIND.limit([5, 1, 2]).maxDelayS, 2)
+  assert.equal(TOKEN_BUCKET_KIND.limit([5, 1]).maxDelayS, undefined)
+  const step = TOKEN_BUCKET_KIND.step({ tokens: -3, last: T0 }, bucketLimit(5, 1, 2), 1, T0)
+  assert.equal(step.expireAt, T0 + 1, 'forgotten once full again: (1 − −4) / 5 s')
+  assert.equal(debtWaitMs(0, 5), 0)
+  assert.equal(debtWaitMs(-0.001, 5), 1, 'any debt is a wait of at least 1 ms')
+  assert.equal(debtWaitMs(-3, 0.3), 10000, 'no millisecond gained from float noise')
 })

@@ -1,0 +1,52 @@
+/**
+ * An allowed request whose tokens were charged ahead of time (a token
+ * bucket's debt, `max_delay_ms`): what holding it needs (decision/holds.ts).
+ * Built only for such a request, never on the plain allow path: the wait, the
+ * charges to give back when it is not forwarded (its client left, or the
+ * process holds as many as FAIRVISOR_MAX_DELAYED), and the decision it gets
+ * when it cannot be held — a reject by the limit in debt, as if the limit had
+ * no delay.
+ */
+import type { Adjustment, Outcomes } from '../store/store.js'
+import type { Debt, Decision } from './decision.js'
+import { retryAfterWithJitter } from './jitter.js'
+import { identityOf } from './kill-switch.js'
+import { logKey } from './log-key.js'
+import type { Plan } from './plan.js'
+
+/**
+ * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
+ * made. The charges are every enforce check of the request but its LLM reservations, which
+ * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`).
+ */
+export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
+  const { planned, checks } = plan
+  const charges: Adjustment[] = []
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i]!
+    if (!p.shadow && p.llm === undefined && outcomes[i]?.allowed === true)
+      charges.push({ key: checks[i]!.key, limit: checks[i]!.limit, amount: checks[i]!.cost })
+  }
+  const p = planned[at]!
+  const o = outcomes[at]!
+  const reason = p.algorithm.rejectReason
+  const retry = Math.max(1, Math.ceil(waitMs / 1000))
+  const h = p.algorithm.headers(p.limit, o.value, retry, true)
+  const refused: Decision = {
+    allowed: false,
+    status: 429,
+    reason,
+    mode: 'enforce',
+    policyId: p.policy.id,
+    ruleName: p.rule.name,
+    limit: h && { policyId: p.policy.id, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS },
+    key: logKey(p.rule, checks[at]!.key, p.composite),
+    cost: checks[at]!.cost,
+    retryAfterS: retryAfterWithJitter(retry, p.policy.id, p.rule.name, reason, identityOf(plan.view)),
+    matchedPolicies: allowed.matchedPolicies,
+    descriptors: allowed.descriptors,
+    // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
+    llm: allowed.llm,
+  }
+  return { waitMs, charges, refused, policyId: p.policy.id }
+}
