@@ -43,7 +43,6 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'algorithms/kinds/token-bucket/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
   'algorithms/kinds/token-bucket/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
   'algorithms/kinds/twins.ts': 'test/unit/algorithms/index.test.ts', // a made-up kind's twins assembled into both stores (types only)
-  'algorithms/kinds/window-counter/kind.ts': 'test/property/expiry-lossless.test.ts', // window counters' expiry loses no count
   'algorithms/kinds/window-counter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
   'algorithms/kinds/window-counter/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
   'algorithms/llm-messages.ts': 'test/unit/decision/response.test.ts', // the LLM reject bodies in each API's shape

@@ -14,6 +14,8 @@ import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.j
 export interface KindContext {
   store(): Store
   serverClock: boolean
+  /** The clock the store is given (the wall clock on a server's clock). */
+  now(): number
   key(label: string): string
   apply(checks: Check[]): Promise<Outcomes>
   adjust(adjustments: Adjustment[]): Promise<void>
@@ -32,6 +34,12 @@ const meter = (key: string, threshold: number, openS: number, cost = 1): Check =
   cost,
   shadow: false,
 })
+
+/** Epoch seconds of the next 1st of a month, 00:00 UTC, after `now` (s). */
+function nextFirst(now: number): number {
+  const d = new Date(now * 1000)
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) / 1000
+}
 
 export function kindCases(c: KindContext): void {
   it('window counter: counts up to its limit, then rejects with the seconds left in the window, charging nothing', async () => {
@@ -87,6 +95,25 @@ export function kindCases(c: KindContext): void {
     const r = await c.apply([counter(other, 10, 600, -1), { key: tb, limit: bucketLimit(0.001, 1), cost: 1, shadow: false }])
     assert.deepEqual([r[0]!.allowed, r[1]!.allowed], [true, false])
     assert.equal((await c.apply([counter(other, 10, 600, -1, 0)]))[0]!.value, 0, 'all or nothing: the counter was not charged')
+  })
+
+  it('window counter of a calendar month: the wait is the seconds to the next 1st 00:00 UTC; the count starts over then', async () => {
+    const k = c.key('wc-month')
+    const before = c.now()
+    const [a] = await c.apply([counter(k, 2, -1, 0, 2)])
+    const after = c.now()
+    assert.equal(a!.allowed, true)
+    // Whole seconds to the boundary as the store's clock saw it, somewhere between our two readings.
+    assert.ok(
+      a!.retryAfter >= Math.ceil(nextFirst(before) - after) && a!.retryAfter <= Math.ceil(nextFirst(after) - before),
+      `${a!.retryAfter} s to the next 1st (${new Date(nextFirst(after) * 1000).toISOString()})`,
+    )
+    const [r] = await c.apply([counter(k, 2, -1, 0)])
+    assert.deepEqual([r!.allowed, r!.value], [false, 2])
+    if (c.serverClock) return // a month cannot pass on a server's clock: the driven clock shows the boundary
+    await c.pass(nextFirst(c.now()) - c.now())
+    const [b] = await c.apply([counter(k, 2, -1, 0)])
+    assert.deepEqual([b!.allowed, b!.value], [true, 1], 'a new month starts from zero')
   })
 
   it('rate meter: opens when the spend per minute reaches the threshold, rejects while open, measures afresh after', async () => {

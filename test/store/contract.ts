@@ -205,6 +205,6 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
     })
 
     describe('other limit kinds', () =>
-      kindCases({ store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }))
+      kindCases({ store: () => store, serverClock: opts.serverClock, now, key, apply, adjust: adjustAsync, pass }))
   })
 }

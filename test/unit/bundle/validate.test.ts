@@ -49,6 +49,11 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/algorithm_config/staged_actions/1/threshold_percent: policy "api", rule "budget": staged_actions thresholds must be distinct (80 is also stage 0).',
     ],
   },
+  cost_based_unknown_period: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/period: policy "api", rule "budget": period must be one of "5m", "1h", "1d", "7d", "1M", not "1y".',
+    ],
+  },
   cost_based_throttle_without_delay: {
     drops: [
       '/policies/0/spec/rules/0/algorithm_config/staged_actions/0/delay_ms: policy "api", rule "budget": delay_ms is required but missing.',
