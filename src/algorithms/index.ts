@@ -7,6 +7,7 @@
 import type { Limit, RejectReason, RuleAlgorithm } from './algorithm.js'
 import { COST_BUDGET } from './cost-budget.js'
 import { LLM_MINUTE } from './llm.js'
+import { SLIDING_WINDOW } from './sliding-window.js'
 import { TOKEN_BUCKET } from './token-bucket.js'
 
 const table = new Map<string, RuleAlgorithm>()
@@ -29,6 +30,7 @@ registerAlgorithm(TOKEN_BUCKET)
 registerAlgorithm(COST_BUDGET)
 // Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts).
 registerAlgorithm(LLM_MINUTE)
+registerAlgorithm(SLIDING_WINDOW)
 
 /** Rule algorithms (loop detection and the circuit breaker are policy guards, compiled apart). */
 export const ALGORITHMS: ReadonlyMap<string, RuleAlgorithm> = table

@@ -5,7 +5,7 @@
  * algorithm: token_bucket and the LLM minute bucket are token buckets,
  * cost_based budgets, the LLM day counter and loop detection window
  * counters, calendar-month budgets window counters of −1, the circuit breaker
- * a rate meter): after any sequence of charges
+ * a rate meter, sliding_window its own kind): after any sequence of charges
  * and adjustments, a request after the state's expireAt gets exactly what a
  * never-seen key gets. "After" by a microsecond, the tick of every clock the
  * maths reads: the token bucket rounds elapsed time to it, so exactly at
@@ -16,6 +16,7 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import type { Limit, LimitKind, Step } from '../../src/algorithms/algorithm.js'
 import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import { counterLimit, SUNDAY_ORIGIN_S } from '../../src/algorithms/kinds/window-counter/kind.js'
 
@@ -35,6 +36,9 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
   fc
     .record({ threshold: fc.integer({ min: 1, max: 1000 }), openS: fc.integer({ min: 1, max: 3600 }) })
     .map(({ threshold, openS }) => meterLimit(threshold, openS)),
+  fc
+    .record({ limit: fc.integer({ min: 1, max: 1000 }), windowS: fc.integer({ min: 1, max: 3600 }) })
+    .map(({ limit, windowS }) => slidingLimit(limit, windowS)),
 )
 
 /** One request (cost) or adjustment (amount ≠ 0) after `dt` seconds. */

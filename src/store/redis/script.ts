@@ -35,9 +35,6 @@ const TAKE_ARGS_PER_CHECK = 6
  * per kind id, from the kind table.
  */
 const PRELUDE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local nowS = now / 1000000
 local pack, unpack, floor, abs, ceil = struct.pack, struct.unpack, math.floor, math.abs, math.ceil
 local function snap(x)
   local r = floor(x + 0.5)
@@ -56,9 +53,19 @@ end
 local step, adjust = {}, {}
 `
 
-/** The prelude and every kind of the table, each kind's twin in a function of its own (its helpers stay its own). */
-function kindsLua(): string {
-  let lua = PRELUDE
+/** The server's clock, read once per call. */
+const SERVER_CLOCK = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nowS = now / 1000000`
+
+/**
+ * The prelude and every kind of the table, each kind's twin in a function of
+ * its own (its helpers stay its own). `clock` declares `now` and `nowS`: the
+ * server's, or (test/property/kind-twins.test.ts) instants the caller sets.
+ */
+export function kindsLua(clock = SERVER_CLOCK): string {
+  let lua = clock + PRELUDE
   for (const [id, kind] of KINDS) lua += `-- ${id}: ${kind.name}\nstep[${id}], adjust[${id}] = (function()${kind.lua}\nend)()\n`
   return lua
 }

@@ -56,6 +56,7 @@ test('Retry-After of every reject is never earlier than RateLimit-Reset, the mom
     budgetRule(1, '1d', []),
     budgetRule(1, '1M', []),
     { name: 'tb', limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } },
+    { name: 'sw', limit_keys: ['header:x-tenant'], algorithm: 'sliding_window', algorithm_config: { limit: 1, window_seconds: 7200 } },
   ]
   for (const r of rules) {
     const h = new Harness(compile(bundle([policy('p', [r])])))

@@ -125,7 +125,7 @@ const CASES: Record<string, Expect> = {
   },
   rule_unknown_algorithm: {
     drops: [
-      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", not "leaky_bucket".',
+      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", not "leaky_bucket".',
     ],
   },
   rule_unknown_descriptor_source: {
@@ -140,6 +140,19 @@ const CASES: Record<string, Expect> = {
   },
   selector_hosts_empty: { drops: ['/policies/0/spec/selector/hosts: policy "api": hosts must not be an empty list.'] },
   selector_prefix_no_slash: { drops: ['/policies/0/spec/selector/pathPrefix: policy "api": pathPrefix must start with /, not "v1/".'] },
+  sliding_window_fractional_window: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds must be an integer, not 2.5.',
+    ],
+  },
+  sliding_window_missing_window: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds is required but missing.',
+    ],
+  },
+  sliding_window_zero_limit: {
+    drops: ['/policies/0/spec/rules/0/algorithm_config/limit: policy "api", rule "per_ip": limit must be greater than 0, not 0.'],
+  },
   not_json: { rejects: [notJson()] },
 }
 
