@@ -51,6 +51,17 @@ test('cost_based 1M: a calendar month of UTC, 31 days from T0 then 28 (February 
   assert.deepEqual([feb.allowed, feb.limit?.remaining, feb.limit?.resetS], [true, 1, 28 * 86_400], 'February 1st 00:00 UTC: a new month')
 })
 
+test('cost_based 1M, the worked example of docs/algorithms.md: spent by 27 February 12:00 UTC, whole again on 1 March', () => {
+  const h = new Harness(compile(bundle([policy('p', [budgetRule(1000, '1M', [], { cost_key: 'header:x-cost' })])])))
+  const day = 86_400
+  assert.equal(h.run({ headers: { 'x-tenant': 't1', 'x-cost': '1000' } }, 31 * day + 3600).allowed, true)
+  const rejected = h.run(tenant, 57.5 * day)
+  assert.deepEqual([rejected.reason, rejected.limit?.resetS], ['budget_exceeded', 129_600])
+  assert.ok(rejected.retryAfterS! >= 129_600 && rejected.retryAfterS! <= 129_660)
+  const march = h.run(tenant, 59 * day)
+  assert.deepEqual([march.allowed, march.limit?.resetS], [true, 2_678_400])
+})
+
 test('Retry-After of every reject is never earlier than RateLimit-Reset, the moment the request could pass, whoever the client', () => {
   const rules = [
     budgetRule(1, '1d', []),
