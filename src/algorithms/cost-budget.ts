@@ -1,10 +1,9 @@
 /**
- * cost_based (docs/behaviour.md §5): a spend budget per UTC-aligned period (5m, 1h, 1d,
- * 7d from Sunday 00:00 UTC, or 1M: a calendar month from the 1st 00:00 UTC), on the
- * window-counter kind. The store adds the
- * request's cost atomically and rejects (rolling the increment back) when the
- * usage would pass the budget; otherwise the highest warn/throttle stage whose
- * threshold_percent the usage has reached applies.
+ * cost_based (docs/behaviour.md §5): a spend budget per UTC-aligned period (5m, 1h,
+ * 1d, 7d from Sunday 00:00 UTC, or 1M: a calendar month from the 1st 00:00 UTC), on
+ * the window-counter kind. The store adds the request's cost atomically and rejects
+ * (rolling the increment back) when the usage would pass the budget; otherwise the
+ * highest warn/throttle stage whose threshold_percent the usage has reached applies.
  */
 import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './kinds/window-counter/kind.js'

@@ -1,7 +1,9 @@
 /**
  * The sliding window in Lua (kind.ts's twin; the contract: ../twins.ts).
  * State: three little-endian doubles `<prev><cur><window start s>`, kept
- * until both counts are out of the window.
+ * until both counts are out of the window. kind.ts's estimate and fitsAt
+ * are written out in step: the functions are made on each call that needs
+ * the kind, and each one made costs Redis time.
  */
 import { EPSILON } from '../../algorithm.js'
 
@@ -17,35 +19,37 @@ local function current(v, windowS)
   end
   return 0, 0, nowS
 end
-local function estimate(prev, cur, start, windowS)
-  local e = nowS - start
-  if e < 0 then e = 0 end
-  return snap(prev * (1 - e / windowS) + cur)
-end
-local function fitsAt(prev, cur, start, windowS, x)
-  if x < 0 then x = 0 end
-  if cur <= x then
-    if prev > 0 then return start + windowS * (1 - (x - cur) / prev) end
-    return nowS
-  end
-  return start + 2 * windowS - windowS * x / cur
-end
 local function ttl(prev, cur, start, windowS)
-  local t = start
-  if cur > 0 then t = start + 2 * windowS elseif prev > 0 then t = start + windowS end
-  return ttlOf((t - nowS) * 1000)
+  local finish = start
+  if cur > 0 then finish = start + 2 * windowS elseif prev > 0 then finish = start + windowS end
+  return ttlOf((finish - nowS) * 1000)
 end
 local function step(v, limit, windowS, _, cost)
   local prev, cur, start = current(v, windowS)
-  local est = estimate(prev, cur, start, windowS)
-  if est + cost > limit + ${EPSILON} then
-    return false, snap(limit - est), secondsTo(fitsAt(prev, cur, start, windowS, limit - cost))
+  local e = nowS - start
+  if e < 0 then e = 0 end
+  local est = snap(prev * (1 - e / windowS) + cur)
+  local ok = est + cost <= limit + ${EPSILON}
+  local left, x
+  if ok then
+    cur = cur + cost
+    left = snap(limit - est - cost)
+    x = limit - 1
+  else
+    left = snap(limit - est)
+    x = limit - cost
   end
-  cur = cur + cost
-  local left = snap(limit - est - cost)
-  local retry = 0
-  if left + ${EPSILON} < 1 then retry = secondsTo(fitsAt(prev, cur, start, windowS, limit - 1)) end
-  return true, left, retry, pack('<ddd', prev, cur, start), ttl(prev, cur, start, windowS)
+  local wait = 0
+  if not ok or left + ${EPSILON} < 1 then
+    -- When, with no more requests, the estimate is down to x (kind.ts, fitsAt).
+    if x < 0 then x = 0 end
+    local t = nowS
+    if cur > x then t = start + 2 * windowS - windowS * x / cur
+    elseif prev > 0 then t = start + windowS * (1 - (x - cur) / prev) end
+    wait = secondsTo(t)
+  end
+  if not ok then return false, left, wait end
+  return true, left, wait, pack('<ddd', prev, cur, start), ttl(prev, cur, start, windowS)
 end
 local function adjust(v, limit, windowS, _, amount)
   local prev, cur, start = current(v, windowS)
