@@ -43,10 +43,15 @@ const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil(en
  * `now`, as the twins do, so the three agree to the instant.
  */
 export function monthSpan(now: number, n: number): [number, number] {
+  if (n === last.n && now >= last.start && now < last.end) return [last.start, last.end]
   const day = new Date(Math.floor(now / DAY_S) * DAY_S * 1000)
   const first = Math.floor(((day.getUTCFullYear() - 1970) * 12 + day.getUTCMonth()) / n) * n
-  return [Date.UTC(1970, first, 1) / 1000, Date.UTC(1970, first + n, 1) / 1000]
+  last = { n, start: Date.UTC(1970, first, 1) / 1000, end: Date.UTC(1970, first + n, 1) / 1000 }
+  return [last.start, last.end]
 }
+
+/** The span monthSpan found last: checks of one month meet it again and again, and the Date arithmetic costs ~0.4 µs. */
+let last = { n: 0, start: 0, end: 0 }
 
 /** End of the window starting at `start`. */
 const windowEnd = (l: CounterLimit, start: number): number => (l.windowS < 0 ? monthSpan(start, -l.windowS)[1] : start + l.windowS)
