@@ -156,11 +156,13 @@ export interface Algorithm<C extends Limit = Limit> {
   /** One line for `fairvisor test`: what the outcome's figure means. */
   describe?(limit: C, value: number): string | undefined
   /**
-   * Retry-After jitter direction of its rejects: 'later' (default) adds up to
-   * half the base; 'earlier' subtracts it, for limits that end at a fixed
-   * instant (a budget period), where waiting past the end gains nothing.
+   * The most Retry-After jitter adds to its rejects' wait (s); default: half
+   * the wait. Jitter is only ever added (engine/jitter.ts): a client told to
+   * come back before its request could pass fails again. Limits that end at a
+   * fixed instant (a budget period) bound it, so a month's wait does not grow
+   * by two weeks.
    */
-  readonly retryJitter?: 'later' | 'earlier'
+  readonly retryJitterMaxS?: number
 }
 
 /** A problem of one rule's algorithm_config found by `check` (field: path inside the config, '' for the config itself). */

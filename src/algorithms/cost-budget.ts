@@ -1,9 +1,9 @@
 /**
- * cost_based (docs/behaviour.md §5): a spend budget per UTC-aligned period (5m, 1h, 1d, or
- * 7d from Sunday 00:00 UTC), on the window-counter kind. The store adds the
- * request's cost atomically and rejects (rolling the increment back) when the
- * usage would pass the budget; otherwise the highest warn/throttle stage whose
- * threshold_percent the usage has reached applies.
+ * cost_based (docs/behaviour.md §5): a spend budget per UTC-aligned period (5m, 1h,
+ * 1d, 7d from Sunday 00:00 UTC, or 1M: a calendar month from the 1st 00:00 UTC), on
+ * the window-counter kind. The store adds the request's cost atomically and rejects
+ * (rolling the increment back) when the usage would pass the budget; otherwise the
+ * highest warn/throttle stage whose threshold_percent the usage has reached applies.
  */
 import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './kinds/window-counter/kind.js'
@@ -14,7 +14,14 @@ declare module './algorithm.js' {
   }
 }
 
-const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800 }
+/** Period lengths; 1M is the window counter's calendar month (window −1). */
+const PERIOD_S: Readonly<Record<string, number>> = { '5m': 300, '1h': 3600, '1d': 86_400, '7d': 604_800, '1M': -1 }
+
+/** The RateLimit-Policy `w` of a calendar month, which has no one length: 30 days. */
+const MONTH_W_S = 2_592_000
+
+/** Retry-After jitter of a reject is at most this (s): the period ends at a fixed instant, and a month's wait should not grow by half. */
+const JITTER_MAX_S = 60
 
 /** A throttle delay is capped here whatever the bundle says. */
 export const MAX_DELAY_MS = 30_000
@@ -27,6 +34,7 @@ export interface Stage {
 
 export interface BudgetConfig extends CounterLimit {
   budget: number
+  /** Period length in seconds for RateLimit-Policy (a calendar month: 30 days). */
   periodS: number
   /** warn/throttle stages, highest threshold first. */
   stages: readonly Stage[]
@@ -43,8 +51,7 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
   name: 'cost_based',
   keyPrefix: 'cb:',
   rejectReason: 'budget_exceeded',
-  // The period ends at a fixed instant: a client told to come back after it gains nothing.
-  retryJitter: 'earlier',
+  retryJitterMaxS: JITTER_MAX_S,
   configSchema: {
     type: 'object',
     required: ['budget', 'period', 'staged_actions'],
@@ -93,13 +100,14 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
   capacity: (l) => l.budget,
   normalise(c) {
     const budget = Number(c.budget)
-    const periodS = PERIOD_S[String(c.period)] ?? 3600
+    const windowS = PERIOD_S[String(c.period)] ?? 3600
     const raw = (c.staged_actions ?? []) as { threshold_percent: number; action: Stage['action']; delay_ms?: number }[]
     const stages = raw
       .filter((s) => s.action !== 'reject')
       .map((s) => ({ thresholdPercent: s.threshold_percent, action: s.action, delayMs: Math.min(MAX_DELAY_MS, s.delay_ms ?? 0) }))
       .sort((a, b) => b.thresholdPercent - a.thresholdPercent)
-    return { ...counterLimit(budget, periodS, periodS === 604_800 ? SUNDAY_ORIGIN_S : 0), budget, periodS, stages }
+    const origin = windowS === 604_800 ? SUNDAY_ORIGIN_S : 0
+    return { ...counterLimit(budget, windowS, origin), budget, periodS: windowS < 0 ? MONTH_W_S : windowS, stages }
   },
   headers(c, usage, secondsToEnd, rejected): HeaderValues {
     return {

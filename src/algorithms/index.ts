@@ -7,11 +7,13 @@
 import type { Limit, RejectReason, RuleAlgorithm } from './algorithm.js'
 import { COST_BUDGET } from './cost-budget.js'
 import { LLM_MINUTE } from './llm.js'
+import { SLIDING_WINDOW } from './sliding-window.js'
 import { TOKEN_BUCKET } from './token-bucket.js'
 
 const table = new Map<string, RuleAlgorithm>()
 let revision = 0
-const earlier = new Set<string>()
+/** The jitter bound of reasons whose algorithm sets one (RuleAlgorithm.retryJitterMaxS). */
+const jitterBounds = new Map<string, number>()
 
 /**
  * Adds an algorithm to the table (a second one of the same name replaces it).
@@ -19,7 +21,8 @@ const earlier = new Set<string>()
  */
 export function registerAlgorithm<C extends Limit>(algorithm: RuleAlgorithm<C>): void {
   table.set(algorithm.name, algorithm as RuleAlgorithm)
-  if (algorithm.retryJitter === 'earlier') earlier.add(algorithm.rejectReason)
+  if (algorithm.retryJitterMaxS !== undefined) jitterBounds.set(algorithm.rejectReason, algorithm.retryJitterMaxS)
+  else jitterBounds.delete(algorithm.rejectReason)
   revision++
 }
 
@@ -27,6 +30,7 @@ registerAlgorithm(TOKEN_BUCKET)
 registerAlgorithm(COST_BUDGET)
 // Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts).
 registerAlgorithm(LLM_MINUTE)
+registerAlgorithm(SLIDING_WINDOW)
 
 /** Rule algorithms (loop detection and the circuit breaker are policy guards, compiled apart). */
 export const ALGORITHMS: ReadonlyMap<string, RuleAlgorithm> = table
@@ -36,7 +40,7 @@ export function algorithmsRevision(): number {
   return revision
 }
 
-/** True when rejects of this reason jitter Retry-After down rather than up (RuleAlgorithm.retryJitter). */
-export function jitterEarlier(reason: RejectReason | string): boolean {
-  return earlier.has(reason)
+/** The most Retry-After jitter may add to a reject of this reason (s; Algorithm.retryJitterMaxS), Infinity: half the wait. */
+export function jitterMaxS(reason: RejectReason | string): number {
+  return jitterBounds.get(reason) ?? Infinity
 }

@@ -1,7 +1,8 @@
 /**
  * Deterministic Retry-After jitter (docs/behaviour.md §7): one client always gets the same
  * value, different clients spread out, so a crowd rejected together does not
- * come back together.
+ * come back together. Added to the wait, never taken from it: Retry-After is
+ * never earlier than the moment the request could pass.
  *
  * Rejects are the hot path of an attack, so both halves are memoised: the
  * SHA-1 identity per (subject, ip, path), and the rolling hash of the seed's
@@ -11,7 +12,7 @@
  */
 import { BoundedMemo3 } from '../bounded-cache.js'
 import { hash } from 'node:crypto'
-import { jitterEarlier } from '../algorithms/index.js'
+import { jitterMaxS } from '../algorithms/index.js'
 
 const MOD = 1000003
 /** Bound of each memo; cleared whole when reached (cheaper than LRU upkeep, still bounded). */
@@ -42,6 +43,9 @@ export function retryAfterWithJitter(base: number, policyId: string, ruleName: s
   }
   // The identity is lowercase hex (ASCII): its UTF-8 bytes are its char codes.
   for (let i = 0; i < identity.length; i++) h = (h * 131 + identity.charCodeAt(i)) % MOD
-  const jitter = (h / MOD) * base * 0.5
-  return Math.max(1, Math.ceil(jitterEarlier(reason) ? base - jitter : base + jitter))
+  // Only ever added: the base is when the request could pass, and a client back before then fails again.
+  const spread = base * 0.5
+  const max = jitterMaxS(reason)
+  const jitter = spread > max ? (h / MOD) * max : (h / MOD) * base * 0.5
+  return Math.max(1, Math.ceil(base + jitter))
 }

@@ -40,12 +40,13 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'algorithms/kinds/rate-meter/kind.ts': 'test/property/expiry-lossless.test.ts', // the meter's expiry loses no count
   'algorithms/kinds/rate-meter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
   'algorithms/kinds/rate-meter/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
+  'algorithms/kinds/sliding-window/postgres.ts': 'test/property/kind-twins.test.ts', // the PL/pgSQL twin against kind.ts on any instant
+  'algorithms/kinds/sliding-window/redis.ts': 'test/property/kind-twins.test.ts', // the Lua twin against kind.ts on any instant
   'algorithms/kinds/token-bucket/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
   'algorithms/kinds/token-bucket/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
   'algorithms/kinds/twins.ts': 'test/unit/algorithms/index.test.ts', // a made-up kind's twins assembled into both stores (types only)
-  'algorithms/kinds/window-counter/kind.ts': 'test/property/expiry-lossless.test.ts', // window counters' expiry loses no count
-  'algorithms/kinds/window-counter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
-  'algorithms/kinds/window-counter/redis.ts': 'test/property/stores-differential.test.ts', // the Lua twin against kind.ts
+  'algorithms/kinds/window-counter/postgres.ts': 'test/property/kind-twins.test.ts', // the PL/pgSQL twin against kind.ts, calendar months included
+  'algorithms/kinds/window-counter/redis.ts': 'test/property/kind-twins.test.ts', // the Lua twin against kind.ts, calendar months included
   'algorithms/llm-messages.ts': 'test/unit/decision/response.test.ts', // the LLM reject bodies in each API's shape
   'algorithms/llm.ts': 'test/unit/llm/request-body.test.ts', // token_bucket_llm reservation and settlement bounds
   'algorithms/loop-detection.ts': 'test/unit/algorithms/cost-budget.test.ts', // loop_detection reject, warn, throttle

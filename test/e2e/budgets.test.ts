@@ -5,7 +5,7 @@
  * other runs: policy ids and rule names carry a per-run suffix).
  *
  * - cost_based: stages (warn, throttle, reject at 100 %), RateLimit-* and
- *   Retry-After of budget_exceeded; a throttled request reaches the backend
+ *   Retry-After of budget_exceeded (never before the period ends); a throttled request reaches the backend
  *   after delay_ms while requests on other keys flow undelayed, and a client
  *   that leaves during the delay is never forwarded (the delay timer is
  *   cancelled on close, and the proxy also drops a request whose client has
@@ -187,9 +187,11 @@ for (const store of ['memory', SHARED_REDIS]) {
       assert.equal(second.status, 429)
       assert.equal(second.headers['x-fairvisor-reason'], 'budget_exceeded')
       const retry = Number(second.headers['retry-after'])
+      const reset = Number(second.headers['ratelimit-reset'])
+      assert.ok(reset >= 1 && reset <= 300, `RateLimit-Reset ${reset}: the rest of the 5-minute period`)
       assert.ok(
-        Number.isInteger(retry) && retry >= 1 && retry <= 300,
-        `Retry-After ${second.headers['retry-after']} within the 5-minute period`,
+        Number.isInteger(retry) && retry >= reset && retry <= reset + 60,
+        `Retry-After ${second.headers['retry-after']}: the period's end (${reset} s), jittered later by at most a minute`,
       )
       assert.equal(second.headers['ratelimit-limit'], '1')
       assert.equal(second.headers['ratelimit-remaining'], '0')

@@ -4,7 +4,8 @@
  * state is lossless. Checked here for every limit kind (so for every
  * algorithm: token_bucket and the LLM minute bucket are token buckets,
  * cost_based budgets, the LLM day counter and loop detection window
- * counters, the circuit breaker a rate meter): after any sequence of charges
+ * counters, calendar-month budgets window counters of −1, the circuit breaker
+ * a rate meter, sliding_window its own kind): after any sequence of charges
  * and adjustments, a request after the state's expireAt gets exactly what a
  * never-seen key gets. "After" by a microsecond, the tick of every clock the
  * maths reads: the token bucket rounds elapsed time to it, so exactly at
@@ -15,6 +16,7 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import type { Limit, LimitKind, Step } from '../../src/algorithms/algorithm.js'
 import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import { counterLimit, SUNDAY_ORIGIN_S } from '../../src/algorithms/kinds/window-counter/kind.js'
 
@@ -27,13 +29,16 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
   fc
     .record({
       limit: fc.integer({ min: 1, max: 1000 }),
-      windowS: fc.constantFrom(1, 60, 3600, 86_400, 604_800),
+      windowS: fc.constantFrom(1, 60, 3600, 86_400, 604_800, -1, -3),
       origin: fc.constantFrom(-1, 0, SUNDAY_ORIGIN_S),
     })
     .map(({ limit, windowS, origin }) => counterLimit(limit, windowS, origin)),
   fc
     .record({ threshold: fc.integer({ min: 1, max: 1000 }), openS: fc.integer({ min: 1, max: 3600 }) })
     .map(({ threshold, openS }) => meterLimit(threshold, openS)),
+  fc
+    .record({ limit: fc.integer({ min: 1, max: 1000 }), windowS: fc.integer({ min: 1, max: 3600 }) })
+    .map(({ limit, windowS }) => slidingLimit(limit, windowS)),
 )
 
 /** One request (cost) or adjustment (amount ≠ 0) after `dt` seconds. */

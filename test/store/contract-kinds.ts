@@ -8,12 +8,15 @@ import assert from 'node:assert/strict'
 import { it } from 'node:test'
 import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
 import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
+import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 
 export interface KindContext {
   store(): Store
   serverClock: boolean
+  /** The clock the store is given (the wall clock on a server's clock). */
+  now(): number
   key(label: string): string
   apply(checks: Check[]): Promise<Outcomes>
   adjust(adjustments: Adjustment[]): Promise<void>
@@ -32,6 +35,19 @@ const meter = (key: string, threshold: number, openS: number, cost = 1): Check =
   cost,
   shadow: false,
 })
+
+const sliding = (key: string, limit: number, windowS: number, cost = 1): Check => ({
+  key,
+  limit: slidingLimit(limit, windowS),
+  cost,
+  shadow: false,
+})
+
+/** Epoch seconds of the next 1st of a month, 00:00 UTC, after `now` (s). */
+function nextFirst(now: number): number {
+  const d = new Date(now * 1000)
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) / 1000
+}
 
 export function kindCases(c: KindContext): void {
   it('window counter: counts up to its limit, then rejects with the seconds left in the window, charging nothing', async () => {
@@ -87,6 +103,62 @@ export function kindCases(c: KindContext): void {
     const r = await c.apply([counter(other, 10, 600, -1), { key: tb, limit: bucketLimit(0.001, 1), cost: 1, shadow: false }])
     assert.deepEqual([r[0]!.allowed, r[1]!.allowed], [true, false])
     assert.equal((await c.apply([counter(other, 10, 600, -1, 0)]))[0]!.value, 0, 'all or nothing: the counter was not charged')
+  })
+
+  it('window counter of a calendar month: the wait is the seconds to the next 1st 00:00 UTC; the count starts over then', async () => {
+    const k = c.key('wc-month')
+    const before = c.now()
+    const [a] = await c.apply([counter(k, 2, -1, 0, 2)])
+    const after = c.now()
+    assert.equal(a!.allowed, true)
+    // Whole seconds to the boundary as the store's clock saw it, somewhere between our two readings.
+    assert.ok(
+      a!.retryAfter >= Math.ceil(nextFirst(before) - after) && a!.retryAfter <= Math.ceil(nextFirst(after) - before),
+      `${a!.retryAfter} s to the next 1st (${new Date(nextFirst(after) * 1000).toISOString()})`,
+    )
+    const [r] = await c.apply([counter(k, 2, -1, 0)])
+    assert.deepEqual([r!.allowed, r!.value], [false, 2])
+    if (c.serverClock) return // a month cannot pass on a server's clock: the driven clock shows the boundary
+    await c.pass(nextFirst(c.now()) - c.now())
+    const [b] = await c.apply([counter(k, 2, -1, 0)])
+    assert.deepEqual([b!.allowed, b!.value], [true, 1], 'a new month starts from zero')
+  })
+
+  it('sliding window: counts up to its limit, then rejects with what is left and the wait for its cost, charging nothing', async () => {
+    const k = c.key('sw-limit')
+    const left: number[] = []
+    for (let i = 0; i < 3; i++) left.push((await c.apply([sliding(k, 3, 600)]))[0]!.value)
+    assert.deepEqual(left, [2, 1, 0])
+    const [r] = await c.apply([sliding(k, 3, 600)])
+    assert.deepEqual([r!.allowed, r!.value], [false, 0])
+    // One unit fits once 3 × (1 − e/600) ≤ 2 in the next window: 800 s after the first request.
+    assert.ok(r!.retryAfter >= 799 && r!.retryAfter <= 800, `retry after ${r!.retryAfter}`)
+    const [half] = await c.apply([sliding(k, 3.5, 600, 0.5)])
+    assert.deepEqual([half!.allowed, half!.value], [true, 0], 'the rejected request left no count')
+  })
+
+  it('sliding window: the previous window counts by the share of it still inside the sliding window', async () => {
+    const k = c.key('sw-slide')
+    await c.apply([sliding(k, 4, 2, 4)])
+    await c.pass(3) // half into the next window: 4 × ~1/2 still counts
+    const [a] = await c.apply([sliding(k, 4, 2, 2)])
+    assert.equal(a!.allowed, true)
+    assert.ok(a!.value >= -1e-9 && a!.value <= 0.5, `left after 2 more: ${a!.value}`)
+    const [b] = await c.apply([sliding(k, 4, 2, 1)])
+    assert.equal(b!.allowed, false)
+  })
+
+  it('sliding window: adjust gives back and charges more; 200 parallel calls on a limit of 50 → exactly 50', async () => {
+    const k = c.key('sw-adjust')
+    const l = slidingLimit(10, 600)
+    await c.apply([sliding(k, 10, 600, 6)])
+    await c.adjust([{ key: k, limit: l, amount: 4 }])
+    assert.equal((await c.apply([sliding(k, 10, 600, 0)]))[0]!.value, 8)
+    await c.adjust([{ key: k, limit: l, amount: -7 }])
+    assert.equal((await c.apply([sliding(k, 10, 600, 0)]))[0]!.value, 1)
+    const conc = c.key('sw-conc')
+    const results = await Promise.all(Array.from({ length: 200 }, () => c.apply([sliding(conc, 50, 600)])))
+    assert.equal(results.filter((o) => o[0]!.allowed).length, 50)
   })
 
   it('rate meter: opens when the spend per minute reaches the threshold, rejects while open, measures afresh after', async () => {

@@ -206,7 +206,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
 
-    const context = { store: () => store, serverClock: opts.serverClock, key, apply, adjust: adjustAsync, pass }
+    const context = { store: () => store, serverClock: opts.serverClock, now, key, apply, adjust: adjustAsync, pass }
     describe('token bucket with debt', () => debtCases(context))
     describe('other limit kinds', () => kindCases(context))
     describe('a rejected group read back (onReject)', () => onRejectCases({ store: () => store, key, now }))

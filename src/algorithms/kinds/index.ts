@@ -8,6 +8,7 @@
  */
 import type { Limit, LimitKind } from '../algorithm.js'
 import { METER_KIND } from './rate-meter/kind.js'
+import { SLIDING_WINDOW_KIND } from './sliding-window/kind.js'
 import { TOKEN_BUCKET_KIND } from './token-bucket/kind.js'
 import { WINDOW_COUNTER_KIND } from './window-counter/kind.js'
 
@@ -27,6 +28,7 @@ export function registerKind<L extends Limit, S>(kind: LimitKind<L, S>): void {
 registerKind(TOKEN_BUCKET_KIND)
 registerKind(WINDOW_COUNTER_KIND)
 registerKind(METER_KIND)
+registerKind(SLIDING_WINDOW_KIND)
 
 /** The kinds by id. */
 export const KINDS: ReadonlyMap<number, LimitKind> = table

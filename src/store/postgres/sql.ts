@@ -102,8 +102,8 @@ const LOCK = (p: string): string => `
 const SAVE = (p: string): string => `
   IF true = ANY(dirty) THEN PERFORM ${p}save(ks, dirty, c0, c1, c2, c3, cx); END IF;`
 
-/** `IF kind = <id> THEN <the kind's statements> ELSIF …` over the kind table. */
-function dispatch(part: 'take' | 'adjust', p: string): string {
+/** `IF kind = <id> THEN <the kind's statements> ELSIF …` over the kind table (also test/property/kind-twins.test.ts's). */
+export function dispatch(part: 'take' | 'adjust', p: string): string {
   let out = ''
   for (const [id, kind] of KINDS) out += `${out === '' ? 'IF' : 'ELSIF'} kind = ${id} THEN -- ${kind.name}${kind.sql[part](p)}\n      `
   return `${out}ELSE RAISE EXCEPTION 'unknown limit kind %', kind;

@@ -32,12 +32,12 @@ const TAKE_ARGS_PER_CHECK = 6
  * What every kind's Lua twin sees (algorithms/kinds/twins.ts): the server
  * clock, read once per call (`now` in µs, `nowS` in seconds), struct
  * packing, and the helpers the kinds share. Then one step / adjust function
- * per kind id, from the kind table.
+ * per kind id, from the kind table, each made on the first check of its kind
+ * in the call (`step[id]` looks it up): a script runs its whole body on every
+ * call, and making every kind's functions every time cost each call more
+ * with each kind added (docs/benchmarks.md, "Sliding windows").
  */
 const PRELUDE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local nowS = now / 1000000
 local pack, unpack, floor, abs, ceil = struct.pack, struct.unpack, math.floor, math.abs, math.ceil
 local function snap(x)
   local r = floor(x + 0.5)
@@ -53,13 +53,31 @@ local function secondsTo(finish)
   if s < 1 then return 1 end
   return s
 end
-local step, adjust = {}, {}
+local make, step, adjust = {}, {}, {}
+local function build(id)
+  local s, a = make[id]()
+  step[id], adjust[id] = s, a
+  return s, a
+end
+setmetatable(step, { __index = function(_, id) return (build(id)) end })
+setmetatable(adjust, { __index = function(_, id) local _, a = build(id) return a end })
 `
 
-/** The prelude and every kind of the table, each kind's twin in a function of its own (its helpers stay its own). */
-function kindsLua(): string {
-  let lua = PRELUDE
-  for (const [id, kind] of KINDS) lua += `-- ${id}: ${kind.name}\nstep[${id}], adjust[${id}] = (function()${kind.lua}\nend)()\n`
+/** The server's clock, read once per call. */
+const SERVER_CLOCK = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nowS = now / 1000000`
+
+/**
+ * The prelude and every kind of the table, each kind's twin in a function of
+ * its own (its helpers stay its own), run when the call first needs the
+ * kind. `clock` declares `now` and `nowS`: the server's, or
+ * (test/property/kind-twins.test.ts) instants the caller sets.
+ */
+export function kindsLua(clock = SERVER_CLOCK): string {
+  let lua = clock + PRELUDE
+  for (const [id, kind] of KINDS) lua += `-- ${id}: ${kind.name}\nmake[${id}] = function()${kind.lua}\nend\n`
   return lua
 }
 

@@ -26,9 +26,10 @@ for (const [period, seconds, untilNext] of [
     assert.equal(h.run(tenant, 1).allowed, true)
     const r = h.run(tenant, 2)
     assert.equal(r.reason, 'budget_exceeded')
+    assert.equal(r.limit?.resetS, untilNext - 2)
     assert.ok(
-      r.retryAfterS! >= 1 && r.retryAfterS! <= untilNext - 2,
-      `Retry-After ${r.retryAfterS} within the ${untilNext - 2} s left, jittered downwards`,
+      r.retryAfterS! >= untilNext - 2 && r.retryAfterS! <= untilNext - 2 + 60,
+      `Retry-After ${r.retryAfterS}: the ${untilNext - 2} s left, jittered later by at most a minute`,
     )
     assert.equal(r.limit?.limit, 2)
     assert.equal(r.limit?.windowS, seconds)
@@ -36,6 +37,50 @@ for (const [period, seconds, untilNext] of [
     assert.equal(h.run(tenant, untilNext).allowed, true, 'a new period')
   })
 }
+
+test('cost_based 1M: a calendar month of UTC, 31 days from T0 then 28 (February 2026); RateLimit-Reset and Retry-After agree with the 1st', () => {
+  const h = new Harness(compile(bundle([policy('p', [budgetRule(2, '1M', [])])])))
+  const jan = 31 * 86_400
+  const first = h.run(tenant, 3600)
+  assert.deepEqual([first.allowed, first.limit?.remaining, first.limit?.resetS, first.limit?.windowS], [true, 1, jan - 3600, 2_592_000])
+  assert.equal(h.run(tenant, 7200).allowed, true)
+  const r = h.run(tenant, jan - 10)
+  assert.deepEqual([r.allowed, r.reason, r.limit?.resetS], [false, 'budget_exceeded', 10])
+  assert.ok(r.retryAfterS! >= 10 && r.retryAfterS! <= 15, `Retry-After ${r.retryAfterS}: never before the 1st`)
+  const feb = h.run(tenant, jan)
+  assert.deepEqual([feb.allowed, feb.limit?.remaining, feb.limit?.resetS], [true, 1, 28 * 86_400], 'February 1st 00:00 UTC: a new month')
+})
+
+test('cost_based 1M, the worked example of docs/algorithms.md: spent by 27 February 12:00 UTC, whole again on 1 March', () => {
+  const h = new Harness(compile(bundle([policy('p', [budgetRule(1000, '1M', [], { cost_key: 'header:x-cost' })])])))
+  const day = 86_400
+  assert.equal(h.run({ headers: { 'x-tenant': 't1', 'x-cost': '1000' } }, 31 * day + 3600).allowed, true)
+  const rejected = h.run(tenant, 57.5 * day)
+  assert.deepEqual([rejected.reason, rejected.limit?.resetS], ['budget_exceeded', 129_600])
+  assert.ok(rejected.retryAfterS! >= 129_600 && rejected.retryAfterS! <= 129_660)
+  const march = h.run(tenant, 59 * day)
+  assert.deepEqual([march.allowed, march.limit?.resetS], [true, 2_678_400])
+})
+
+test('Retry-After of every reject is never earlier than RateLimit-Reset, the moment the request could pass, whoever the client', () => {
+  const rules = [
+    budgetRule(1, '1d', []),
+    budgetRule(1, '1M', []),
+    { name: 'tb', limit_keys: ['header:x-tenant'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } },
+    { name: 'sw', limit_keys: ['header:x-tenant'], algorithm: 'sliding_window', algorithm_config: { limit: 1, window_seconds: 7200 } },
+  ]
+  for (const r of rules) {
+    const h = new Harness(compile(bundle([policy('p', [r])])))
+    for (let n = 0; n < 100; n++) {
+      // Each client its own address and key: its own jitter.
+      const who = { headers: { 'x-tenant': `t${n}` }, peer: `10.0.${n >> 8}.${n & 255}` }
+      assert.equal(h.run(who, 5).allowed, true)
+      const d = h.run(who, 6)
+      assert.equal(d.allowed, false)
+      assert.ok(d.retryAfterS! >= d.limit!.resetS, `${d.reason}: Retry-After ${d.retryAfterS} before RateLimit-Reset ${d.limit!.resetS}`)
+    }
+  }
+})
 
 test('cost_based stages: warn from 50 %, throttle from 80 % (delay), reject above 100 %; file order does not matter', () => {
   const h = new Harness(

@@ -1,7 +1,7 @@
 // A made-up algorithm (test/fixtures/algorithms/fixed-window.ts) registered
 // with one line: the bundle schema accepts its config, validation runs its own
 // check, and the engine enforces it on the memory store, Redis and PostgreSQL.
-// A made-up limit kind (test/fixtures/kinds/sliding-window/: TypeScript, Lua,
+// A made-up limit kind (test/fixtures/kinds/gcra/: TypeScript, Lua,
 // PL/pgSQL, and an algorithm on it) registered by one import of its
 // register.ts (its line in the kind table, its algorithm's line): the engine
 // enforces it on memory, shared memory, Redis and PostgreSQL, whose server
@@ -23,8 +23,8 @@ import { SharedTable } from '../../../src/store/threads/table.js'
 import { parseRedisUrl } from '../../../src/store/redis/url.js'
 import type { Store } from '../../../src/store/store.js'
 import { FIXED_WINDOW } from '../../fixtures/algorithms/fixed-window.js'
-import { SLIDING_WINDOW_KIND } from '../../fixtures/kinds/sliding-window/kind.js'
-import '../../fixtures/kinds/sliding-window/register.js'
+import { GCRA_KIND } from '../../fixtures/kinds/gcra/kind.js'
+import '../../fixtures/kinds/gcra/register.js'
 import { runDifferential } from '../../helpers/differential.js'
 import { dropPrefix, openStore, uniquePrefix } from '../../helpers/postgres-db.js'
 import { compile, Recorder, view } from '../../helpers/engine-harness.js'
@@ -164,8 +164,8 @@ for (const [name, open] of stores) {
       assert.equal(d[3]!.reason, 'fixed_window_exceeded')
     })
 
-    it('sliding_window (a made-up kind) allows limit requests per window, then rejects with its reason and headers', async () => {
-      const d = await fourRequests('sliding_window')
+    it('gcra (a made-up kind) allows limit requests at once, then rejects with its reason and headers', async () => {
+      const d = await fourRequests('gcra')
       for (const a of d.slice(0, 3)) assert.equal(a.allowed, true, JSON.stringify(a))
       assert.deepEqual(
         d.slice(0, 3).map((a) => a.limit?.remaining),
@@ -173,11 +173,11 @@ for (const [name, open] of stores) {
       )
       assert.equal(d[3]!.allowed, false)
       assert.equal(d[3]!.status, 429)
-      assert.equal(d[3]!.reason, 'sliding_window_exceeded')
+      assert.equal(d[3]!.reason, 'gcra_exceeded')
     })
   })
 }
 
 it("the made-up kind: memory, shared memory, Redis and PostgreSQL agree on its maths (the stores' differential property)", async () => {
-  await runDifferential([SLIDING_WINDOW_KIND], 20)
+  await runDifferential([GCRA_KIND], 20)
 })

@@ -168,6 +168,23 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req('50')).reason, 'budget_exceeded')
     assert.equal(h.run(req('49')).limit?.remaining, 0, '951 + 49 = 1000: the rejected 50 was not charged')
   },
+  'monthly-budget.json': (h) => {
+    const req = (cost: string): Req => ({ headers: { 'x-tenant-id': 't1', 'x-request-cost': cost } })
+    assert.equal(h.run(req('89999')).warning, undefined)
+    assert.equal(h.run(req('1000')).warning, 'budget_warn')
+    assert.equal(h.run(req('9002')).reason, 'budget_exceeded')
+    const last = h.run(req('9001'))
+    assert.deepEqual([last.limit?.remaining, last.limit?.resetS], [0, 31 * 86_400], 'spent; January has 31 days to run')
+    assert.deepEqual([h.run(req('1'), 31 * 86_400).allowed, h.run(req('1'), 31 * 86_400).limit?.remaining], [true, 99_998], '1 February')
+  },
+  'sliding-window.json': (h) => {
+    const req = (cost = '1'): Req => ({ headers: { 'x-api-key': 'k', 'x-request-cost': cost } })
+    assert.equal(h.run(req(), 0).allowed, true)
+    assert.equal(allowedInARow(h, { ...req(), headers: { 'x-api-key': 'k' } }, 99), 99)
+    assert.equal(h.run(req('5')).reason, 'sliding_window_exceeded')
+    assert.equal(h.run(req(), 60.1).reason, 'sliding_window_exceeded', 'the next minute begun: nearly all of the last one still counts')
+    assert.deepEqual([h.run(req('25'), 75).allowed, h.run(req(), 75).allowed], [true, false], 'a quarter in: 100 × 3/4 + 25 = 100')
+  },
   'loop-detection.json': (h) => {
     const req: Req = { path: '/v1/tools/search', query: 'q=same', headers: { 'x-api-key': 'k' } }
     assert.equal(allowedInARow(h, req), 4)

@@ -49,6 +49,11 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/algorithm_config/staged_actions/1/threshold_percent: policy "api", rule "budget": staged_actions thresholds must be distinct (80 is also stage 0).',
     ],
   },
+  cost_based_unknown_period: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/period: policy "api", rule "budget": period must be one of "5m", "1h", "1d", "7d", "1M", not "1y".',
+    ],
+  },
   cost_based_throttle_without_delay: {
     drops: [
       '/policies/0/spec/rules/0/algorithm_config/staged_actions/0/delay_ms: policy "api", rule "budget": delay_ms is required but missing.',
@@ -145,7 +150,7 @@ const CASES: Record<string, Expect> = {
   },
   rule_unknown_algorithm: {
     drops: [
-      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", not "leaky_bucket".',
+      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", not "leaky_bucket".',
     ],
   },
   rule_unknown_descriptor_source: {
@@ -160,6 +165,19 @@ const CASES: Record<string, Expect> = {
   },
   selector_hosts_empty: { drops: ['/policies/0/spec/selector/hosts: policy "api": hosts must not be an empty list.'] },
   selector_prefix_no_slash: { drops: ['/policies/0/spec/selector/pathPrefix: policy "api": pathPrefix must start with /, not "v1/".'] },
+  sliding_window_fractional_window: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds must be an integer, not 2.5.',
+    ],
+  },
+  sliding_window_missing_window: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds is required but missing.',
+    ],
+  },
+  sliding_window_zero_limit: {
+    drops: ['/policies/0/spec/rules/0/algorithm_config/limit: policy "api", rule "per_ip": limit must be greater than 0, not 0.'],
+  },
   not_json: { rejects: [notJson()] },
 }
 

@@ -12,11 +12,31 @@ test('Retry-After jitter reproduces the docs/behaviour.md §7 worked values', ()
   assert.deepEqual(got, [11, 12, 12, 11])
 })
 
-test('budget_exceeded subtracts the jitter and never goes below 1', () => {
-  const id = jitterIdentity('', '10.0.0.1', '/x')
-  const plus = retryAfterWithJitter(10, 'p', 'r', 'budget_exceeded', id)
-  assert.ok(plus <= 10 && plus >= 5)
-  assert.equal(retryAfterWithJitter(1, 'p', 'r', 'budget_exceeded', id), 1)
+test('jitter is only ever added, for every reason: Retry-After is never below its base, the moment the request could pass', () => {
+  const reasons = [
+    'token_bucket_exceeded',
+    'budget_exceeded',
+    'sliding_window_exceeded',
+    'loop_detected',
+    'circuit_breaker_open',
+    'tpd_exceeded',
+  ]
+  for (const reason of reasons)
+    for (let n = 0; n < 200; n++) {
+      const id = jitterIdentity('', `10.0.0.${n}`, '/x')
+      for (const base of [1, 7, 300, 2_678_400]) assert.ok(retryAfterWithJitter(base, 'p', 'r', reason, id) >= base, `${reason} ${base}`)
+    }
+})
+
+test('budget_exceeded (a period ending at a fixed instant) adds at most a minute; others up to half the wait', () => {
+  let most = 0
+  for (let n = 0; n < 200; n++) {
+    const id = jitterIdentity('', `10.0.1.${n}`, '/x')
+    most = Math.max(most, retryAfterWithJitter(2_678_400, 'p', 'r', 'budget_exceeded', id) - 2_678_400)
+    assert.ok(retryAfterWithJitter(10, 'p', 'r', 'budget_exceeded', id) <= 15, 'half of a short wait')
+    assert.ok(retryAfterWithJitter(3600, 'p', 'r', 'token_bucket_exceeded', id) <= 5400)
+  }
+  assert.ok(most > 30 && most <= 60, `a month's wait grew by ${most} s`)
 })
 
 test('the identity of a request with a query takes the query (as Fairvisor Edge takes X-Original-URI): another identity than the bare path', () => {

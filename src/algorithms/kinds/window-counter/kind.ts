@@ -1,10 +1,14 @@
 /**
  * Window counter (limit kind 2): a count charged per request within a time
- * window, rejected when the count would pass its limit. Two window shapes:
+ * window, rejected when the count would pass its limit. Three window shapes:
  * aligned (`origin` ≥ 0: windows are floor((now − origin) / W) × W + origin,
- * so UTC periods, weeks from a Sunday) for spend budgets and day counters, and
- * from the first hit (`origin` < 0) for loop detection. Pure; times in seconds.
- * Its Lua and PL/pgSQL twins are beside this file.
+ * so UTC periods, weeks from a Sunday) for spend budgets and day counters,
+ * from the first hit (`origin` < 0) for loop detection, and calendar months
+ * (W < 0: −W months of UTC, counted from January 1970, so W = −1 is a month
+ * from the 1st 00:00 UTC) for monthly budgets, whose length no number of
+ * seconds gives. Pure; times in seconds. Its Lua and PL/pgSQL twins are
+ * beside this file; each finds a month's bounds on its own (Lua by civil-date
+ * arithmetic, PostgreSQL by its calendar), all from the UTC day of `now`.
  */
 import { EPSILON, type Limit, type LimitKind, type Step } from '../../algorithm.js'
 import { SQL } from './postgres.js'
@@ -13,6 +17,7 @@ import { LUA } from './redis.js'
 export interface CounterLimit extends Limit {
   /** Largest count allowed within one window. */
   limit: number
+  /** Window length in seconds, or −n: n calendar months (UTC). */
   windowS: number
   /** Alignment origin in epoch seconds, or −1: a window starts at the first hit. */
   origin: number
@@ -27,11 +32,36 @@ export interface CounterState {
 /** Sunday 1970-01-04T00:00:00Z: weeks are aligned to it. */
 export const SUNDAY_ORIGIN_S = 3 * 86_400
 
+const DAY_S = 86_400
+
 /** Whole seconds until `end`, at least 1. */
 const secondsTo = (end: number, now: number): number => Math.max(1, Math.ceil(end - now - EPSILON))
 
+/**
+ * Start and end (epoch seconds) of the span of `n` calendar months (UTC,
+ * counted from January 1970) that `now` falls in. Read from the UTC day of
+ * `now`, as the twins do, so the three agree to the instant.
+ */
+export function monthSpan(now: number, n: number): [number, number] {
+  if (n === last.n && now >= last.start && now < last.end) return [last.start, last.end]
+  const day = new Date(Math.floor(now / DAY_S) * DAY_S * 1000)
+  const first = Math.floor(((day.getUTCFullYear() - 1970) * 12 + day.getUTCMonth()) / n) * n
+  last = { n, start: Date.UTC(1970, first, 1) / 1000, end: Date.UTC(1970, first + n, 1) / 1000 }
+  return [last.start, last.end]
+}
+
+/** The span monthSpan found last: checks of one month meet it again and again, and the Date arithmetic costs ~0.4 µs. */
+let last = { n: 0, start: 0, end: 0 }
+
+/** End of the window starting at `start`. */
+const windowEnd = (l: CounterLimit, start: number): number => (l.windowS < 0 ? monthSpan(start, -l.windowS)[1] : start + l.windowS)
+
 /** The window `now` falls in, and the count carried into it from `state`. */
 function current(state: CounterState | undefined, l: CounterLimit, now: number): CounterState {
+  if (l.windowS < 0) {
+    const start = monthSpan(now, -l.windowS)[0]
+    return { count: state !== undefined && state.start === start ? state.count : 0, start }
+  }
   if (l.origin >= 0) {
     const start = Math.floor((now - l.origin) / l.windowS) * l.windowS + l.origin
     return { count: state !== undefined && state.start === start ? state.count : 0, start }
@@ -45,7 +75,7 @@ export const WINDOW_COUNTER_KIND: LimitKind<CounterLimit, CounterState> = {
   name: 'window_counter',
   step(state, l, cost, now): Step<CounterState> {
     const w = current(state, l, now)
-    const end = w.start + l.windowS
+    const end = windowEnd(l, w.start)
     const next = w.count + cost
     if (next > l.limit + EPSILON) return { allowed: false, value: w.count, retryAfter: secondsTo(end, now), state: w, expireAt: end }
     return { allowed: true, value: next, retryAfter: secondsTo(end, now), state: { count: next, start: w.start }, expireAt: end }
@@ -54,7 +84,7 @@ export const WINDOW_COUNTER_KIND: LimitKind<CounterLimit, CounterState> = {
     const w = current(state, l, now)
     if (w.count === 0 && amount >= 0) return undefined // nothing charged in this window
     const count = Math.max(0, w.count - amount)
-    const end = w.start + l.windowS
+    const end = windowEnd(l, w.start)
     return { allowed: true, value: count, retryAfter: secondsTo(end, now), state: { count, start: w.start }, expireAt: end }
   },
   load: (cells, off) => ({ count: cells[off]!, start: cells[off + 1]! }),
