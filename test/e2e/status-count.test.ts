@@ -78,7 +78,16 @@ function statusCases(gws: () => GatewayProcess[]): void {
 
   it('count_statuses ["401"]: unlimited 200s pass; after its budget of three 401s the key is rejected', async () => {
     const u = user('login')
+    const refunds = async (): Promise<number> => {
+      let sum = 0
+      for (const gw of gws()) sum += (await metricValue(gw, 'fairvisor_status_refunds_total', 'policy="login"')) ?? 0
+      return sum
+    }
+    const before = await refunds()
     for (let i = 0; i < 20; i++) assert.equal(await send(at(i), '/login/x', u, 200), 200, `successful login ${i + 1}`)
+    // A 200's charge is given back after its response, in a store call of its own: until then it
+    // holds budget (as any request in flight does). Wait for the gateways to have sent them all.
+    await waitFor(async () => (await refunds()) - before >= 20, 'the 20 successful logins given back')
     for (let i = 0; i < 3; i++) assert.equal(await send(at(i), '/login/x', u, 401), 401, `failed login ${i + 1}`)
     assert.equal(await send(at(0), '/login/x', u, 401), 429, 'a fourth failure is rejected before it reaches the backend')
     assert.equal(await send(at(1), '/login/x', u, 200), 429, 'the key used its budget: rejected whatever its password')
