@@ -52,6 +52,12 @@ export class ScriptCaller {
     private readonly timerMs: number,
   ) {
     this.sha = createHash('sha1').update(lua).digest('hex')
+    // Loaded on every (re)connection, before any call on it: a first EVALSHA answered NOSCRIPT is
+    // sent again as EVAL after its reply, behind calls made meanwhile (a give-back would land after
+    // the decision that should have seen it). Only a flush then ever meets NOSCRIPT.
+    const load = (): void => void conn.command(['SCRIPT', 'LOAD', lua]).catch(() => undefined)
+    conn.on('ready', load)
+    if (conn.status === 'ready') load()
   }
 
   /**
