@@ -128,8 +128,7 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
       descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
       // envoyproxy/ratelimit's call errors: a call it refuses (no configuration, a bad request); its store failing is
       // counted by `answered` (a StoreFailure is that answer).
-      stats &&
-        ((f) => (f instanceof StoreFailure ? undefined : stats.count(f.code === GrpcStatus.UNAVAILABLE ? 'redis_error' : 'service_error'))),
+      stats && ((f) => (f instanceof StoreFailure ? undefined : stats.count('service_error'))),
     ),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>
       then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),

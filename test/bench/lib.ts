@@ -22,7 +22,7 @@ import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { nginxConf } from '../helpers/nginx.js'
-import { freePort } from '../helpers/processes.js'
+import { cpuMs, freePort } from '../helpers/processes.js'
 import type { RedisServer } from '../helpers/redis-servers.js'
 
 export { freePort }
@@ -422,8 +422,7 @@ export function table(rows: readonly (readonly string[])[]): string {
 export function cpuMicros(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined
   try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-    return (Number(f[11]) + Number(f[12])) * (1e6 / 100) // fields 14 and 15: clock ticks of 10 ms
+    return cpuMs(pid) * 1000
   } catch {
     return undefined
   }
