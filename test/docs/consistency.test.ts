@@ -20,6 +20,7 @@ import { rateLimitHeaders } from '../../src/engine/headers.js'
 import { rejectBody } from '../../src/llm/dialects/index.js'
 import { ENTRY_OVERHEAD_BYTES } from '../../src/store/memory/store.js'
 import { SLOT_BYTES } from '../../src/store/threads/table-layout.js'
+import { TEMPLATES } from '../../src/commands/init-templates.js'
 import { ROOT } from '../helpers/processes.js'
 import { settingsRead } from '../helpers/settings-names.js'
 
@@ -288,4 +289,45 @@ describe('proxies calling the decision API (README, integrations.md)', () => {
           `${page}: ${p.slice(0, 160)}`,
         )
   })
+})
+
+describe('docs/policies.md', () => {
+  const page = read('docs/policies.md')
+
+  test('its index of sample bundles lists every file of policies/, once', () => {
+    const files = readdirSync(join(ROOT, 'policies')).sort()
+    const start = page.indexOf('\n## Sample bundles\n')
+    assert.ok(start > 0, 'policies.md has a "Sample bundles" section')
+    const listed = [...page.slice(start, page.indexOf('\n## ', start + 1)).matchAll(/\]\(\.\.\/policies\/([^)]+)\)/g)].map((m) => m[1]!)
+    assert.deepEqual([...listed].sort(), files)
+  })
+
+  test('names `fairvisor init` with its templates, and links the tutorial', () => {
+    const templates = [
+      ...(/`npx fairvisor init --template[^`]*`[^.]*\./.exec(page.replace(/\s+/g, ' '))?.[0] ?? '').matchAll(/\(`([a-z]+)`\)/g),
+    ].map((m) => m[1]!)
+    assert.deepEqual(templates.sort(), Object.keys(TEMPLATES).sort())
+    assert.match(page, /\(tutorial-first-policy\.md\)/)
+  })
+})
+
+/** Names of the code's classes (`FairvisorError`), which pages name too and are no alerts. */
+const CLASSES = new Set([...read('src/errors.ts').matchAll(/\bclass (Fairvisor\w+)/g)].map((m) => m[1]!))
+
+test('every metric and alert a page names exists: metrics.md lists it (and references.test.ts holds that to /metrics), alerts.yml defines it', () => {
+  const metrics = new Set(tables('docs/metrics.md').tables.flatMap((t) => t.rows.map((r) => spans(r[0]!)[0]!)))
+  const alerts = new Set([...read('deploy/prometheus/alerts.yml').matchAll(/^\s+- alert: (\w+)$/gm)].map((m) => m[1]!))
+  assert.ok(metrics.size >= 30 && alerts.size >= 5)
+  const problems: string[] = []
+  for (const page of PAGES) {
+    const text = read(page).replace(/Replaces `[a-z_]+`/g, '') // a metric's former name
+    for (const [name] of text.matchAll(
+      /\bfairvisor_[a-z0-9_]+_(?:total|seconds|ratio|active|state|info|bytes|held|remaining|reachable)\b/g,
+    )) {
+      if (!metrics.has(name.replace(/_(bucket|sum|count)$/, ''))) problems.push(`${page}: ${name}`)
+    }
+    for (const [name] of text.matchAll(/\bFairvisor[A-Z][A-Za-z]+\b/g))
+      if (!alerts.has(name) && !CLASSES.has(name)) problems.push(`${page}: alert ${name}`)
+  }
+  assert.deepEqual([...new Set(problems)], [])
 })
