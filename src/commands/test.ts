@@ -21,7 +21,7 @@
  * token's claims count here no more than at the gateway, and without a key
  * source each report says its claims were not verified. Exit 0 when every request ran (whatever the
  * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
- * or a bad data-file setting.
+ * or a bad data-file setting. With `--access-log` it replays a log instead (test-replay.ts).
  */
 import { ALGORITHMS } from '../algorithms/index.js'
 import { parseTimestamp } from '../bundle/validate.js'
@@ -29,11 +29,13 @@ import { bearerToken } from '../request/jwt-verify.js'
 import { rawHeader } from '../request/raw-headers.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { NOT_VERIFIED, OfflineGateway } from './test-engine.js'
+import { runReplay } from './test-replay.js'
 import { type RequestReport, responseHeaders, table } from './test-report.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
 export async function run(args: string[]): Promise<number> {
+  if (args.some((a) => a === '--access-log' || a.startsWith('--access-log='))) return runReplay(args)
   let bundlePath: string, requestsPath: string, format: string, start: number
   try {
     const a = parseArgs(args, ['requests', 'format', 'start'])
