@@ -60,11 +60,24 @@ export interface ReplaySummary {
   skipped: { policy: string; rule: string; missing_key: string; requests: number }[]
 }
 
-interface Group extends Omit<RejectGroup, 'keys' | 'keys_saturated' | 'top_keys'> {
+/** A rejected request as seen, shown only if it stays the first or last of its group. */
+interface Seen {
+  s: SampleRequest
+  timeMs: number
+  key: string | undefined
+}
+
+interface Group extends Omit<RejectGroup, 'keys' | 'keys_saturated' | 'top_keys' | 'first' | 'last'> {
   sketch: TopKeys
+  first: Seen
+  last: Seen
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString()
+
+function shown({ s, timeMs, key }: Seen): RejectedRequest {
+  return { line: s.line, time: iso(timeMs), method: s.input.method, path: s.target, ip: s.input.peer, key: key ?? null }
+}
 
 export class ReplayReport {
   private lines = 0
@@ -106,24 +119,16 @@ export class ReplayReport {
     this.from ??= timeMs
     this.to = timeMs
     const d = r.decision
-    const at = (key: string | undefined): RejectedRequest => ({
-      line: s.line,
-      time: iso(timeMs),
-      method: s.input.method,
-      path: s.target,
-      ip: s.input.peer,
-      key: key ?? null,
-    })
     if (d.allowed) {
       this.allowed++
       if (d.delayMs) {
         this.held++
         this.maxHoldMs = Math.max(this.maxHoldMs, d.delayMs)
       }
-    } else this.count('enforce', d.policyId, d.ruleName, d.reason, d.status, d.key, at)
+    } else this.count('enforce', d.policyId, d.ruleName, d.reason, d.status, { s, timeMs, key: d.key })
     for (const x of r.shadowRejects) {
       this.shadowRejects++
-      this.count('shadow', x.policyId, x.ruleName, x.reason, null, x.key, at)
+      this.count('shadow', x.policyId, x.ruleName, x.reason, null, { s, timeMs, key: x.key })
     }
     const seen = new Set<string>()
     for (const k of r.skipped) {
@@ -142,12 +147,10 @@ export class ReplayReport {
     rule: string | undefined,
     reason: string,
     status: number | null,
-    key: string | undefined,
-    at: (key: string | undefined) => RejectedRequest,
+    here: Seen,
   ): void {
     const id = `${mode}\0${policy ?? ''}\0${rule ?? ''}\0${reason}`
     let g = this.groups.get(id)
-    const here = at(key)
     if (g === undefined) {
       const sketch = new TopKeys(Math.max(1000, this.topN * 10))
       g = { mode, policy: policy ?? null, rule: rule ?? null, reason, status, count: 0, first: here, last: here, sketch }
@@ -155,13 +158,20 @@ export class ReplayReport {
     }
     g.count++
     g.last = here
-    if (key !== undefined) g.sketch.add(key)
+    if (here.key !== undefined) g.sketch.add(here.key)
   }
 
   summary(): ReplaySummary {
     const rejects = [...this.groups.values()]
       .map(({ sketch, first, last, ...g }): RejectGroup => {
-        return { ...g, keys: sketch.size, keys_saturated: sketch.saturated, top_keys: sketch.top(this.topN), first, last }
+        return {
+          ...g,
+          keys: sketch.size,
+          keys_saturated: sketch.saturated,
+          top_keys: sketch.top(this.topN),
+          first: shown(first),
+          last: shown(last),
+        }
       })
       .sort((a, b) => (a.mode === b.mode ? b.count - a.count : a.mode === 'enforce' ? -1 : 1))
     return {
