@@ -208,7 +208,9 @@ export function replayText(s: ReplaySummary): string {
   const held = s.held > 0 ? ` (${s.held} held for up to ${s.max_hold_ms} ms)` : ''
   out.push(`  ${s.allowed} allowed${held}, ${s.rejected} rejected, ${s.shadow_would_reject} shadow would-rejects`)
   if (s.late.count > 0)
-    out.push(`  ${plural(s.late.count, 'line')} logged up to ${s.late.max_seconds} s before the line above, replayed at its time`)
+    out.push(
+      `  ${plural(s.late.count, 'line')} logged up to ${s.late.max_seconds} s before the line above ${s.late.count === 1 ? 'it' : 'them'}, replayed at that line's time`,
+    )
   if (s.malformed.count > 0) {
     out.push(
       `malformed lines (${s.malformed.count}${s.malformed.count > s.malformed.first.length ? `, the first ${s.malformed.first.length}` : ''}):`,

@@ -204,7 +204,8 @@ describe('fairvisor test --access-log, nginx combined', () => {
       apiRequests++
       if (!enforce.take(e.ip, clock)) rejected.push({ ...at, key: `tb:per_ip:${e.ip}` })
     }
-    if (e.path.split('?')[0] === '/api/search' && !shadow.take(e.ip, clock)) wouldReject.push({ ...at, key: `shadow:tb:per_ip_strict:${e.ip}` })
+    if (e.path.split('?')[0] === '/api/search' && !shadow.take(e.ip, clock))
+      wouldReject.push({ ...at, key: `shadow:tb:per_ip_strict:${e.ip}` })
   }
   const rej = group(rejected)
   const would = group(wouldReject)
@@ -225,7 +226,7 @@ describe('fairvisor test --access-log, nginx combined', () => {
       `replayed ${name} (nginx-combined) from ${iso(0)} to ${iso(119)} (119 s of log time)`,
       `  ${lines} lines: ${requests} requests, 3 malformed`,
       `  ${requests - rej.count} allowed, ${rej.count} rejected, ${would.count} shadow would-rejects`,
-      '  1 line logged up to 1 s before the line above, replayed at its time',
+      "  1 line logged up to 1 s before the line above it, replayed at that line's time",
       'malformed lines (3):',
       `  line ${malformed[0]}: is not in nginx's combined format: $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`,
       `  line ${malformed[1]}: the request line "-" is not "METHOD /path HTTP/x.y" (nginx logs "-" for a connection closed before any request)`,
@@ -407,6 +408,13 @@ describe('fairvisor test --access-log, JSON lines', () => {
 })
 
 describe('fairvisor test --access-log: the command line and the file', () => {
+  test('--help names the replay and its flags', () => {
+    const help = cli(['--help'])
+    assert.match(help.stdout, /^ {2}test <bundle> --access-log <file\|->$/m)
+    for (const flag of ['--access-log <file>', '--format nginx-combined|json-lines', '--host <name>', '--top <n>', '--json'])
+      assert.ok(help.stdout.includes(`      ${flag}`), flag)
+  })
+
   const log = file('one.log', '10.0.0.1 - - [01/Jan/2026:00:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"\n')
   test('a bad command line exits 2 and says why', () => {
     const cases: [string[], RegExp][] = [
