@@ -24,6 +24,7 @@ import { open } from 'node:fs/promises'
 import { createInterface } from 'node:readline'
 import type { Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
+import { clock } from '../clock.js'
 import { bearerToken } from '../request/jwt-verify.js'
 import { rawHeader } from '../request/raw-headers.js'
 import { size } from '../settings-env.js'
@@ -111,8 +112,9 @@ export async function runReplay(args: string[]): Promise<number> {
     process.stderr.write(`fairvisor test: ${err.message}\n${USAGE}\n`)
     return 2
   }
+  // The bundle is loaded (its expiry checked) now, as validate loads it: it is the one about to ship.
   // The in-process store the gateway would run with (FAIRVISOR_SHARED_DICT_SIZE): a log whose live counters fill it shows store_full.
-  const gw = OfflineGateway.open(o.bundle, Date.now(), () => size(process.env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'))
+  const gw = OfflineGateway.open(o.bundle, clock(), () => size(process.env, 'FAIRVISOR_SHARED_DICT_SIZE', '128m'))
   if (typeof gw === 'number') return gw
   let streams: Readable[]
   try {
