@@ -78,7 +78,8 @@ async function input(path: string): Promise<Readable[]> {
 /** Replays one line of the log (`n`: its number): counted, decided on the log's clock, reported. */
 function replayer(gw: OfflineGateway, o: Options, report: ReplayReport): (text: string, n: number) => Promise<void> {
   let start: number | undefined
-  let clock = 0
+  /** The log's clock: the latest time a line gave (epoch ms). */
+  let logClock = Number.NEGATIVE_INFINITY
   let warned = gw.verifiesJwt
   return async (text, n) => {
     const raw = text.trim()
@@ -87,15 +88,15 @@ function replayer(gw: OfflineGateway, o: Options, report: ReplayReport): (text: 
     try {
       const logged = parseLogLine(o.format, raw, o.host)
       start ??= logged.time
-      if (logged.time < clock) report.lateLine((clock - logged.time) / 1000)
-      clock = Math.max(clock, logged.time)
-      const at = (clock - start) / 1000
+      if (logged.time < logClock) report.lateLine((logClock - logged.time) / 1000)
+      logClock = Math.max(logClock, logged.time)
+      const at = (logClock - start) / 1000
       const s = sampleOf({ ...logged.fields, at }, n, at, gw.paths.encodedSlashes)
       if (!warned && bearerToken(rawHeader(s.input.rawHeaders, 'authorization')) !== undefined) {
         warned = true
         process.stderr.write(`warning: ${NOT_VERIFIED}: bearer tokens are decoded, as the gateway would decode them\n`)
       }
-      report.request(s, clock, await gw.run(s, start))
+      report.request(s, logClock, await gw.run(s, start))
     } catch (err) {
       if (!(err instanceof LineError)) throw err
       report.malformedLine(n, err.message)
