@@ -26,6 +26,21 @@ commands:
       --requests <file>      one JSON request per line (required)
       --format table|json    output format (default table)
       --start <time>         start time, e.g. 2026-01-01T00:00:00Z (default: now)
+  test <bundle> --access-log <file|->
+                             replay an access log through the engine offline on the log's own
+                             clock (as fast as it reads; no pacing) and print what the bundle
+                             would have rejected: per policy/rule/reason, the top keys, the first
+                             and last request; rules skipped for a missing limit key (a combined
+                             log has no Authorization, API key or other header); malformed lines
+                             counted. Exit 0 when replayed, 1 bad bundle, unreadable file or no
+                             readable request, 2 bad command line
+      --access-log <file>    the log, read line by line (- standard input; *.gz decompressed)
+      --format nginx-combined|json-lines
+                             nginx's combined format (default), or one JSON object per line:
+                             {"time","ip","method","path","host","headers","status"}
+      --host <name>          Host of the lines that log none (default localhost)
+      --top <n>              keys shown per policy/rule/reason (default 10)
+      --json                 one JSON object instead of text
   init                       write a starter bundle (to standard output by default)
       --template ${TEMPLATE_NAMES}
                              which starter (default api)

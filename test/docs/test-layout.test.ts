@@ -67,7 +67,10 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/init-templates.ts': 'test/e2e/cli-usage.test.ts', // the files fairvisor init writes
   'commands/init.ts': 'test/e2e/cli.test.ts', // fairvisor init
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
+  'commands/test-engine.ts': 'test/e2e/cli.test.ts', // the offline gateway fairvisor test runs its requests through
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
+  'commands/test-replay-report.ts': 'test/e2e/cli-replay.test.ts', // the rejects of a replayed log, counted and printed
+  'commands/test-replay.ts': 'test/e2e/cli-replay.test.ts', // fairvisor test --access-log
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
   'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
   'commands/test-samples.ts': 'test/e2e/cli.test.ts', // fairvisor test's request samples
