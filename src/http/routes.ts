@@ -83,7 +83,11 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   ): void => {
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
     const tap = tapOf(d)
-    if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
+    if (!d.allowed) {
+      // Nothing held (no LLM rule matched): written at once, no closure for a body to wait for.
+      if (held === undefined) return writeDecision(res, r)
+      return rejectHeld(req, res, held, () => writeDecision(res, r))
+    }
     const extra = r.headers.length === 0 ? undefined : r.headers
     const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
     const onStatus = statusHookOf(d)
