@@ -180,17 +180,20 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
     const now = times[i]! / 1e6
     const fn = o.adjust ? 'twin_adjust' : 'twin_take'
     const amount = o.adjust ? o.amount : Math.abs(o.amount)
-    const { rows } = await db.query<{ r: number[] }>(`SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`, [
-      limit.kind.id,
-      limit.params[0] ?? 0,
-      limit.params[1] ?? 0,
-      limit.params[2] ?? 0,
-      amount,
-      now,
-      forget ? expireAt > now : stored,
-      ...cells,
-    ])
-    const r = rows[0]!.r
+    const { rows }: pg.QueryResult<{ r: number[] }> = await db.query<{ r: number[] }>(
+      `SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`,
+      [
+        limit.kind.id,
+        limit.params[0] ?? 0,
+        limit.params[1] ?? 0,
+        limit.params[2] ?? 0,
+        amount,
+        now,
+        forget ? expireAt > now : stored,
+        ...cells,
+      ],
+    )
+    const r: number[] = rows[0]!.r
     if (r[3] === 1) [cells, expireAt, stored] = [r.slice(4, 8), r[8]!, true]
     out.push({ ok: r[0] === 1, value: r[1] ?? 0, retry: r[2]! })
   }
