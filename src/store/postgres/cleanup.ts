@@ -24,6 +24,15 @@ export const CLEANUP_MS = 5000
 export const cleanupSql = (p: string, n: number): string =>
   `SET LOCAL statement_timeout = ${CLEANUP_MS}; DELETE FROM ${p}counters WHERE key IN (SELECT key FROM ${p}counters WHERE expire_at < extract(epoch FROM clock_timestamp())::float8 LIMIT ${Math.max(1, Math.floor(n))} FOR UPDATE SKIP LOCKED)`
 
+/** The store options the clean-up reads (store.ts PostgresStoreOptions). */
+export interface CleanupOptions {
+  prefix: string
+  /** Rows per statement (default 1000) and period in ms (default 10000). */
+  cleanupBatch?: number
+  cleanupEveryMs?: number
+  log?: StoreLog
+}
+
 /** The periodic clean-up of one store, and its failures. */
 export class Cleanup {
   /** Runs that failed (fairvisor_store_cleanup_errors_total). */
@@ -31,16 +40,22 @@ export class Cleanup {
   private readonly timer: NodeJS.Timeout
   private readonly throttle: LogThrottle
 
+  private readonly prefix: string
+  private readonly batch: number
+  private readonly log: StoreLog | undefined
+
   constructor(
     private readonly oneOff: OneOff,
-    private readonly prefix: string,
-    private readonly batch: number,
-    everyMs: number,
-    private readonly log?: StoreLog,
+    /** Whether a connection is up: without one there is nothing to clean (the store reports the outage itself). */
+    connected: () => boolean,
+    opts: CleanupOptions,
     clock: () => number = Date.now,
   ) {
+    this.prefix = opts.prefix
+    this.batch = opts.cleanupBatch ?? 1000
+    this.log = opts.log
     this.throttle = new LogThrottle(clock, 60_000)
-    this.timer = setInterval(() => void this.run().catch((e) => this.failed(e)), everyMs)
+    this.timer = setInterval(() => void (connected() ? this.run().catch((e) => this.failed(e)) : undefined), opts.cleanupEveryMs ?? 10_000)
     this.timer.unref()
   }
 

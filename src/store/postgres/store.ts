@@ -42,7 +42,7 @@ export interface PostgresStoreOptions {
   prefix: string
   /** UNLOGGED table: no WAL, emptied after a crash (FAIRVISOR_PG_UNLOGGED, default auto: except on YugabyteDB). */
   unlogged: UnloggedSetting
-  /** Clean-up period in ms (default 10000) and rows per statement (default 1000). */
+  /** Clean-up period in ms (default 10000) and rows per statement (default 1000): cleanup.ts. */
   cleanupEveryMs?: number
   cleanupBatch?: number
   log?: StoreLog
@@ -80,7 +80,7 @@ export class PostgresStore implements Store {
     this.stuckMs = Math.max(5000, 20 * opts.timeoutMs)
     this.take = `SELECT ${opts.prefix}take($1::text[], $2::float8[], $3::int[])`
     this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[])`
-    this.cleaner = new Cleanup(this.oneOff, opts.prefix, opts.cleanupBatch ?? 1000, opts.cleanupEveryMs ?? 10_000, opts.log)
+    this.cleaner = new Cleanup(this.oneOff, () => this.conns.anyReady, opts)
   }
 
   ready(timeoutMs: number): Promise<boolean> {
