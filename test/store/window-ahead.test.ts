@@ -48,8 +48,8 @@ describe('a stored window ahead of the server clock', () => {
     })
 
     it('keeps the count of the window counter and the spend of the rate meter', async () => {
-      const [{ now }] = await sql<{ now: number }>(`SELECT extract(epoch FROM clock_timestamp())::float8 AS now`)
-      const s = aheadStates(now)
+      const [row] = await sql<{ now: number }>(`SELECT extract(epoch FROM clock_timestamp())::float8 AS now`)
+      const s = aheadStates(row!.now)
       await sql(`INSERT INTO ${prefix}counters (key, s0, s1, s2, s3, expire_at) VALUES ($1, $2, $3, 0, 0, $4), ($5, $6, $7, $8, $9, $4)`, [
         `wc:${run}`,
         ...s.counter,
