@@ -11,7 +11,7 @@ import { schemaVersion } from '../../src/store/postgres/schema.js'
 import type { StoreLog } from '../../src/store/remote.js'
 import { applyAsync, type Check } from '../../src/store/store.js'
 import { tbCheck } from '../helpers/store.js'
-import { dropPrefix, openStore, PG_URL, sql, uniquePrefix } from '../helpers/postgres-db.js'
+import { dropPrefix, openStore, PG_URL, sql, takeFunctionRow, uniquePrefix } from '../helpers/postgres-db.js'
 import { waitFor } from '../helpers/wait.js'
 
 const tb = (key: string, burst: number, cost = 1): Check => tbCheck(`tb:${key}`, burst, 0.001, cost)
@@ -25,16 +25,6 @@ function urlWith(o: { db?: string; user?: string; options?: string }): string {
   return u.toString()
 }
 
-/** The take function's pg_proc row version (changes with every CREATE OR REPLACE) and its comment (the schema version). */
-async function takeRow(prefix: string, url = PG_URL): Promise<{ x: string; c: string | null }> {
-  const [r] = await sql<{ x: string; c: string | null }>(
-    `SELECT xmin::text AS x, obj_description(oid, 'pg_proc') AS c FROM pg_proc WHERE proname = $1`,
-    [`${prefix}take`],
-    url,
-  )
-  return r!
-}
-
 /** A log that keeps its lines. */
 function logLines(): { log: StoreLog; lines: { msg: string; fields: Record<string, unknown> }[] } {
   const lines: { msg: string; fields: Record<string, unknown> }[] = []
@@ -46,13 +36,13 @@ describe('postgres store schema set-up', () => {
     const prefix = uniquePrefix('ver')
     try {
       const first = await openStore(prefix)
-      const installed = await takeRow(prefix)
+      const installed = await takeFunctionRow(prefix)
       assert.equal(installed.c, schemaVersion(prefix), 'the version is recorded with the functions')
       await Promise.all([openStore(prefix), openStore(prefix)]).then((ss) => Promise.all(ss.map((s) => s.close())))
-      assert.deepEqual(await takeRow(prefix), installed, 'two more starts: no CREATE OR REPLACE')
+      assert.deepEqual(await takeFunctionRow(prefix), installed, 'two more starts: no CREATE OR REPLACE')
       await sql(`COMMENT ON FUNCTION ${prefix}take(text[], float8[], int[]) IS 'fairvisor schema of an older gateway'`)
       const upgraded = await openStore(prefix)
-      const now = await takeRow(prefix)
+      const now = await takeFunctionRow(prefix)
       assert.notEqual(now.x, installed.x, 'the functions were replaced')
       assert.equal(now.c, schemaVersion(prefix))
       assert.equal((await applyAsync(first, [tb('v', 3)], 0))[0]!.allowed, true, 'the running store works on')
@@ -98,7 +88,7 @@ describe('postgres store schema set-up', () => {
           fellBack.every((l) => String(l.fields.err).startsWith(code)),
           JSON.stringify(fellBack.map((l) => l.fields.err)),
         )
-        assert.equal((await takeRow(prefix, url)).c, schemaVersion(prefix), 'the version comment was written last')
+        assert.equal((await takeFunctionRow(prefix, url)).c, schemaVersion(prefix), 'the version comment was written last')
       } finally {
         await Promise.all(stores.map((s) => s.close()))
       }
