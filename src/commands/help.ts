@@ -98,7 +98,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_REDIS_TIMEOUT_MS', '50', 'older name of FAIRVISOR_STORE_TIMEOUT_MS (which wins when both are set)'],
   ['FAIRVISOR_PG_POOL_SIZE', '4', 'PostgreSQL connections'],
   ['FAIRVISOR_PG_TABLE_PREFIX', 'fairvisor_', 'name prefix of the PostgreSQL table and functions'],
-  ['FAIRVISOR_PG_UNLOGGED', 'true', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash)'],
+  ['FAIRVISOR_PG_UNLOGGED', 'auto', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash); auto: not on YugabyteDB'],
   ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
   ['FAIRVISOR_ENCODED_SLASHES', 'reject', '%2F or %5C in a path: reject (400), decode (a separator) or keep (part of the segment)'],
   ['FAIRVISOR_FORWARD_PATH', 'normalised', 'path sent to the backend: normalised (the one matched) or original (as received)'],

@@ -97,6 +97,8 @@ export interface Store {
   fill?(): StoreFill
   /** The leasing layer in front of a remote store: checks decided exactly because the lease table had no cell for their key (metrics). */
   leaseTableFull?(): number
+  /** A store that deletes expired rows itself (PostgreSQL): clean-ups that failed (metrics); undefined for the others. */
+  cleanupErrors?(): number | undefined
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */
   ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>

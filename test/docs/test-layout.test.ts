@@ -150,8 +150,10 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'store/memory/counters.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/memory/store.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/open.ts': 'test/e2e/store-startup.test.ts', // the store opened, refused or not reachable at start
+  'store/postgres/cleanup.ts': 'test/store/postgres-distributed.test.ts', // clean-up failures counted and logged, rows deleted once it works
   'store/postgres/codec.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/postgres/conn.ts': 'test/store/postgres-behaviour.test.ts', // one statement per connection; no server: calls fail at once
+  'store/postgres/schema.ts': 'test/store/postgres-distributed.test.ts', // set up once per version, with and without the advisory lock
   'store/postgres/sql.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/postgres/store.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/redis/call.ts': 'test/store/redis-behaviour.test.ts', // one EVALSHA per request, batched, NOSCRIPT handled
