@@ -106,7 +106,8 @@ describe('the admin API on the admin listener', () => {
     assert.deepEqual(s.body.rejects_by_reason, { token_bucket_exceeded: 2 })
     assert.ok(Math.abs(Date.parse(s.body.at as string) - Date.now()) < 60_000)
     const rule = bundle.policies[0]!.rules[1]!
-    for (let i = 0; i < 2; i++) keys.record('api', 'per_key', 'token_bucket_exceeded', 'sk-live-2', rule, Date.now())
+    const group = { policy: 'api', rule: 'per_key', reason: 'token_bucket_exceeded', source: rule }
+    for (let i = 0; i < 2; i++) keys.record(group, 'sk-live-2', Date.now())
     const t = await call(`${url}/v1/admin/top?n=5`)
     assert.deepEqual(t.body, {
       window_seconds: 300,

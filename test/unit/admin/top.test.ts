@@ -58,3 +58,22 @@ test('n: 20 when absent, else a whole number from 1 to 1000', () => {
       bad,
     )
 })
+
+test('a reload compiles the rules anew: a key keeps counting in one entry', () => {
+  const doc = bundle([policy('api', [rule('per_user', ['header:x-user'], tb(0.001, 1))])])
+  const keys = rejectedKeys(settings, T0)!
+  const hook = recordRejects(keys)
+  for (const compiled of [compile(doc), compile(doc)]) {
+    const h = new Harness(compiled)
+    ;(h.obs as EngineObserver).rejected = hook
+    for (let i = 0; i < 3; i++) h.run({ headers: { 'x-user': 'alice' } })
+  }
+  const entries = topAnswer({ top: keys.snapshot(T0 + 1), stats: noStats(), reloads: [] }, 20, 300).entries as {
+    key: string
+    count: number
+  }[]
+  assert.deepEqual(
+    entries.map((e) => [e.key, e.count]),
+    [['alice', 4]],
+  )
+})

@@ -11,8 +11,9 @@ const T0 = 1_700_000_000_000
 async function worker(keys: string[], allowed: number) {
   const m = createMetrics()
   const top = new RejectedKeys<null>(10, 300_000, (_r, c) => c, T0)
+  const group = { policy: 'api', rule: 'per_user', reason: 'token_bucket_exceeded', source: null }
   for (const k of keys) {
-    top.record('api', 'per_user', 'token_bucket_exceeded', k, null, T0)
+    top.record(group, k, T0)
     m.hot.decisions.inc('reject', 'token_bucket_exceeded', 'api')
   }
   m.hot.decisions.inc('allow', 'all_rules_passed', 'api', allowed)

@@ -15,9 +15,12 @@ const exact = (stream: readonly string[]): Map<string, number> => {
   return m
 }
 
+/** One group: items are told apart by their id alone. */
+const G = {}
+
 const sketchOf = (stream: readonly string[], capacity: number): SpaceSaving<string> => {
   const s = new SpaceSaving<string>(capacity)
-  for (const x of stream) s.add(x, () => x)
+  for (const x of stream) s.add(G, x, () => x)
   return s
 }
 
@@ -69,8 +72,8 @@ describe('one sketch', () => {
     const s = new SpaceSaving<string>(100)
     let made = 0
     for (let i = 0; i < 100_000; i++) {
-      s.add(`distinct-${i}`, () => `distinct-${made++}`)
-      if (i % 5 === 0) s.add('heavy', () => 'heavy')
+      s.add(G, `distinct-${i}`, () => `distinct-${made++}`)
+      if (i % 5 === 0) s.add(G, 'heavy', () => 'heavy')
     }
     assert.equal(s.size, 100)
     const [first] = topEntries(s.snapshot(), 1)
@@ -90,6 +93,30 @@ describe('one sketch', () => {
   })
 
   test('a sketch needs a counter', () => assert.throws(() => new SpaceSaving(0), RangeError))
+
+  test('one id in two groups is two items; a group whose items all lost their counters is forgotten', () => {
+    const [a, b] = [{}, {}]
+    const s = new SpaceSaving<string>(2)
+    s.add(a, 'k', () => 'a:k')
+    s.add(b, 'k', () => 'b:k')
+    s.add(a, 'k', () => 'a:k')
+    assert.deepEqual(
+      topEntries(s.snapshot(), 2).map((e) => [e.item, e.count]),
+      [
+        ['a:k', 2],
+        ['b:k', 1],
+      ],
+    )
+    s.add(a, 'other', () => 'a:other') // takes b's counter
+    assert.deepEqual(
+      s
+        .snapshot()
+        .entries.map((e) => e.item)
+        .sort(),
+      ['a:k', 'a:other'],
+    )
+    assert.equal((s as unknown as { index: Map<object, unknown> }).index.has(b), false)
+  })
 })
 
 describe('merged sketches (worker threads, window halves)', () => {
