@@ -4,7 +4,8 @@
  * the current half window and one for the half before, so a snapshot covers the last half window
  * to whole window and a key rejected long ago drops out. Memory is bounded whatever the number of
  * keys: 2 × capacity counters, each holding one key (itself bounded by the request head's size).
- * No timer: the halves turn over when a reject or a snapshot finds the current one over.
+ * No timer: the halves turn over when a reject or a snapshot finds the current one over; they start
+ * at multiples of the half window since the epoch, the same instants in every thread.
  *
  * Each thread keeps its own; with worker threads the supervisor merges their snapshots
  * (workers/admin-gather.ts). A snapshot is plain data: the raw key (`composite`, which may hold a
@@ -62,7 +63,12 @@ export class RejectedKeys<R> {
   ) {
     this.halfMs = windowMs / 2
     this.current = new SpaceSaving(capacity)
-    this.since = nowMs
+    this.since = this.halfOf(nowMs)
+  }
+
+  /** When the half holding `nowMs` began: halves start at multiples of the half window since the epoch, so every thread's turn together. */
+  private halfOf(nowMs: number): number {
+    return Math.floor(nowMs / this.halfMs) * this.halfMs
   }
 
   /** One reject of `composite` in `group` at `nowMs`. */
@@ -91,7 +97,6 @@ export class RejectedKeys<R> {
     const late = nowMs - this.since >= 2 * this.halfMs
     this.previous = late ? undefined : this.current
     this.current = new SpaceSaving(this.capacity)
-    // Halves stay aligned on the first one, so a quiet spell does not stretch the window.
-    this.since = late ? nowMs : this.since + this.halfMs
+    this.since = late ? this.halfOf(nowMs) : this.since + this.halfMs
   }
 }

@@ -78,3 +78,18 @@ test('topItemId tells items apart by policy, rule, reason and raw key', () => {
   assert.equal(topItemId(a), topItemId({ ...a }))
   for (const f of ['policy', 'rule', 'reason', 'composite'] as const) assert.notEqual(topItemId(a), topItemId({ ...a, [f]: 'other' }))
 })
+
+test('halves start at multiples of the half window: threads started apart turn together', () => {
+  const half = WINDOW / 2
+  const start = Math.ceil(T0 / half) * half // a half begins here
+  const early = new RejectedKeys<boolean>(10, WINDOW, show, start + 1_000)
+  const late = new RejectedKeys<boolean>(10, WINDOW, show, start + 100_000)
+  for (const k of [early, late]) k.record(g('api', 'r', 'x'), 'first-half', start + 120_000)
+  for (const k of [early, late]) k.record(g('api', 'r', 'x'), 'second-half', start + half + 1)
+  // A whole window after the first half began, both have dropped it, whenever they started.
+  for (const k of [early, late])
+    assert.deepEqual(
+      k.snapshot(start + WINDOW).entries.map((e) => e.item.key),
+      ['second-half'],
+    )
+})
