@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build stage: install with dev dependencies; `npm ci` runs the `prepare` script (tsc → dist/).
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json ./
 COPY src ./src
@@ -8,7 +8,7 @@ COPY schemas ./schemas
 RUN npm ci --no-audit --no-fund
 
 # Runtime stage: production dependencies only, compiled JS, schema and sample bundles.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     FAIRVISOR_HOST=0.0.0.0 \
     FAIRVISOR_PORT=8080

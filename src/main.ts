@@ -69,6 +69,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
     nowMs: clock,
     storeFill: () => store.fill?.(),
     leaseTableFull: () => store.leaseTableFull?.(),
+    storeCleanupErrors: () => store.cleanupErrors?.(),
     delayedHeld: () => slots.total,
   })
   await config.start()

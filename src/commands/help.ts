@@ -26,6 +26,21 @@ commands:
       --requests <file>      one JSON request per line (required)
       --format table|json    output format (default table)
       --start <time>         start time, e.g. 2026-01-01T00:00:00Z (default: now)
+  test <bundle> --access-log <file|->
+                             replay an access log through the engine offline on the log's own
+                             clock (as fast as it reads; no pacing) and print what the bundle
+                             would have rejected: per policy/rule/reason, the top keys, the first
+                             and last request; rules skipped for a missing limit key (a combined
+                             log has no Authorization, API key or other header); malformed lines
+                             counted. Exit 0 when replayed, 1 bad bundle, unreadable file or no
+                             readable request, 2 bad command line
+      --access-log <file>    the log, read line by line (- standard input; *.gz decompressed)
+      --format nginx-combined|json-lines
+                             nginx's combined format (default), or one JSON object per line:
+                             {"time","ip","method","path","host","headers","status"}
+      --host <name>          Host of the lines that log none (default localhost)
+      --top <n>              keys shown per policy/rule/reason (default 10)
+      --json                 one JSON object instead of text
   init                       write a starter bundle (to standard output by default)
       --template ${TEMPLATE_NAMES}
                              which starter (default api)
@@ -101,7 +116,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_REDIS_TIMEOUT_MS', '50', 'older name of FAIRVISOR_STORE_TIMEOUT_MS (which wins when both are set)'],
   ['FAIRVISOR_PG_POOL_SIZE', '4', 'PostgreSQL connections'],
   ['FAIRVISOR_PG_TABLE_PREFIX', 'fairvisor_', 'name prefix of the PostgreSQL table and functions'],
-  ['FAIRVISOR_PG_UNLOGGED', 'true', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash)'],
+  ['FAIRVISOR_PG_UNLOGGED', 'auto', 'create the PostgreSQL table UNLOGGED (faster; emptied after a crash); auto: not on YugabyteDB'],
   ['FAIRVISOR_EXPOSE_REASON', 'true', 'send X-Fairvisor-Reason on rejects'],
   ['FAIRVISOR_ENCODED_SLASHES', 'reject', '%2F or %5C in a path: reject (400), decode (a separator) or keep (part of the segment)'],
   ['FAIRVISOR_FORWARD_PATH', 'normalised', 'path sent to the backend: normalised (the one matched) or original (as received)'],

@@ -33,6 +33,8 @@ export class Batch<P extends Pending> {
   open = 0
   /** Retries spent (PostgreSQL serialization failures), within the same deadline. */
   tries = 0
+  /** When the deadline timer fires (performance.now() ms): a retry must leave before it. */
+  readonly deadline: number
   private readonly timer: NodeJS.Timeout
 
   constructor(
@@ -43,6 +45,7 @@ export class Batch<P extends Pending> {
     /** Runs once the last open call is settled. */
     private readonly onEmpty?: (b: Batch<P>) => void,
   ) {
+    this.deadline = performance.now() + timerMs
     this.timer = setTimeout(() => onExpire(this, new CallTimeoutError(backend, timerMs)), timerMs)
   }
 

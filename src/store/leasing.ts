@@ -69,6 +69,10 @@ export class LeasingStore implements Store {
     return this.leases.full
   }
 
+  cleanupErrors(): number | undefined {
+    return this.inner.cleanupErrors?.()
+  }
+
   /** `reads` (store.ts OnReject) go to the remote store with a call that leases nothing; a leased call makes none. */
   apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void {
     let leased = false

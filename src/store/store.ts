@@ -110,6 +110,8 @@ export interface Store {
    * none: a check of cost 0 reads theirs.
    */
   peek?(check: Check, now: number): Outcome
+  /** A store that deletes expired rows itself (PostgreSQL): clean-ups that failed (metrics); undefined for the others. */
+  cleanupErrors?(): number | undefined
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */
   ready(timeoutMs: number): Promise<boolean>
   close(): Promise<void>

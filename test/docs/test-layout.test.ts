@@ -68,7 +68,10 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/init.ts': 'test/e2e/cli.test.ts', // fairvisor init
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
   'commands/status.ts': 'test/e2e/admin-api.test.ts', // fairvisor status against a real gateway: ready, not ready, unreachable
+  'commands/test-engine.ts': 'test/e2e/cli.test.ts', // the offline gateway fairvisor test runs its requests through
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
+  'commands/test-replay-report.ts': 'test/e2e/cli-replay.test.ts', // the rejects of a replayed log, counted and printed
+  'commands/test-replay.ts': 'test/e2e/cli-replay.test.ts', // fairvisor test --access-log
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
   'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
   'commands/test-samples.ts': 'test/e2e/cli.test.ts', // fairvisor test's request samples
@@ -148,8 +151,10 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'store/memory/counters.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/memory/store.ts': 'test/store/memory.test.ts', // the store contract on the memory store
   'store/open.ts': 'test/e2e/store-startup.test.ts', // the store opened, refused or not reachable at start
+  'store/postgres/cleanup.ts': 'test/store/postgres-distributed.test.ts', // clean-up failures counted and logged, rows deleted once it works
   'store/postgres/codec.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/postgres/conn.ts': 'test/store/postgres-behaviour.test.ts', // one statement per connection; no server: calls fail at once
+  'store/postgres/schema.ts': 'test/store/postgres-distributed.test.ts', // set up once per version, with and without the advisory lock
   'store/postgres/sql.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/postgres/store.ts': 'test/store/postgres.test.ts', // the store contract on PostgreSQL
   'store/redis/call.ts': 'test/store/redis-behaviour.test.ts', // one EVALSHA per request, batched, NOSCRIPT handled

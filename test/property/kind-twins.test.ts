@@ -19,6 +19,7 @@ import pg from 'pg'
 import type { Limit, LimitKind } from '../../src/algorithms/algorithm.js'
 import { KINDS } from '../../src/algorithms/kinds/index.js'
 import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
+import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
 import { counterLimit, SUNDAY_ORIGIN_S } from '../../src/algorithms/kinds/window-counter/kind.js'
 import type { ParamRange } from '../../src/algorithms/kinds/twins.js'
 import { dispatch, schemaSql } from '../../src/store/postgres/sql.js'
@@ -134,14 +135,17 @@ interface Result {
   retry: number
 }
 
-/** The TypeScript kind on the same instants, its state forgotten at expireAt as the in-process stores forget it. */
-function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Result[] {
+/**
+ * The TypeScript kind on the same instants, its state forgotten at expireAt as the in-process stores
+ * forget it (with `forget` false, never: for kinds whose expiry is lossless, on a clock that steps back).
+ */
+function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Result[] {
   const kind = limit.kind as LimitKind
   let state: unknown
   let expireAt = -Infinity
   return ops.map((o, i) => {
     const now = times[i]! / 1e6
-    if (expireAt <= now) state = undefined
+    if (forget && expireAt <= now) state = undefined
     if (o.adjust) {
       const r = kind.adjust(state, limit, o.amount, now)
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
@@ -153,10 +157,13 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
   })
 }
 
-async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
+/** The Lua harness that never forgets a state (inTypeScript's `forget` false). */
+const LUA_KEEPING = LUA.replace('if v and now >= expires then v = false end', '')
+
+async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Promise<Result[]> {
   const p = [0, 1, 2].map((i) => String(limit.params[i] ?? 0))
   const args = ops.flatMap((o, i) => [String(times[i]), o.adjust ? 'a' : 's', String(o.adjust ? o.amount : Math.abs(o.amount))])
-  const reply = (await redis.callBuffer('EVAL', LUA, 0, String(limit.kind.id), ...p, ...args)) as Buffer
+  const reply = (await redis.callBuffer('EVAL', forget ? LUA : LUA_KEEPING, 0, String(limit.kind.id), ...p, ...args)) as Buffer
   return ops.map((_, i) => ({
     ok: reply.readInt8(i * 17) === 1,
     value: reply.readDoubleLE(i * 17 + 1),
@@ -164,57 +171,97 @@ async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amou
   }))
 }
 
-async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
+async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Promise<Result[]> {
   let cells = [0, 0, 0, 0]
-  let expireAt = 0
+  let expireAt = forget ? 0 : -Infinity
+  let stored = false
   const out: Result[] = []
   for (const [i, o] of ops.entries()) {
     const now = times[i]! / 1e6
     const fn = o.adjust ? 'twin_adjust' : 'twin_take'
     const amount = o.adjust ? o.amount : Math.abs(o.amount)
-    const { rows } = await db.query<{ r: number[] }>(`SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`, [
-      limit.kind.id,
-      limit.params[0] ?? 0,
-      limit.params[1] ?? 0,
-      limit.params[2] ?? 0,
-      amount,
-      now,
-      expireAt > now,
-      ...cells,
-    ])
-    const r = rows[0]!.r
-    if (r[3] === 1) [cells, expireAt] = [r.slice(4, 8), r[8]!]
+    const { rows }: pg.QueryResult<{ r: number[] }> = await db.query<{ r: number[] }>(
+      `SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`,
+      [
+        limit.kind.id,
+        limit.params[0] ?? 0,
+        limit.params[1] ?? 0,
+        limit.params[2] ?? 0,
+        amount,
+        now,
+        forget ? expireAt > now : stored,
+        ...cells,
+      ],
+    )
+    const r: number[] = rows[0]!.r
+    if (r[3] === 1) [cells, expireAt, stored] = [r.slice(4, 8), r[8]!, true]
     out.push({ ok: r[0] === 1, value: r[1] ?? 0, retry: r[2]! })
   }
   return out
 }
 
+/** Runs `ops` from `t0` (µs) in the three languages and asserts that every step decides alike. */
+async function agree(limit: Limit, t0: number, ops: { dtUs: number; adjust: boolean; amount: number }[], forget = true): Promise<void> {
+  const times: number[] = []
+  let t = t0
+  for (const o of ops) times.push((t += o.dtUs))
+  const ts = inTypeScript(limit, times, ops, forget)
+  const [lua, sql] = await Promise.all([inLua(limit, times, ops, forget), inPlpgsql(limit, times, ops, forget)])
+  for (const [name, twin] of [
+    ['lua', lua],
+    ['plpgsql', sql],
+  ] as const) {
+    for (const [i, r] of twin.entries()) {
+      // Whether an adjustment found a state to adjust depends on each store's expiry (forgetting is lossless): only later steps tell.
+      if (ops[i]!.adjust) continue
+      const want = ts[i]!
+      const where = `${limit.kind.name} ${JSON.stringify(limit.params)}, op ${i} at ${new Date(times[i]! / 1000).toISOString()} (${JSON.stringify(ops[i])}): ${name}`
+      assert.equal(r.ok, want.ok, `${where} ${r.ok ? 'allowed' : 'rejected'}`)
+      assert.ok(
+        Math.abs(r.value - want.value) <= 1e-9 * Math.max(1, Math.abs(want.value)),
+        `${where} value ${r.value}, TypeScript ${want.value}`,
+      )
+      assert.equal(r.retry, want.retry, `${where} wait ${r.retry}, TypeScript ${want.retry}`)
+    }
+  }
+}
+
 test("every kind's Lua and PL/pgSQL twins decide as its TypeScript on any instant", async () => {
   await fc.assert(
-    fc.asyncProperty(limits, fc.integer({ min: 0, max: 3e15 }), fc.array(op, { minLength: 1, maxLength: 12 }), async (limit, t0, ops) => {
-      const times: number[] = []
-      let t = t0
-      for (const o of ops) times.push((t += o.dtUs))
-      const ts = inTypeScript(limit, times, ops)
-      const [lua, sql] = await Promise.all([inLua(limit, times, ops), inPlpgsql(limit, times, ops)])
-      for (const [name, twin] of [
-        ['lua', lua],
-        ['plpgsql', sql],
-      ] as const) {
-        for (const [i, r] of twin.entries()) {
-          // Whether an adjustment found a state to adjust depends on each store's expiry (forgetting is lossless): only later steps tell.
-          if (ops[i]!.adjust) continue
-          const want = ts[i]!
-          const where = `${limit.kind.name} ${JSON.stringify(limit.params)}, op ${i} at ${new Date(times[i]! / 1000).toISOString()} (${JSON.stringify(ops[i])}): ${name}`
-          assert.equal(r.ok, want.ok, `${where} ${r.ok ? 'allowed' : 'rejected'}`)
-          assert.ok(
-            Math.abs(r.value - want.value) <= 1e-9 * Math.max(1, Math.abs(want.value)),
-            `${where} value ${r.value}, TypeScript ${want.value}`,
-          )
-          assert.equal(r.retry, want.retry, `${where} wait ${r.retry}, TypeScript ${want.retry}`)
-        }
-      }
-    }),
+    fc.asyncProperty(limits, fc.integer({ min: 0, max: 3e15 }), fc.array(op, { minLength: 1, maxLength: 12 }), (limit, t0, ops) =>
+      agree(limit, t0, ops),
+    ),
+    { numRuns: 300 },
+  )
+})
+
+/**
+ * A clock that steps back (another database node's, a fail-over replica's, up to a couple of
+ * minutes): the window counters and the rate meter keep counting in the window or minute a later
+ * clock stored, alike in the three languages. Their expiry is lossless, so states are kept here
+ * (each store's own expiry floor would otherwise decide what a step back finds).
+ */
+test('window counter and rate meter twins decide as their TypeScript when the clock steps back', async () => {
+  const backLimits: fc.Arbitrary<Limit> = fc.oneof(
+    fc.record({ limit: fc.integer({ min: 1, max: 20 }), months: fc.constantFrom(-1, -3) }).map((r) => counterLimit(r.limit, r.months, 0)),
+    fc
+      .record({ limit: fc.integer({ min: 1, max: 20 }), windowS: fc.constantFrom(1, 60, 300), origin: fc.constantFrom(0, SUNDAY_ORIGIN_S) })
+      .map((r) => counterLimit(r.limit, r.windowS, r.origin)),
+    fc.record({ threshold: fc.integer({ min: 2, max: 30 }), openS: fc.constantFrom(1, 30) }).map((r) => meterLimit(r.threshold, r.openS)),
+  )
+  const back = fc.record({
+    dtUs: fc.oneof(fc.integer({ min: -2_000_000, max: 2_000_000 }), fc.integer({ min: -150_000_000, max: 150_000_000 })),
+    adjust: fc.boolean(),
+    amount: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.integer({ min: -3, max: -1 })),
+  })
+  // Boundaries are where a step back matters: start within 2 s of a minute, a month or a window.
+  const t0 = fc
+    .tuple(fc.integer({ min: 0, max: 600 }), fc.integer({ min: -2_000_000, max: 2_000_000 }))
+    .map(([m, d]) => Date.UTC(2024, m % 24, 1) * 1000 + m * 60e6 + d)
+  await fc.assert(
+    fc.asyncProperty(backLimits, t0, fc.array(back, { minLength: 2, maxLength: 14 }), (limit, start, ops) =>
+      agree(limit, start, ops, false),
+    ),
     { numRuns: 300 },
   )
 })
