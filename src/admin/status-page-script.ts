@@ -139,7 +139,7 @@ function showGateway(b, ready) {
   const hash = code(String(b.hash || '').slice(0, 12))
   hash.title = b.hash || ''
   describe($('gateway'), [
-    ['Bundle version', String(b.version)],
+    ['Bundle version', b.version === null || b.version === undefined ? 'none loaded' : String(b.version)],
     ['Bundle hash', hash],
     ['Source', code(b.source || '')],
     ['Loaded at', when(b.loaded_at)],
@@ -168,7 +168,7 @@ function showPolicies(policies) {
 
 function showReloads(reloads) {
   const newest = reloads.slice().sort((a, b) => Date.parse(b.at) - Date.parse(a.at))
-  fill($('reloads'), newest.map((r) => [when(r.at), r.result, String(r.version === undefined ? '' : r.version)]), 'No reload yet.')
+  fill($('reloads'), newest.map((r) => [when(r.at), r.result, r.version === null || r.version === undefined ? '' : String(r.version)]), 'No reload yet.')
 }
 
 function showTop(top) {
