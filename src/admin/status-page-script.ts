@@ -17,12 +17,15 @@ const TOKEN = 'fairvisor.adminToken'
 const SLOW_EVERY = 5 // bundle, top keys and readiness: every fifth poll
 const DECISIONS = [['allow', 'Allowed'], ['reject', 'Rejected'], ['shadow_reject', 'Rejected in shadow mode']]
 
+/** Why the token prompt is shown again: the message under it. */
 class Unauthorized extends Error {}
+const REFUSED = 'The gateway refused this token. Enter the admin token again.'
+const DISABLED = 'The admin API is off: the gateway runs without FAIRVISOR_ADMIN_TOKEN.'
 
-/** One admin API call with the token; a 401 (or no token) throws Unauthorized. */
+/** One admin API call with the token; a 401 (or no token) throws Unauthorized, an API that is off too. */
 async function api(path, method) {
   const token = sessionStorage.getItem(TOKEN)
-  if (!token) throw new Unauthorized('no token')
+  if (!token) throw new Unauthorized('')
   const res = await fetch(path, {
     method: method || 'GET',
     headers: { authorization: 'Bearer ' + token },
@@ -30,8 +33,9 @@ async function api(path, method) {
     credentials: 'omit',
     redirect: 'error',
   })
-  if (res.status === 401) throw new Unauthorized('token refused')
+  if (res.status === 401) throw new Unauthorized(REFUSED)
   const body = await res.json().catch(() => null)
+  if (res.status === 404 && body && body.error && body.error.code === 'admin_disabled') throw new Unauthorized(DISABLED)
   if (!res.ok) throw new Error((body && body.error && body.error.message) || 'HTTP ' + res.status)
   return body
 }
@@ -42,7 +46,7 @@ let tick = 0
 let last // the previous stats sample: { at, decisions, reasons }
 const rates = new Map() // 'decision:allow' or 'reason:tb_exceeded' -> the last HISTORY rates
 
-function showLogin(refused) {
+function showLogin(message) {
   generation++
   clearTimeout(timer)
   sessionStorage.removeItem(TOKEN)
@@ -50,7 +54,7 @@ function showLogin(refused) {
   $('logout').hidden = true
   $('updated').textContent = ''
   $('login').hidden = false
-  $('login-error').textContent = refused ? 'The gateway refused this token. Enter the admin token again.' : ''
+  $('login-error').textContent = message || ''
   $('token').focus()
 }
 
@@ -76,7 +80,7 @@ async function poll(gen) {
     $('updated').textContent = 'Updated ' + new Date().toLocaleTimeString()
   } catch (err) {
     if (gen !== generation) return
-    if (err instanceof Unauthorized) return showLogin(true)
+    if (err instanceof Unauthorized) return showLogin(err.message)
     notice('Could not read the admin API: ' + err.message)
   }
   if (gen !== generation) return
@@ -192,7 +196,7 @@ function resetButton(e) {
       await refreshSlow(gen)
     } catch (err) {
       if (gen !== generation) return
-      if (err instanceof Unauthorized) return showLogin(true)
+      if (err instanceof Unauthorized) return showLogin(err.message)
       notice('Could not reset key ' + e.key + ': ' + err.message)
       b.disabled = false
     }
@@ -208,7 +212,7 @@ $('login-form').addEventListener('submit', (ev) => {
   sessionStorage.setItem(TOKEN, token)
   start()
 })
-$('logout').addEventListener('click', () => showLogin(false))
+$('logout').addEventListener('click', () => showLogin())
 if (sessionStorage.getItem(TOKEN)) start()
-else showLogin(false)
+else showLogin()
 `

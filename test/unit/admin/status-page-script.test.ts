@@ -32,7 +32,7 @@ test('it calls only relative paths of its own origin: the admin API and /readyz'
 test('the token lives in sessionStorage only and travels as a bearer header', () => {
   assert.doesNotMatch(SCRIPT, /localStorage|document\.cookie|indexedDB/)
   assert.match(SCRIPT, /headers: \{ authorization: 'Bearer ' \+ token \}/)
-  assert.match(SCRIPT, /if \(res\.status === 401\) throw new Unauthorized/, 'a 401 asks for the token again')
+  assert.match(SCRIPT, /if \(res\.status === 401\) throw new Unauthorized\(REFUSED\)/, 'a 401 asks for the token again')
   assert.match(SCRIPT, /sessionStorage\.removeItem\(TOKEN\)/, 'a refused token is forgotten')
 })
 
