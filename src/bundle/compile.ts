@@ -32,6 +32,8 @@ export interface CompiledRule {
   match: readonly { key: string; extract: Extractor; expected: string }[]
   /** The normalised algorithm_config: the limit's kind and parameters. */
   limit: Limit
+  /** The algorithm_config as the bundle writes it (the admin API shows it); absent for limits no bundle writes (RLS). */
+  config?: Readonly<Record<string, unknown>>
   cost: (view: RequestView) => number
   /** The most one request can spend on this rule's limit: burst (token_bucket), budget (cost_based); Infinity otherwise. */
   costCap: number
@@ -147,6 +149,7 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     keys: keyNames.map(extractorOf),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
+    config: c,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
     cost: costFunction(
       String((algorithm.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'),

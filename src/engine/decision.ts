@@ -4,6 +4,7 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { Adjustment } from '../store/store.js'
@@ -150,4 +151,10 @@ export interface EngineObserver {
   outcome?(index: number, allowed: boolean, value: number, detail: string | undefined): void
   /** An LLM rule's prompt estimate and reservation, before any store call (`fairvisor test`). */
   llmEstimated?(policyId: string, ruleName: string, prompt: number, reserved: number): void
+  /**
+   * A limit rejected the key `composite` (its limit-key values as the counter key holds them), in an
+   * enforce or a shadow policy, at `nowMs` (the admin API's top keys). Arguments, not an object: a
+   * flood of rejects allocates nothing for it.
+   */
+  rejected?(policy: CompiledPolicy, rule: CompiledRule, reason: Reason, composite: string, nowMs: number): void
 }

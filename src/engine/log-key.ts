@@ -51,3 +51,13 @@ export function logKey(rule: CompiledRule, key: string, composite: string): stri
   const at = key.indexOf(composite)
   return at === -1 ? shortHash(key) : key.slice(0, at) + shown + key.slice(at + composite.length)
 }
+
+/** A rule's limit-key values (`composite`) as logs show them: each secret value as its short hash. */
+export function shownKey(rule: CompiledRule, composite: string): string {
+  return logKey(rule, composite, composite)
+}
+
+/** Whether `key` is, or holds as one of its `|` parts, a short hash as shownKey() writes it. */
+export function holdsShortHash(key: string): boolean {
+  return key.split('|').some((part) => /^sha256:[0-9a-f]{12}$/.test(part))
+}

@@ -28,6 +28,7 @@ import { cleanupSql, TAKE_REPLY } from './sql.js'
 import type { PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
+import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 export interface PostgresStoreOptions {
@@ -197,6 +198,13 @@ export class PostgresStore implements Store {
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {
     if (adjustments.length === 0) return done(null)
     const query = { name: `${this.opts.prefix}adjust`, text: this.adjuster, values: adjustValues(adjustments) }
+    this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
+  }
+
+  /** Deletes the keys' rows (the admin API), on the next free connection, within the deadline. */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    if (keys.length === 0) return done(null)
+    const query = { text: `DELETE FROM ${this.opts.prefix}counters WHERE key = ANY($1::text[])`, values: [keys.map(storedKey)] }
     this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 

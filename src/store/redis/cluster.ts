@@ -147,6 +147,14 @@ export class RedisClusterStore implements Store {
     )
   }
 
+  /** One DEL per key (the keys of a reset may lie in different slots; the admin API). */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    Promise.all(keys.map((k) => this.client.del(storedKey(k)))).then(
+      () => done(null),
+      (err: unknown) => done(storeError('redis', err)),
+    )
+  }
+
   private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[], reads: Outcomes | undefined): Outcomes {
     const out: Outcomes = new Array(checks.length)
     for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g], reads)

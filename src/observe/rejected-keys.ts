@@ -1,0 +1,89 @@
+/**
+ * The keys rejected most lately, per policy, rule and reason, for `GET /v1/admin/top`
+ * (docs/admin.md): two Space-Saving sketches (space-saving.ts) of `capacity` counters each, one for
+ * the current half window and one for the half before, so a snapshot covers the last half window
+ * to whole window and a key rejected long ago drops out. Memory is bounded whatever the number of
+ * keys: 2 × capacity counters, each holding one key (itself bounded by the request head's size).
+ * No timer: the halves turn over when a reject or a snapshot finds the current one over.
+ *
+ * Each thread keeps its own; with worker threads the supervisor merges their snapshots
+ * (workers/admin-gather.ts). A snapshot is plain data: the raw key (`composite`, which may hold a
+ * credential, and never leaves the process) and the key as shown (credentials as their logged hash).
+ */
+import { mergeSnapshots, type Snapshot, SpaceSaving } from './space-saving.js'
+
+/** One rejected key as a snapshot shows it. */
+export interface TopItem {
+  policy: string
+  rule: string
+  reason: string
+  /** The key as shown: credential parts as their logged hash (engine/log-key.ts). */
+  key: string
+  /** The limit-key values as the counter key holds them (credentials in clear: never answered to a client). */
+  composite: string
+}
+
+export type TopSnapshot = Snapshot<TopItem>
+
+/** Identity of a snapshot item: what makes two entries the same key. */
+export const topItemId = (t: Pick<TopItem, 'policy' | 'rule' | 'reason' | 'composite'>): string =>
+  `${t.policy}\0${t.rule}\0${t.reason}\0${t.composite}`
+
+interface Kept<R> {
+  policy: string
+  rule: string
+  reason: string
+  composite: string
+  /** What `show` needs to tell the key's credential parts (a compiled rule). */
+  source: R
+}
+
+export class RejectedKeys<R> {
+  private current: SpaceSaving<Kept<R>>
+  private previous: SpaceSaving<Kept<R>> | undefined
+  /** When the current half began (epoch ms). */
+  private since: number
+  private readonly halfMs: number
+
+  constructor(
+    readonly capacity: number,
+    readonly windowMs: number,
+    /** The key as shown (credential parts hashed), from what was kept of its rule. */
+    private readonly show: (source: R, composite: string) => string,
+    nowMs: number,
+  ) {
+    this.halfMs = windowMs / 2
+    this.current = new SpaceSaving(capacity)
+    this.since = nowMs
+  }
+
+  /** One reject of `composite` on `policy`/`rule` with `reason` at `nowMs`. */
+  record(policy: string, rule: string, reason: string, composite: string, source: R, nowMs: number): void {
+    if (nowMs - this.since >= this.halfMs) this.turn(nowMs)
+    this.current.add(topItemId({ policy, rule, reason, composite }), () => ({ policy, rule, reason, composite, source }))
+  }
+
+  /** The last half window to whole window of rejects. */
+  snapshot(nowMs: number): TopSnapshot {
+    if (nowMs - this.since >= this.halfMs) this.turn(nowMs)
+    const halves = this.previous === undefined ? [this.current] : [this.previous, this.current]
+    const parts = halves.map((h) => {
+      const s = h.snapshot()
+      return { ...s, entries: s.entries.map((e) => ({ ...e, item: this.plain(e.item) })) }
+    })
+    return mergeSnapshots(parts, topItemId)
+  }
+
+  private plain(k: Kept<R>): TopItem {
+    return { policy: k.policy, rule: k.rule, reason: k.reason, key: this.show(k.source, k.composite), composite: k.composite }
+  }
+
+  /** The current half is over: it becomes the previous one (none when a whole half went by without a turn). */
+  private turn(nowMs: number): void {
+    const late = nowMs - this.since >= 2 * this.halfMs
+    this.previous = late ? undefined : this.current
+    this.current = new SpaceSaving(this.capacity)
+    // Halves stay aligned on the first one, so a quiet spell does not stretch the window.
+    this.since = late ? nowMs : this.since + this.halfMs
+  }
+}
