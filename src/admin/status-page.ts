@@ -13,6 +13,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { ADMIN_ERRORS, type AdminErrorCode } from '../errors.js'
 import { sendJson } from '../http/respond.js'
 import { BODY, STYLE } from './status-page-markup.js'
 import { RENDER } from './status-page-render.js'
@@ -73,9 +74,13 @@ const HEADERS = [
   'same-origin',
 ]
 
-/** GET (and HEAD) `/`: the page; any other method 405. */
+/** GET (and HEAD) `/`: the page; any other method 405, as the admin API answers one. */
 export function statusPage(req: IncomingMessage, res: ServerResponse): void {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'method_not_allowed' }, ['allow', 'GET, HEAD'])
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    const code: AdminErrorCode = 'admin_method_not_allowed'
+    const message = `${req.method} is not allowed here; use GET, HEAD`
+    return sendJson(res, ADMIN_ERRORS[code], { error: { code, message } }, ['allow', 'GET, HEAD'])
+  }
   res.writeHead(200, HEADERS)
   res.end(req.method === 'HEAD' ? undefined : BYTES)
 }

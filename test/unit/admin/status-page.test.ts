@@ -89,5 +89,5 @@ test('HEAD / answers the headers alone; another method is 405 with Allow', async
   const post = await fetch(url, { method: 'POST', body: 'x' })
   assert.equal(post.status, 405)
   assert.equal(post.headers.get('allow'), 'GET, HEAD')
-  assert.deepEqual(await post.json(), { error: 'method_not_allowed' })
+  assert.deepEqual(await post.json(), { error: { code: 'admin_method_not_allowed', message: 'POST is not allowed here; use GET, HEAD' } })
 })
