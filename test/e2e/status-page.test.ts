@@ -101,7 +101,9 @@ describe('status page in headless Chromium', { skip: !HAVE_CHROMIUM }, () => {
     try {
       await page.waitForFunction(
         () => {
-          const row = [...document.querySelectorAll('#reasons tbody tr')].find((tr) => tr.children[0]?.textContent === 'token_bucket_exceeded')
+          const row = [...document.querySelectorAll('#reasons tbody tr')].find(
+            (tr) => tr.children[0]?.textContent === 'token_bucket_exceeded',
+          )
           return row !== undefined && /^[1-9]|^0[.,]\d*[1-9]/.test(row.children[1]?.textContent ?? '')
         },
         { timeout: SHOWN_MS },
