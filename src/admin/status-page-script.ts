@@ -140,11 +140,9 @@ function showGateway(b, ready) {
   const health = document.createElement('span')
   health.className = store.healthy ? 'ok' : 'bad'
   health.textContent = (store.kind || '?') + ', ' + (store.healthy ? 'healthy' : 'unhealthy')
-  const hash = code(String(b.hash || '').slice(0, 12))
-  hash.title = b.hash || ''
   describe($('gateway'), [
     ['Bundle version', b.version === null || b.version === undefined ? 'none loaded' : String(b.version)],
-    ['Bundle hash', hash],
+    ['Bundle hash', code(b.hash || '')], // as /readyz and fairvisor_config_info show it: opaque text to compare
     ['Source', code(b.source || '')],
     ['Loaded at', when(b.loaded_at)],
     ['Mode', b.mode],

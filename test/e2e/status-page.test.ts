@@ -130,6 +130,8 @@ describe('status page in headless Chromium', { skip: !HAVE_CHROMIUM }, () => {
     assert.match(gateway, /Workers\s*2/)
     assert.match(gateway, /Store\s*\w+, healthy/)
     assert.match(gateway, /Readiness\s*ready/)
+    const { policy_hash } = (await (await fetch(`${admin}/readyz`)).json()) as { policy_hash: string }
+    assert.ok(gateway.includes(`Bundle hash${policy_hash}`), `the hash /readyz shows: ${policy_hash} in ${gateway}`)
     const rules = await page.$$eval('#policies tbody tr', (trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)))
     assert.deepEqual(rules, [['per_user', 'token_bucket', 'burst = 2; tokens_per_second = 0.001', 'header:x-user']])
     const decisions = Object.fromEntries((await rowsOf(page, 'decisions')).map((cells) => [cells[0], cells[2]]))
