@@ -174,8 +174,10 @@ function showReloads(reloads) {
 }
 
 function showTop(top) {
-  const minutes = Math.round((top.window_seconds || 0) / 60)
-  $('top-caption').textContent = 'Keys rejected most in the last ' + minutes + ' minutes; credentials are shown as their logged hash.'
+  // The sketch keeps two rotating half windows: what it counts is from the last half window to the whole of it.
+  const s = top.window_seconds || 0
+  const span = s >= 120 ? Math.round(s / 60) + ' minutes' : s + ' seconds'
+  $('top-caption').textContent = 'Keys rejected most in the last ' + span + ' at most; credentials are shown as their logged hash.'
   const rows = (top.entries || []).map((e) => [e.policy, e.rule, e.reason, code(e.key), cell(formatCount(e.count), 'num'),
     cell(formatCount(e.error || 0), 'num'), resetButton(e)])
   fill($('top'), rows, 'No key rejected in this window.')
