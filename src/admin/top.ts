@@ -9,7 +9,7 @@ import type { EngineObserver } from '../engine/decision.js'
 import { shownKey } from '../engine/log-key.js'
 import { AdminRequestError } from '../errors.js'
 import type { ProcessView } from '../observe/admin-view.js'
-import { RejectedKeys } from '../observe/rejected-keys.js'
+import { type RejectGroup, RejectedKeys } from '../observe/rejected-keys.js'
 import type { Settings } from '../settings.js'
 import { topEntries } from '../observe/space-saving.js'
 import { ruleLabel } from './counters.js'
@@ -26,9 +26,32 @@ export function rejectedKeys(
   return new RejectedKeys(settings.adminTopKeys, settings.adminTopWindowS * 1000, shownKey, nowMs)
 }
 
-/** The engine's reject hook feeding `keys`: every enforced or shadow reject of a limit with a key. */
+/** Names of (policy, rule, reason) groups kept; past it they are made anew (RLS limit overrides can name many). */
+const MAX_GROUPS = 10_000
+
+/**
+ * The engine's reject hook feeding `keys`: every enforced or shadow reject of a limit with a key. A
+ * reject finds its group by its compiled rule and reason (no string built); a rule compiled anew by a
+ * reload finds the group of the same names, so a key counts on across reloads.
+ */
 export function recordRejects(keys: RejectedKeys<CompiledRule>): NonNullable<EngineObserver['rejected']> {
-  return (policy, rule, reason, composite, nowMs) => keys.record(policy.id, ruleLabel(policy, rule), reason, composite, rule, nowMs)
+  const byRule = new WeakMap<CompiledRule, Map<string, RejectGroup<CompiledRule>>>()
+  const byName = new Map<string, RejectGroup<CompiledRule>>()
+  return (policy, rule, reason, composite, nowMs) => {
+    let byReason = byRule.get(rule)
+    if (byReason === undefined) byRule.set(rule, (byReason = new Map()))
+    let group = byReason.get(reason)
+    if (group === undefined) {
+      const label = ruleLabel(policy, rule)
+      const name = `${policy.id}\0${label}\0${reason}`
+      if (byName.size >= MAX_GROUPS) byName.clear()
+      group = byName.get(name) ?? { policy: policy.id, rule: label, reason, source: rule }
+      group.source = rule // the newest rule shows the key
+      byName.set(name, group)
+      byReason.set(reason, group)
+    }
+    keys.record(group, composite, nowMs)
+  }
 }
 
 /** `n`: 20 when absent, else a whole number from 1 to MAX_TOP. */

@@ -29,13 +29,21 @@ export type TopSnapshot = Snapshot<TopItem>
 export const topItemId = (t: Pick<TopItem, 'policy' | 'rule' | 'reason' | 'composite'>): string =>
   `${t.policy}\0${t.rule}\0${t.reason}\0${t.composite}`
 
-interface Kept<R> {
+/**
+ * What the rejects of one policy, rule and reason share: made once per rule and reason by the caller
+ * (admin/top.ts) and passed by reference, so counting a reject builds no string.
+ */
+export interface RejectGroup<R> {
   policy: string
   rule: string
   reason: string
-  composite: string
   /** What `show` needs to tell the key's credential parts (a compiled rule). */
   source: R
+}
+
+interface Kept<R> {
+  group: RejectGroup<R>
+  composite: string
 }
 
 export class RejectedKeys<R> {
@@ -57,10 +65,10 @@ export class RejectedKeys<R> {
     this.since = nowMs
   }
 
-  /** One reject of `composite` on `policy`/`rule` with `reason` at `nowMs`. */
-  record(policy: string, rule: string, reason: string, composite: string, source: R, nowMs: number): void {
+  /** One reject of `composite` in `group` at `nowMs`. */
+  record(group: RejectGroup<R>, composite: string, nowMs: number): void {
     if (nowMs - this.since >= this.halfMs) this.turn(nowMs)
-    this.current.add(topItemId({ policy, rule, reason, composite }), () => ({ policy, rule, reason, composite, source }))
+    this.current.add(group, composite, () => ({ group, composite }))
   }
 
   /** The last half window to whole window of rejects. */
@@ -74,8 +82,8 @@ export class RejectedKeys<R> {
     return mergeSnapshots(parts, topItemId)
   }
 
-  private plain(k: Kept<R>): TopItem {
-    return { policy: k.policy, rule: k.rule, reason: k.reason, key: this.show(k.source, k.composite), composite: k.composite }
+  private plain({ group: g, composite }: Kept<R>): TopItem {
+    return { policy: g.policy, rule: g.rule, reason: g.reason, key: this.show(g.source, composite), composite }
   }
 
   /** The current half is over: it becomes the previous one (none when a whole half went by without a turn). */

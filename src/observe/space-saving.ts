@@ -34,14 +34,20 @@ export interface Snapshot<T> {
 }
 
 interface Cell<T> extends Counted<T> {
+  group: object
   id: string
   /** Index in the heap. */
   at: number
 }
 
+/**
+ * Items are named by a group (an object, compared by identity) and an id within it: two look-ups of
+ * keys whose hashes are known or short, where one id joining both would be a new string to build and
+ * hash for every item.
+ */
 export class SpaceSaving<T> {
   private readonly heap: Cell<T>[] = []
-  private readonly index = new Map<string, Cell<T>>()
+  private readonly index = new Map<object, Map<string, Cell<T>>>()
   /** Items seen (N). */
   total = 0
 
@@ -53,31 +59,36 @@ export class SpaceSaving<T> {
     return this.heap.length
   }
 
-  /** Counts one occurrence of item `id`; `make` builds what is kept of it, only when it takes a counter. */
-  add(id: string, make: () => T): void {
+  /** Counts one occurrence of item `id` of `group`; `make` builds what is kept of it, only when it takes a counter. */
+  add(group: object, id: string, make: () => T): void {
     this.total++
-    const cell = this.index.get(id)
+    let ids = this.index.get(group)
+    const cell = ids?.get(id)
     if (cell !== undefined) {
       cell.count++
       this.down(cell.at)
       return
     }
+    if (ids === undefined) this.index.set(group, (ids = new Map()))
     const heap = this.heap
     if (heap.length < this.capacity) {
-      const fresh: Cell<T> = { id, item: make(), count: 1, error: 0, at: heap.length }
+      const fresh: Cell<T> = { group, id, item: make(), count: 1, error: 0, at: heap.length }
       heap.push(fresh)
-      this.index.set(id, fresh)
+      ids.set(id, fresh)
       this.up(fresh.at)
       return
     }
     // Every counter taken: the least counted one's goes to the new item, with its count as the error.
     const least = heap[0]!
-    this.index.delete(least.id)
+    const old = this.index.get(least.group)!
+    old.delete(least.id)
+    if (old.size === 0 && least.group !== group) this.index.delete(least.group)
+    least.group = group
     least.id = id
     least.item = make()
     least.error = least.count
     least.count++
-    this.index.set(id, least)
+    ids.set(id, least)
     this.down(0)
   }
 
@@ -124,21 +135,23 @@ export class SpaceSaving<T> {
 
 /** The snapshot of the parts' streams taken together; `idOf` tells which entries are the same item. */
 export function mergeSnapshots<T>(parts: readonly Snapshot<T>[], idOf: (item: T) => string): Snapshot<T> {
-  /** Per item: its counts and errors summed over the parts that count it, and those parts' floors. */
-  const merged = new Map<string, Counted<T> & { covered: number }>()
+  /** Per item: its counts and errors summed over the parts that count it, and those parts' floors (once per part). */
+  const merged = new Map<string, Counted<T> & { covered: number; part: number }>()
   let floor = 0
   let total = 0
-  for (const part of parts) {
+  for (const [p, part] of parts.entries()) {
     floor += part.floor
     total += part.total
     for (const e of part.entries) {
       const id = idOf(e.item)
       const m = merged.get(id)
-      if (m === undefined) merged.set(id, { item: e.item, count: e.count, error: e.error, covered: part.floor })
+      if (m === undefined) merged.set(id, { item: e.item, count: e.count, error: e.error, covered: part.floor, part: p })
       else {
         m.count += e.count
         m.error += e.error
-        m.covered += part.floor
+        // Two entries of one part for the same item (counted under two groups): its floor covers it once.
+        if (m.part !== p) m.covered += part.floor
+        m.part = p
       }
     }
   }

@@ -67,6 +67,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/init-templates.ts': 'test/e2e/cli-usage.test.ts', // the files fairvisor init writes
   'commands/init.ts': 'test/e2e/cli.test.ts', // fairvisor init
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
+  'commands/status.ts': 'test/e2e/admin-api.test.ts', // fairvisor status against a real gateway: ready, not ready, unreachable
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
   'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
