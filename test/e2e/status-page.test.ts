@@ -4,9 +4,9 @@
  * admin port and token) under traffic that gets one key rejected. The operator
  * types the token, sees the limited key among the top keys and the live reject
  * rate, presses its reset button, and the key's next request passes. A wrong
- * token brings the prompt back. The page asks nothing of any origin but the
- * admin listener, and the browser reports no error (a Content-Security-Policy
- * violation would be one).
+ * token brings the prompt back. `/` of the public listener stays traffic. The
+ * page asks nothing of any origin but the admin listener, and the browser
+ * reports no error (a Content-Security-Policy violation would be one).
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -83,6 +83,16 @@ describe('status page in headless Chromium', { skip: !HAVE_CHROMIUM }, () => {
   /** The text of each cell of a table's body rows. */
   const rowsOf = (page: Page, id: string): Promise<string[][]> =>
     page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent ?? '')))
+
+  test('the page is on the admin listener only: / of the public listener is traffic for the backend', async () => {
+    const page = await fetch(`${admin}/`)
+    assert.equal(page.status, 200)
+    assert.match(await page.text(), /<title>Fairvisor status<\/title>/)
+    const before = backend.count
+    const proxied = await fetch(`${gw.url}/`)
+    assert.equal(await proxied.text(), 'ok')
+    assert.equal(backend.count, before + 1)
+  })
 
   test('the limited key is shown with its reject rate; its reset button makes its next request pass', async () => {
     assert.equal(await asUser('alice'), 200)
