@@ -71,6 +71,9 @@ export function adjustValues(adjustments: readonly Adjustment[]): string[] {
   return [textArray(l.keys), `{${l.nums.join(',')}}`]
 }
 
+/** The reset statement's one value (the admin API): the keys as stored. */
+export const resetValues = (keys: readonly string[]): [string[]] => [keys.map(storedKey)]
+
 /** Outcomes of the `n` checks whose reply starts at `off` (status -1: not evaluated), into `out`. */
 export function readOutcomes(reply: readonly number[], off: number, n: number, out: Outcomes = new Array(n)): Outcomes {
   for (let i = 0; i < n; i++) {

@@ -22,13 +22,12 @@
  */
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
-import { adjustValues, readOutcomes, replyLength, takeValues, type TakeRequest } from './codec.js'
+import { adjustValues, readOutcomes, replyLength, resetValues, takeValues, type TakeRequest } from './codec.js'
 import { PgConnections, type Slot } from './conn.js'
 import { cleanupSql, TAKE_REPLY } from './sql.js'
 import type { PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
-import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 export interface PostgresStoreOptions {
@@ -203,8 +202,7 @@ export class PostgresStore implements Store {
 
   /** Deletes the keys' rows (the admin API), on the next free connection, within the deadline. */
   reset(keys: readonly string[], done: (err: Error | null) => void): void {
-    if (keys.length === 0) return done(null)
-    const query = { text: `DELETE FROM ${this.opts.prefix}counters WHERE key = ANY($1::text[])`, values: [keys.map(storedKey)] }
+    const query = { text: `DELETE FROM ${this.opts.prefix}counters WHERE key = ANY($1::text[])`, values: resetValues(keys) }
     this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 
