@@ -15,7 +15,7 @@ import { pathOf, type Handler } from './server.js'
 export const ADMIN_PREFIX = '/v1/admin/'
 
 // GET /: the status page
-const statusPageRoute: Handler = (req, res) => notFound(req, res)
+import { statusPage as statusPageRoute } from '../admin/status-page.js'
 
 /**
  * `metricsText`: where /metrics comes from (default: this thread's registry; worker threads ask their supervisor for the sum).
