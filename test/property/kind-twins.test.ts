@@ -94,7 +94,7 @@ const param = (r: ParamRange): fc.Arbitrary<number> =>
       ? fc.integer({ min: r.min, max: r.max })
       : fc.double({ min: r.min, max: r.max, noNaN: true })
 
-/** Limits of every kind from its sample ranges, and the shapes those ranges leave out: calendar months, aligned periods, long sliding windows. */
+/** Limits of every kind from its sample ranges, and the shapes those ranges leave out: calendar months, aligned periods, long sliding windows (with and without a delay). */
 const limits: fc.Arbitrary<Limit> = fc.oneof(
   ...[...KINDS.values()].map((k: LimitKind) => fc.tuple(...k.sample.params.map(param)).map((p) => k.limit(p))),
   fc
@@ -111,8 +111,10 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
     .record({
       limit: fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.double({ min: 0.5, max: 100, noNaN: true })),
       windowS: fc.integer({ min: 1, max: 86_400 }),
+      // max_delay_ms: none, or any whole number of ms up to the schema's 30 s.
+      delayMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30_000 })),
     })
-    .map(({ limit, windowS }) => slidingLimit(limit, windowS)),
+    .map(({ limit, windowS, delayMs }) => slidingLimit(limit, windowS, delayMs / 1000)),
 )
 
 /** Steps between operations (µs): none, within a second, within hours, up to 46 days (across months). */
@@ -189,32 +191,55 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
   return out
 }
 
+/** Runs `ops` from `t0` (µs) in the three languages and requires the TypeScript's outcomes of the Lua and PL/pgSQL twins. */
+async function sameInEveryLanguage(limit: Limit, t0: number, ops: { dtUs: number; adjust: boolean; amount: number }[]): Promise<void> {
+  const times: number[] = []
+  let t = t0
+  for (const o of ops) times.push((t += o.dtUs))
+  const ts = inTypeScript(limit, times, ops)
+  const [lua, sql] = await Promise.all([inLua(limit, times, ops), inPlpgsql(limit, times, ops)])
+  for (const [name, twin] of [
+    ['lua', lua],
+    ['plpgsql', sql],
+  ] as const) {
+    for (const [i, r] of twin.entries()) {
+      // Whether an adjustment found a state to adjust depends on each store's expiry (forgetting is lossless): only later steps tell.
+      if (ops[i]!.adjust) continue
+      const want = ts[i]!
+      const where = `${limit.kind.name} ${JSON.stringify(limit.params)}, op ${i} at ${new Date(times[i]! / 1000).toISOString()} (${JSON.stringify(ops[i])}): ${name}`
+      assert.equal(r.ok, want.ok, `${where} ${r.ok ? 'allowed' : 'rejected'}`)
+      assert.ok(
+        Math.abs(r.value - want.value) <= 1e-9 * Math.max(1, Math.abs(want.value)),
+        `${where} value ${r.value}, TypeScript ${want.value}`,
+      )
+      assert.equal(r.retry, want.retry, `${where} wait ${r.retry}, TypeScript ${want.retry}`)
+    }
+  }
+}
+
 test("every kind's Lua and PL/pgSQL twins decide as its TypeScript on any instant", async () => {
   await fc.assert(
-    fc.asyncProperty(limits, fc.integer({ min: 0, max: 3e15 }), fc.array(op, { minLength: 1, maxLength: 12 }), async (limit, t0, ops) => {
-      const times: number[] = []
-      let t = t0
-      for (const o of ops) times.push((t += o.dtUs))
-      const ts = inTypeScript(limit, times, ops)
-      const [lua, sql] = await Promise.all([inLua(limit, times, ops), inPlpgsql(limit, times, ops)])
-      for (const [name, twin] of [
-        ['lua', lua],
-        ['plpgsql', sql],
-      ] as const) {
-        for (const [i, r] of twin.entries()) {
-          // Whether an adjustment found a state to adjust depends on each store's expiry (forgetting is lossless): only later steps tell.
-          if (ops[i]!.adjust) continue
-          const want = ts[i]!
-          const where = `${limit.kind.name} ${JSON.stringify(limit.params)}, op ${i} at ${new Date(times[i]! / 1000).toISOString()} (${JSON.stringify(ops[i])}): ${name}`
-          assert.equal(r.ok, want.ok, `${where} ${r.ok ? 'allowed' : 'rejected'}`)
-          assert.ok(
-            Math.abs(r.value - want.value) <= 1e-9 * Math.max(1, Math.abs(want.value)),
-            `${where} value ${r.value}, TypeScript ${want.value}`,
-          )
-          assert.equal(r.retry, want.retry, `${where} wait ${r.retry}, TypeScript ${want.retry}`)
-        }
-      }
-    }),
+    fc.asyncProperty(limits, fc.integer({ min: 0, max: 3e15 }), fc.array(op, { minLength: 1, maxLength: 12 }), sameInEveryLanguage),
     { numRuns: 300 },
+  )
+})
+
+test('the same for sliding windows with a delay, over their limit within a window or two: held in this window or the next, refused past both', async () => {
+  const held = fc
+    .record({
+      limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.5, max: 6, noNaN: true })),
+      windowS: fc.integer({ min: 1, max: 3 }),
+      delayMs: fc.integer({ min: 1, max: 6000 }),
+    })
+    .map(({ limit, windowS, delayMs }) => slidingLimit(limit, windowS, delayMs / 1000))
+  // Requests a few at a time, up to 1.5 s apart: the windows fill, turn, and hold.
+  const burst = fc.record({
+    dtUs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 1_500_000 })),
+    adjust: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+    amount: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.double({ min: 0.25, max: 2, noNaN: true }), fc.integer({ min: -2, max: -1 })),
+  })
+  await fc.assert(
+    fc.asyncProperty(held, fc.integer({ min: 0, max: 3e15 }), fc.array(burst, { minLength: 1, maxLength: 16 }), sameInEveryLanguage),
+    { numRuns: 200 },
   )
 })
