@@ -71,23 +71,23 @@ function current(s: SlidingState | undefined, l: SlidingLimit, now: number): Sli
   return { prev: 0, cur: 0, start: now, next: 0 }
 }
 
-/** The count of the last windowS seconds as estimated at `now`, what is counted for the next window included in full. */
-const estimate = (w: SlidingState, l: SlidingLimit, now: number): number =>
-  snap(w.prev * (1 - Math.max(0, now - w.start) / l.windowS) + w.cur + w.next)
+/** The count of the last windowS seconds as estimated `e` seconds into the window, what is counted for the next window included in full. */
+const estimate = (w: SlidingState, l: SlidingLimit, e: number): number => snap(w.prev * (1 - e / l.windowS) + w.cur + w.next)
 
 /**
- * When, with no more requests, the estimate is down to `x`: in this window
- * as the previous one's share leaves, in the next as this one's does, or in
- * the one after as the next one's does.
+ * When (seconds after the window's start; `e` when it already is) the estimate is down to `x`
+ * with no more requests: in this window as the previous one's share leaves, in the next as this
+ * one's does, or in the one after as the next one's does. Counted from the window's start, not
+ * as an epoch instant, so a wait (this − e) keeps the precision epoch doubles lose (0.24 µs).
  */
-function fitsAt(w: SlidingState, l: SlidingLimit, x: number, now: number): number {
-  if (w.cur + w.next <= x) return w.prev > 0 ? w.start + l.windowS * (1 - (x - w.cur - w.next) / w.prev) : now
-  if (w.next <= x) return w.start + 2 * l.windowS - (l.windowS * (x - w.next)) / w.cur
-  return w.start + 3 * l.windowS - (l.windowS * x) / w.next
+function fitsAt(w: SlidingState, l: SlidingLimit, x: number, e: number): number {
+  if (w.cur + w.next <= x) return w.prev > 0 ? l.windowS * (1 - (x - w.cur - w.next) / w.prev) : e
+  if (w.next <= x) return 2 * l.windowS - (l.windowS * (x - w.next)) / w.cur
+  return 3 * l.windowS - (l.windowS * x) / w.next
 }
 
-/** Whole seconds until `t`, at least 1. */
-const secondsTo = (t: number, now: number): number => Math.max(1, Math.ceil(t - now - EPSILON))
+/** Whole seconds from `e` to `t` (both in the window), at least 1. */
+const secondsTo = (t: number, e: number): number => Math.max(1, Math.ceil(t - e - EPSILON))
 
 /** When forgetting the state is lossless: once every count is out of the window. */
 const expiry = (w: SlidingState, l: SlidingLimit): number =>
@@ -98,30 +98,25 @@ export const SLIDING_WINDOW_KIND: LimitKind<SlidingLimit, SlidingState> = {
   name: 'sliding_window',
   step(state, l, cost, now): Step<SlidingState> {
     const w = current(state, l, now)
-    const est = estimate(w, l, now)
+    const e = Math.max(0, now - w.start)
+    const est = estimate(w, l, e)
     if (est + cost > l.limit + EPSILON) {
       // A cost above the limit never fits: its wait is until the window is empty.
-      const t = fitsAt(w, l, Math.max(0, l.limit - cost), now)
+      const t = fitsAt(w, l, Math.max(0, l.limit - cost), e)
       const delayable = l.maxDelayS > 0 && cost <= l.limit + EPSILON
-      if (delayable && t - now <= l.maxDelayS && t < w.start + 2 * l.windowS) {
+      if (delayable && t - e <= l.maxDelayS && t < 2 * l.windowS) {
         // Held until t, counted in the window t falls in.
-        const held = t < w.start + l.windowS ? { ...w, cur: w.cur + cost } : { ...w, next: w.next + cost }
-        return {
-          allowed: true,
-          value: snap(l.limit - est - cost),
-          retryAfter: Math.max(0, t - now),
-          state: held,
-          expireAt: expiry(held, l),
-        }
+        const held = t < l.windowS ? { ...w, cur: w.cur + cost } : { ...w, next: w.next + cost }
+        return { allowed: true, value: snap(l.limit - est - cost), retryAfter: Math.max(0, t - e), state: held, expireAt: expiry(held, l) }
       }
       // With a delay it passes (held) from when t is at most maxDelayS away and in the window after that instant's.
-      const from = delayable ? Math.max(t - l.maxDelayS, w.start + (Math.floor((t - w.start) / l.windowS) - 1) * l.windowS) : t
-      return { allowed: false, value: snap(l.limit - est), retryAfter: secondsTo(from, now), state: w, expireAt: expiry(w, l) }
+      const from = delayable ? Math.max(t - l.maxDelayS, (Math.floor(t / l.windowS) - 1) * l.windowS) : t
+      return { allowed: false, value: snap(l.limit - est), retryAfter: secondsTo(from, e), state: w, expireAt: expiry(w, l) }
     }
     const next = { prev: w.prev, cur: w.cur + cost, start: w.start, next: w.next }
     const left = snap(l.limit - est - cost)
     // RateLimit-Reset of an allowed request: until one more unit fits (0: it does now).
-    const retryAfter = left + EPSILON < 1 ? secondsTo(fitsAt(next, l, Math.max(0, l.limit - 1), now), now) : 0
+    const retryAfter = left + EPSILON < 1 ? secondsTo(fitsAt(next, l, Math.max(0, l.limit - 1), e), e) : 0
     return { allowed: true, value: left, retryAfter, state: next, expireAt: expiry(next, l) }
   },
   /**
@@ -144,7 +139,13 @@ export const SLIDING_WINDOW_KIND: LimitKind<SlidingLimit, SlidingState> = {
       }
     }
     const after = { prev, cur, start: w.start, next }
-    return { allowed: true, value: snap(l.limit - estimate(after, l, now)), retryAfter: 0, state: after, expireAt: expiry(after, l) }
+    return {
+      allowed: true,
+      value: snap(l.limit - estimate(after, l, Math.max(0, now - w.start))),
+      retryAfter: 0,
+      state: after,
+      expireAt: expiry(after, l),
+    }
   },
   load: (cells, off) => ({ prev: cells[off]!, cur: cells[off + 1]!, start: cells[off + 2]!, next: cells[off + 3]! }),
   save(s, cells, off) {

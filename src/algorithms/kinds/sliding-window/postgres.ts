@@ -13,22 +13,22 @@ const CURRENT = `
   ELSIF here AND floor(greatest(0, now - a2) / p2) = 2 AND a3 > 0 THEN n0 := a3; n1 := 0; n2 := a2 + 2 * p2; n3 := 0;
   ELSE n0 := 0; n1 := 0; n2 := now; n3 := 0; END IF;`
 
-/** The estimate at now of the counts in n0, n1, n3. */
-const estimate = (p: string): string => `${p}snap(n0 * (1 - greatest(0, now - n2) / p2) + n1 + n3)`
+/** The estimate, e seconds into the window, of the counts in n0, n1, n3. */
+const estimate = (p: string): string => `${p}snap(n0 * (1 - e / p2) + n1 + n3)`
 
-/** fit := when, with no more requests, the estimate of n0..n3 is down to x ≥ 0 (kind.ts, fitsAt). */
-const FITS = `fit := CASE WHEN n1 + n3 <= x THEN CASE WHEN n0 > 0 THEN n2 + p2 * (1 - (x - n1 - n3) / n0) ELSE now END
-    WHEN n3 <= x THEN n2 + 2 * p2 - p2 * (x - n3) / n1 ELSE n2 + 3 * p2 - p2 * x / n3 END;`
+/** fit := when (s after the window's start), with no more requests, the estimate of n0..n3 is down to x ≥ 0 (kind.ts, fitsAt). */
+const FITS = `fit := CASE WHEN n1 + n3 <= x THEN CASE WHEN n0 > 0 THEN p2 * (1 - (x - n1 - n3) / n0) ELSE e END
+    WHEN n3 <= x THEN 2 * p2 - p2 * (x - n3) / n1 ELSE 3 * p2 - p2 * x / n3 END;`
 
-/** Whole seconds (at least 1) until `t`. */
-const secondsTo = (t: string): string => `greatest(1, ceil(${t} - now - ${EPSILON}))`
+/** Whole seconds (at least 1) from e to `t`, both in the window. */
+const secondsTo = (t: string): string => `greatest(1, ceil(${t} - e - ${EPSILON}))`
 
 /** Kept until every count is out of the window. */
 const EXPIRY = 'nx := CASE WHEN n3 > 0 THEN n2 + 3 * p2 WHEN n1 > 0 THEN n2 + 2 * p2 WHEN n0 > 0 THEN n2 + p2 ELSE n2 END;'
 
 export const SQL: KindSql = {
   take: (p) => `${CURRENT}
-  DECLARE est float8 := ${estimate(p)}; x float8; fit float8;
+  DECLARE e float8 := greatest(0, now - n2); est float8 := ${estimate(p)}; x float8; fit float8;
   BEGIN
     ok := est + cost <= p1 + ${EPSILON};
     IF ok THEN
@@ -37,12 +37,12 @@ export const SQL: KindSql = {
     ELSE
       val := ${p}snap(p1 - est); x := greatest(0, p1 - cost); ${FITS}
       IF p3 <= 0 OR cost > p1 + ${EPSILON} THEN retry := ${secondsTo('fit')};
-      ELSIF fit - now <= p3 AND fit < n2 + 2 * p2 THEN
+      ELSIF fit - e <= p3 AND fit < 2 * p2 THEN
         -- Held until fit, counted in the window it falls in.
         ok := true;
-        IF fit < n2 + p2 THEN n1 := n1 + cost; ELSE n3 := n3 + cost; END IF;
-        val := ${p}snap(p1 - est - cost); retry := greatest(0, fit - now); ${EXPIRY}
-      ELSE retry := ${secondsTo('greatest(fit - p3, n2 + (floor((fit - n2) / p2) - 1) * p2)')};
+        IF fit < p2 THEN n1 := n1 + cost; ELSE n3 := n3 + cost; END IF;
+        val := ${p}snap(p1 - est - cost); retry := greatest(0, fit - e); ${EXPIRY}
+      ELSE retry := ${secondsTo('greatest(fit - p3, (floor(fit / p2) - 1) * p2)')};
       END IF;
     END IF;
   END;`,

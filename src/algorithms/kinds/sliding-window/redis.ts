@@ -49,25 +49,31 @@ local function step(v, limit, windowS, delay, cost)
   end
   local wait = 0
   if not ok or left + ${EPSILON} < 1 then
-    -- When, with no more requests, the estimate is down to x (kind.ts, fitsAt).
+    -- When (s after the window's start), with no more requests, the estimate is down to x (kind.ts, fitsAt).
     if x < 0 then x = 0 end
-    local t = nowS
+    local t = e
     if cur + nxt > x then
-      if nxt <= x then t = start + 2 * windowS - windowS * (x - nxt) / cur
-      else t = start + 3 * windowS - windowS * x / nxt end
-    elseif prev > 0 then t = start + windowS * (1 - (x - cur - nxt) / prev) end
-    if ok or delay <= 0 or cost > limit + ${EPSILON} then wait = secondsTo(t)
-    elseif t - nowS <= delay and t < start + 2 * windowS then
-      -- Held until t, counted in the window t falls in.
-      ok = true
-      if t < start + windowS then cur = cur + cost else nxt = nxt + cost end
-      left = snap(limit - est - cost)
-      wait = t - nowS
-      if wait < 0 then wait = 0 end
-    else
-      local from = start + (floor((t - start) / windowS) - 1) * windowS
-      if t - delay > from then from = t - delay end
-      wait = secondsTo(from)
+      if nxt <= x then t = 2 * windowS - windowS * (x - nxt) / cur
+      else t = 3 * windowS - windowS * x / nxt end
+    elseif prev > 0 then t = windowS * (1 - (x - cur - nxt) / prev) end
+    local from = t
+    if not ok and delay > 0 and cost <= limit + ${EPSILON} then
+      if t - e <= delay and t < 2 * windowS then
+        -- Held until t, counted in the window t falls in.
+        ok = true
+        if t < windowS then cur = cur + cost else nxt = nxt + cost end
+        left = snap(limit - est - cost)
+        from = nil
+        wait = t - e
+        if wait < 0 then wait = 0 end
+      else
+        from = (floor(t / windowS) - 1) * windowS
+        if t - delay > from then from = t - delay end
+      end
+    end
+    if from then
+      wait = ceil(from - e - ${EPSILON})
+      if wait < 1 then wait = 1 end
     end
   end
   if not ok then return false, left, wait end
