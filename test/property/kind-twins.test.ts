@@ -29,17 +29,19 @@ const REDIS_URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:637
 const prefix = uniquePrefix('twins')
 
 /**
- * The Lua twins on given instants: ARGV kind, p1, p2, p3, then per operation
- * the time (µs), 's' (step) or 'a' (adjust) and the cost or amount. The state
+ * The Lua twins on given instants: ARGV kind, p1, p2, then per operation
+ * the time (µs), 's' (step) or 'a' (adjust), the cost or amount, and p3 (the
+ * limit's, or another in an adjustment: a held request's give-back). The state
  * is kept between operations as the take and adjust frames keep it (a reject
  * writes only when it asks to), and dropped when its TTL has run out.
  */
 const LUA = `${kindsLua('\nlocal now, nowS = 0, 0')}
 local kind = tonumber(ARGV[1])
-local p1, p2, p3 = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local p1, p2 = tonumber(ARGV[2]), tonumber(ARGV[3])
 local v, expires, out = false, 0, {}
-for i = 5, #ARGV, 3 do
+for i = 4, #ARGV, 4 do
   now = tonumber(ARGV[i])
+  local p3 = tonumber(ARGV[i + 3])
   nowS = now / 1000000
   if v and now >= expires then v = false end
   if ARGV[i + 1] == 's' then
@@ -136,8 +138,18 @@ interface Result {
   retry: number
 }
 
+/** One operation: a step of cost |amount|, or an adjustment of amount (`held`: a held request's give-back, that many seconds before its instant). */
+interface Op {
+  adjust: boolean
+  amount: number
+  held?: number
+}
+
+/** The third parameter an operation runs with: the limit's, or a held request's give-back (kinds/sliding-window/kind.ts heldGiveBack). */
+const p3Of = (limit: Limit, o: Op): number => (o.adjust && o.held !== undefined ? -o.held : (limit.params[2] ?? 0))
+
 /** The TypeScript kind on the same instants, its state forgotten at expireAt as the in-process stores forget it. */
-function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Result[] {
+function inTypeScript(limit: Limit, times: number[], ops: Op[]): Result[] {
   const kind = limit.kind as LimitKind
   let state: unknown
   let expireAt = -Infinity
@@ -145,7 +157,12 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
     const now = times[i]! / 1e6
     if (expireAt <= now) state = undefined
     if (o.adjust) {
-      const r = kind.adjust(state, limit, o.amount, now)
+      const r = kind.adjust(
+        state,
+        o.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, p3Of(limit, o)]),
+        o.amount,
+        now,
+      )
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
       return { ok: r !== undefined, value: 0, retry: 0 }
     }
@@ -155,9 +172,14 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
   })
 }
 
-async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
-  const p = [0, 1, 2].map((i) => String(limit.params[i] ?? 0))
-  const args = ops.flatMap((o, i) => [String(times[i]), o.adjust ? 'a' : 's', String(o.adjust ? o.amount : Math.abs(o.amount))])
+async function inLua(limit: Limit, times: number[], ops: Op[]): Promise<Result[]> {
+  const p = [0, 1].map((i) => String(limit.params[i] ?? 0))
+  const args = ops.flatMap((o, i) => [
+    String(times[i]),
+    o.adjust ? 'a' : 's',
+    String(o.adjust ? o.amount : Math.abs(o.amount)),
+    String(p3Of(limit, o)),
+  ])
   const reply = (await redis.callBuffer('EVAL', LUA, 0, String(limit.kind.id), ...p, ...args)) as Buffer
   return ops.map((_, i) => ({
     ok: reply.readInt8(i * 17) === 1,
@@ -166,7 +188,7 @@ async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amou
   }))
 }
 
-async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
+async function inPlpgsql(limit: Limit, times: number[], ops: Op[]): Promise<Result[]> {
   let cells = [0, 0, 0, 0]
   let expireAt = 0
   const out: Result[] = []
@@ -178,7 +200,7 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
       limit.kind.id,
       limit.params[0] ?? 0,
       limit.params[1] ?? 0,
-      limit.params[2] ?? 0,
+      p3Of(limit, o),
       amount,
       now,
       expireAt > now,
@@ -192,7 +214,7 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
 }
 
 /** Runs `ops` from `t0` (µs) in the three languages and requires the TypeScript's outcomes of the Lua and PL/pgSQL twins. */
-async function sameInEveryLanguage(limit: Limit, t0: number, ops: { dtUs: number; adjust: boolean; amount: number }[]): Promise<void> {
+async function sameInEveryLanguage(limit: Limit, t0: number, ops: (Op & { dtUs: number })[]): Promise<void> {
   const times: number[] = []
   let t = t0
   for (const o of ops) times.push((t += o.dtUs))
@@ -224,7 +246,41 @@ test("every kind's Lua and PL/pgSQL twins decide as its TypeScript on any instan
   )
 })
 
-test('the same for sliding windows with a delay, over their limit within a window or two: held in this window or the next, refused past both', async () => {
+/**
+ * Each give-back of `ops` as the gateway sends it, from the TypeScript's own outcomes: an adjustment
+ * of the latest held request's cost (a step allowed below zero, not given back yet) with the
+ * seconds it still had to wait then; a plain adjustment of `amount` when none is held.
+ */
+function resolveGiveBacks(limit: Limit, t0: number, ops: (Op & { dtUs: number; giveBack: boolean })[]): (Op & { dtUs: number })[] {
+  const kind = limit.kind as LimitKind
+  let state: unknown
+  let expireAt = -Infinity
+  let t = t0
+  let held: { at: number; wait: number; cost: number } | undefined
+  return ops.map(({ giveBack, ...o }) => {
+    const now = (t += o.dtUs) / 1e6
+    if (expireAt <= now) state = undefined
+    const op: Op & { dtUs: number } =
+      giveBack && held ? { ...o, adjust: true, amount: held.cost, held: Math.max(0, held.wait - (now - held.at)) } : o
+    if (giveBack) held = undefined
+    if (op.adjust) {
+      const r = kind.adjust(
+        state,
+        op.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, -op.held]),
+        op.amount,
+        now,
+      )
+      if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
+    } else {
+      const r = kind.step(state, limit, Math.abs(op.amount), now)
+      if (r.allowed) [state, expireAt] = [r.state, r.expireAt]
+      if (r.allowed && r.value < -1e-9) held = { at: now, wait: r.retryAfter, cost: Math.abs(op.amount) }
+    }
+    return op
+  })
+}
+
+test('the same for sliding windows with a delay, over their limit within a window or two: held in this window or the next, refused past both, held requests given back', async () => {
   const held = fc
     .record({
       limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.5, max: 6, noNaN: true })),
@@ -232,14 +288,17 @@ test('the same for sliding windows with a delay, over their limit within a windo
       delayMs: fc.integer({ min: 1, max: 6000 }),
     })
     .map(({ limit, windowS, delayMs }) => slidingLimit(limit, windowS, delayMs / 1000))
-  // Requests a few at a time, up to 1.5 s apart: the windows fill, turn, and hold.
+  // Requests a few at a time, up to 1.5 s apart: the windows fill, turn, and hold; now and then the latest held one is given back.
   const burst = fc.record({
     dtUs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 1_500_000 })),
-    adjust: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+    adjust: fc.oneof({ arbitrary: fc.constant(false), weight: 5 }, { arbitrary: fc.constant(true), weight: 1 }),
+    giveBack: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
     amount: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.double({ min: 0.25, max: 2, noNaN: true }), fc.integer({ min: -2, max: -1 })),
   })
   await fc.assert(
-    fc.asyncProperty(held, fc.integer({ min: 0, max: 3e15 }), fc.array(burst, { minLength: 1, maxLength: 16 }), sameInEveryLanguage),
+    fc.asyncProperty(held, fc.integer({ min: 0, max: 3e15 }), fc.array(burst, { minLength: 1, maxLength: 16 }), (limit, t0, ops) =>
+      sameInEveryLanguage(limit, t0, resolveGiveBacks(limit, t0, ops)),
+    ),
     { numRuns: 200 },
   )
 })

@@ -41,6 +41,11 @@ export interface SlidingLimit extends Limit {
   windowS: number
   /** Longest hold (s) of a request that does not fit now (max_delay_ms; 0: it is rejected). */
   maxDelayS: number
+  /**
+   * Only in an adjustment giving back a held request's charge (`giveBack`, the third parameter
+   * below zero): the seconds it still had to wait, which tell the window it was counted for.
+   */
+  heldS?: number
 }
 
 export interface SlidingState {
@@ -121,15 +126,23 @@ export const SLIDING_WINDOW_KIND: LimitKind<SlidingLimit, SlidingState> = {
   },
   /**
    * Gives back from the current window's count, then the previous one's, then what is counted for
-   * the next (never below zero), or charges on top. A held request's charge given back from an
-   * earlier window than its own only counts for longer: the estimate never drops below the truth.
+   * the next (never below zero), or charges on top; a held request's charge (heldS) from the next
+   * window's count first when that is where it was counted. A charge given back from an earlier
+   * window than its own only counts for longer: the estimate never drops below the truth.
    */
   adjust(state, l, amount, now) {
     const w = current(state, l, now)
     if (amount >= 0 && w.prev === 0 && w.cur === 0 && w.next === 0) return undefined // nothing counted
-    let cur = w.cur - amount
-    let prev = w.prev
+    let rest = amount
     let next = w.next
+    // A held request's charge given back from the window it was counted for, when that is the next one.
+    if (rest > 0 && l.heldS !== undefined && Math.max(0, now - w.start) + l.heldS >= l.windowS) {
+      const take = Math.min(next, rest)
+      next -= take
+      rest -= take
+    }
+    let cur = w.cur - rest
+    let prev = w.prev
     if (cur < 0) {
       prev += cur
       cur = 0
@@ -154,7 +167,9 @@ export const SLIDING_WINDOW_KIND: LimitKind<SlidingLimit, SlidingState> = {
     cells[off + 2] = s.start
     cells[off + 3] = s.next
   },
-  limit: (p) => slidingLimit(p[0]!, p[1]!, p[2] ?? 0),
+  limit: (p) => (p[2]! < 0 ? heldGiveBack(slidingLimit(p[0]!, p[1]!), -p[2]!) : slidingLimit(p[0]!, p[1]!, p[2] ?? 0)),
+  // A held outcome (below zero) was counted for the window of the instant it waits for: say how far that still is.
+  giveBack: (l, o, elapsedS) => (o.value < -EPSILON ? heldGiveBack(l, Math.max(0, o.retryAfter - elapsedS)) : undefined),
   lua: LUA,
   sql: SQL,
   sample: {
@@ -188,6 +203,14 @@ function slidingEdge(l: SlidingLimit, o: { allowed: boolean; value: number; retr
 export function slidingLimit(limit: number, windowS: number, maxDelayS = 0): SlidingLimit {
   if (maxDelayS > 0) return { kind: SLIDING_WINDOW_KIND, params: [limit, windowS, maxDelayS], limit, windowS, maxDelayS }
   return { kind: SLIDING_WINDOW_KIND, params: [limit, windowS], limit, windowS, maxDelayS: 0 }
+}
+
+/**
+ * The limit of an adjustment giving back a request held `heldS` more seconds: its third parameter
+ * is −heldS (0, the instant reached, reads as a plain limit: the charge is in the current window).
+ */
+export function heldGiveBack(l: SlidingLimit, heldS: number): SlidingLimit {
+  return { kind: SLIDING_WINDOW_KIND, params: [l.limit, l.windowS, -heldS], limit: l.limit, windowS: l.windowS, maxDelayS: 0, heldS }
 }
 
 /** The hold (ms, whole, ≥ 1) of an allowed outcome below zero, whose wait is `retryAfter` s; 0 for one that fits now. */

@@ -1,7 +1,8 @@
 /**
  * The sliding window in PL/pgSQL (kind.ts's twin; the contract: ../twins.ts):
- * limit p1, window p2, longest hold p3 in seconds (0: none); state prev (0),
- * cur (1), window start (2), counted for the next window (3).
+ * limit p1, window p2, longest hold p3 in seconds (0: none; in an adjustment,
+ * below zero: a held request's give-back, kind.ts heldGiveBack); state prev
+ * (0), cur (1), window start (2), counted for the next window (3).
  */
 import { EPSILON } from '../../algorithm.js'
 import type { KindSql } from '../twins.js'
@@ -47,9 +48,14 @@ export const SQL: KindSql = {
     END IF;
   END;`,
   // Give back from the current window's count, then the previous one's, then the next one's; nothing counted: nothing to give back.
+  // A held request's charge (p3: minus the seconds it still had to wait) from the next window's count first when counted there.
   adjust: () => `${CURRENT}
   IF amount >= 0 AND n0 = 0 AND n1 = 0 AND n3 = 0 THEN ok := false;
   ELSE
+    IF amount > 0 AND p3 < 0 AND greatest(0, now - n2) - p3 >= p2 THEN
+      DECLARE take float8 := least(n3, amount);
+      BEGIN n3 := n3 - take; amount := amount - take; END;
+    END IF;
     n1 := n1 - amount;
     IF n1 < 0 THEN
       n0 := n0 + n1; n1 := 0;

@@ -80,9 +80,20 @@ local function step(v, limit, windowS, delay, cost)
   local state, ttl = save(prev, cur, start, nxt, windowS)
   return true, left, wait, state, ttl
 end
-local function adjust(v, limit, windowS, _, amount)
+local function adjust(v, limit, windowS, held, amount)
   local prev, cur, start, nxt = current(v, windowS)
   if amount >= 0 and prev == 0 and cur == 0 and nxt == 0 then return nil end
+  if amount > 0 and held < 0 then
+    -- A held request's charge (held: minus the seconds it still had to wait), from the next window's count when counted there.
+    local e = nowS - start
+    if e < 0 then e = 0 end
+    if e - held >= windowS then
+      local take = nxt
+      if amount < take then take = amount end
+      nxt = nxt - take
+      amount = amount - take
+    end
+  end
   cur = cur - amount
   if cur < 0 then
     prev = prev + cur

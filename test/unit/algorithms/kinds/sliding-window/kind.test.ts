@@ -354,3 +354,21 @@ test('max_delay_ms: what is forwarded keeps the error bound of docs/algorithms.m
     { numRuns: 3000 },
   )
 })
+
+test('max_delay_ms: a held request given back (giveBack) comes off the window it was counted for, so the next one takes its place', () => {
+  const l = slidingLimit(2, 2, 4)
+  let state: SlidingState | undefined
+  for (let i = 0; i < 2; i++) state = K.step(state, l, 1, T0).state
+  const h = K.step(state, l, 1, T0)
+  // 2 × (1 − e/2) ≤ 1 in the next window: held 3 s, counted there.
+  assert.deepEqual([h.value, h.retryAfter, h.state], [-1, 3, { prev: 0, cur: 2, start: T0, next: 1 }])
+  assert.equal(K.giveBack!(l, { value: 1, retryAfter: 0 }, 0), undefined, 'a charge that was not held: the plain limit')
+  const back = K.giveBack!(l, h, 0.5)!
+  assert.deepEqual([back.params, back.heldS], [[2, 2, -2.5], 2.5])
+  assert.deepEqual(K.limit(back.params), back, 'read back from its parameters (the server scripts get those)')
+  const after = K.adjust(h.state, back, 1, T0 + 0.5)!.state
+  assert.deepEqual(after, { prev: 0, cur: 2, start: T0, next: 0 })
+  assert.deepEqual([K.step(after, l, 1, T0 + 0.5).value, K.step(after, l, 1, T0 + 0.5).retryAfter], [-1, 2.5], 'held in its place')
+  // From the current count (the plain order), the same give-back leaves the next one refused: it would fit at the end of the next window.
+  assert.equal(K.step(K.adjust(h.state, l, 1, T0 + 0.5)!.state, l, 1, T0 + 0.5).allowed, false)
+})
