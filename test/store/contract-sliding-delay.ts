@@ -55,14 +55,22 @@ export function slidingDelayCases(c: KindContext): void {
     assert.deepEqual([big!.allowed, big!.value], [false, 5], 'a cost above the limit is never held')
   })
 
-  it('sliding window delay: a held request given back (adjust) frees its place for the next one', async () => {
+  it('sliding window delay: a held request given back frees its place for the next one; a plain give-back comes off this window', async () => {
     const k = c.key('sw-delay-back')
-    for (let i = 0; i < 6; i++) await c.apply([held(k)])
-    await c.adjust([{ key: k, limit: held(k).limit, amount: 1 }])
+    const limit = held(k).limit
+    for (let i = 0; i < 5; i++) await c.apply([held(k)])
+    const [h] = await c.apply([held(k)])
+    // Given back as the gateway gives back a held request: the kind's give-back limit names the window it was counted for.
+    await c.adjust([{ key: k, limit: limit.kind.giveBack!(limit, h!, 0)!, amount: 1 }])
     const [o] = await c.apply([held(k)])
-    // Given back from this window's count (never below the truth): 4 now, 1 next; one more fits once 4 × (1 − e) + 1 ≤ 4, at 750 s, not at 840 s.
     assert.deepEqual([o!.allowed, o!.value], [true, -1])
-    assert.ok(o!.retryAfter <= 750 + 1e-9 && o!.retryAfter >= 750 - slack, `held ${o!.retryAfter} s`)
+    assert.ok(o!.retryAfter <= 720 + 1e-9 && o!.retryAfter >= 720 - slack, `held in its place, until 720 s: ${o!.retryAfter}`)
+    // A plain give-back (a refund by status) comes off this window's count, never below the truth: 4 now, 1 next, and
+    // one more fits once 4 × (1 − e) + 1 ≤ 4, at 750 s.
+    await c.adjust([{ key: k, limit, amount: 1 }])
+    const [p] = await c.apply([held(k)])
+    assert.deepEqual([p!.allowed, p!.value], [true, -1])
+    assert.ok(p!.retryAfter <= 750 + 1e-9 && p!.retryAfter >= 750 - slack, `held until 750 s: ${p!.retryAfter}`)
   })
 
   it('sliding window delay: 40 parallel calls on 5 per 600 s → exactly 9 allowed, 4 of them held', async () => {
@@ -89,5 +97,9 @@ export function slidingDelayCases(c: KindContext): void {
     assert.deepEqual([r[0]!.value, r[1]!.value], [-1, -2], 'the second check saw the first one held')
     const [after] = await c.apply([held(k, 0)])
     assert.deepEqual([after!.allowed, after!.value], [true, 0], 'nothing committed')
+    // Taken back from the window they were counted for (a Redis Cluster refunds the slot that committed them): the next is held until 720 s.
+    const [next] = await c.apply([held(k)])
+    assert.deepEqual([next!.allowed, next!.value], [true, -1])
+    assert.ok(next!.retryAfter <= 720 + 1e-9 && next!.retryAfter >= 720 - slack, `held ${next!.retryAfter} s`)
   })
 }

@@ -82,9 +82,15 @@ test('max_delay_ms: 5 per 1 s, 2 s of delay, 10 at once: 5 pass, 4 are held 1.2 
   // A held request's reset is when it is forwarded; its refusal (no hold free) is the window's reject with that wait.
   assert.equal(seen[8]!.limit?.resetS, 2)
   assert.deepEqual([seen[8]!.debt!.refused.reason, seen[8]!.debt!.refused.retryAfterS! >= 2], ['sliding_window_exceeded', true])
+  // Its charge, given back, comes off the window it was counted for: its limit says how much of the wait is left.
+  const debt = seen[8]!.debt!
   assert.deepEqual(
-    seen[8]!.debt!.charges.map((c) => c.amount),
-    [1],
+    debt.charges.map((c) => [c.amount, c.limit.params]),
+    [[1, [5, 1, -1.8]]],
+  )
+  assert.deepEqual(
+    debt.chargesAfter!(800).map((c) => c.limit.params),
+    [[5, 1, -1]],
   )
   const r = seen[9]!
   assert.deepEqual([r.reason, r.limit?.resetS], ['sliding_window_exceeded', 1], 'held from when the window has turned')
