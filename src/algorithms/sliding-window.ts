@@ -77,6 +77,7 @@ export const SLIDING_WINDOW: RuleAlgorithm<SlidingLimit> = {
   },
   describe(l, left) {
     const est = `estimate ${+(l.limit - left).toFixed(6)}/${l.limit} in the last ${l.windowS} s`
-    return left < -EPSILON ? `${est}, held: counted ahead for the instant it fits` : est
+    // Below zero only with max_delay_ms: held requests are counted ahead of the instant they fit.
+    return left < -EPSILON ? `${est} (${+(-left).toFixed(6)} over: counted ahead for held requests)` : est
   },
 }
