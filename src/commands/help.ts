@@ -101,7 +101,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],
   ['FAIRVISOR_MAX_HEADER_SIZE', '16384', 'largest request head in bytes (431)'],
   ['FAIRVISOR_SHUTDOWN_TIMEOUT_MS', '25000', 'drain time on SIGTERM/SIGINT'],
-  ['FAIRVISOR_MAX_DELAYED', '1024', 'requests the process holds at once for their tokens (max_delay_ms); past it they are rejected'],
+  ['FAIRVISOR_MAX_DELAYED', '1024', 'requests the process holds at once for their turn (max_delay_ms); past it they are rejected'],
   ['FAIRVISOR_STORE', 'memory', 'memory, or a redis://, rediss://, redis+cluster://, unix:// or postgres:// URL'],
   ['FAIRVISOR_SHARED_DICT_SIZE', '128m', 'memory-store bound'],
   ['FAIRVISOR_WORKERS', 'usable cores', 'worker threads serving the port over one shared counter table; 1: a single thread'],

@@ -13,6 +13,7 @@ import { applyAsync, tbCheck } from '../helpers/store.js'
 import { debtCases } from './contract-debt.js'
 import { kindCases } from './contract-kinds.js'
 import { onRejectCases } from './contract-on-reject.js'
+import { slidingDelayCases } from './contract-sliding-delay.js'
 
 export interface ContractOptions {
   /** The store reads its own (server) clock: waits are real. */
@@ -233,6 +234,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
     })
 
     const context = { store: () => store, serverClock: opts.serverClock, now, key, apply, adjust: adjustAsync, pass }
+    describe('sliding window with a delay', () => slidingDelayCases(context))
     describe('token bucket with debt', () => debtCases(context))
     describe('other limit kinds', () => kindCases(context))
     describe('a rejected group read back (onReject)', () => onRejectCases({ store: () => store, key, now }))

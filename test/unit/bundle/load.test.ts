@@ -197,6 +197,10 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.deepEqual(waits, [0, 200, 400, 600, 800, 1000, 1200, 1400], 'forwarded 200 ms apart')
     assert.equal(allowedInARow(h, req), 3, 'up to 2 s of tokens owed: 3 more, then 429')
     assert.equal(h.run({ ...req, headers: { 'x-api-key': 'other' } }).delayMs, undefined, 'each key has its own bucket')
+    const exports: Req = { path: '/v1/exports/x', headers: { 'x-api-key': 'k' } }
+    const held = Array.from({ length: 9 }, () => h.run(exports).delayMs ?? 0)
+    assert.deepEqual(held, [0, 0, 0, 0, 0, 1200, 1400, 1600, 1800], 'the sliding window: 5 now, then as the first second leaves the window')
+    assert.equal(h.run(exports).reason, 'sliding_window_exceeded', 'the 10th would fit only at the end of the next window')
   },
   'status-counting.json': (h) => {
     const login: Req = { method: 'POST', path: '/login' }
