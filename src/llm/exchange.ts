@@ -171,7 +171,7 @@ export class LlmExchange {
         reservations: this.reservations,
         maxEventBytes: this.maxEventBytes,
         api: m.facts.api,
-        ...(this.failed ? { err: this.failed } : {}),
+        ...(this.failed || m.failure ? { err: this.failed ?? m.failure } : {}),
       })
       this.end(false)
       const message =

@@ -35,8 +35,8 @@ export interface CompletionLimit {
   wouldTruncate(counted: number): void
 }
 
-/** Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, or an event past the bound. */
-export type MeterEnd = 'max_completion_tokens' | 'event_too_large'
+/** Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, an event past the bound, or a frame that does not read (a checksum that fails). */
+export type MeterEnd = 'max_completion_tokens' | 'event_too_large' | 'unreadable'
 
 export class SseMeter {
   /** Completion tokens counted from the stream's text. */
@@ -46,6 +46,8 @@ export class SseMeter {
   done = false
   /** Set when the stream is to end right after the bytes the last `feed` returned. */
   ended: MeterEnd | undefined
+  /** Why a frame did not read (`ended` is then `unreadable`). */
+  failure: Error | undefined
   private readonly parser: EventSourceParser
   private readonly decoder = new TextDecoder()
   private readonly ends: { in(c: Buffer): number[] }
@@ -87,8 +89,15 @@ export class SseMeter {
       const event = this.heldBytes === 0 ? part : Buffer.concat([...this.held, part])
       this.held = []
       this.heldBytes = 0
+      try {
+        this.parse(event)
+      } catch (err) {
+        // A frame that does not read is not passed on: the stream ends before it, after the ones that did.
+        this.failure = err instanceof Error ? err : new Error(String(err))
+        this.ended = 'unreadable'
+        return joined(out)
+      }
       out.push(event)
-      this.parse(event)
       start = end
       if (this.over) {
         this.ended = 'max_completion_tokens'

@@ -117,7 +117,10 @@ describe('Gemini (policies/llm-gemini.json) with @google/genai', { timeout: 180_
     const before = up.requests.length
     const err = await genai({}, key)
       .models.generateContent({ model: MODEL, contents: 'Hi again' })
-      .then(() => assert.fail('allowed'), (e: unknown) => e)
+      .then(
+        () => assert.fail('allowed'),
+        (e: unknown) => e,
+      )
     assert.ok(err instanceof ApiError, String(err))
     assert.equal(err.status, 429)
     assert.match(err.message, /RESOURCE_EXHAUSTED/)

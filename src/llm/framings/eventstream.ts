@@ -38,7 +38,11 @@ export class EventStreamFraming implements Framing {
         const [a, b, d, e] = this.length as [number, number, number, number]
         const total = ((a << 24) | (b << 16) | (d << 8) | e) >>> 0
         this.length = []
-        if (total < MIN_MESSAGE) throw new Error(`an event-stream message of ${total} bytes is shorter than its prelude`)
+        if (total < MIN_MESSAGE) {
+          // No message is this short: the frame ends here, and reading it fails (the stream ends before it).
+          out.push(i)
+          continue
+        }
         this.left = total - 4
       }
       const take = Math.min(this.left, c.length - i)

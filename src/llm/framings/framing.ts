@@ -12,8 +12,8 @@ export interface Framing {
   readonly kind: Exclude<FramingKind, 'sse'>
   /** The API whose closing events such a stream takes (these framings each belong to one). */
   readonly api: ProviderApi
-  /** The offsets in `c` just past each frame that ends in it, in order (state kept across chunks). Throws on bytes that cannot be a frame. */
+  /** The offsets in `c` just past each frame that ends in it, in order (state kept across chunks). Bytes that cannot be a frame end one, for `read` to refuse. */
   frameEnds(c: Buffer): number[]
-  /** One whole frame: each event it carries, as its name (if it has one) and its JSON text. Throws on a frame that does not read. */
+  /** One whole frame: each event it carries, as its name (if it has one) and its JSON text. Throws on a frame that does not read: the stream ends before it. */
   read(frame: Buffer, emit: (name: string | undefined, data: string) => void): void
 }

@@ -36,7 +36,8 @@ export class JsonArrayFraming implements Framing {
       if (b === QUOTE) this.inString = true
       else if (b === OPEN_SQUARE || b === OPEN_CURLY) this.depth++
       else if (b === CLOSE_SQUARE || b === CLOSE_CURLY) {
-        if (this.depth === 0) throw new Error('a JSON array stream closes more than it opened')
+        // More closed than opened is not JSON: read on as from the start (an element that does not parse is skipped).
+        if (this.depth === 0) continue
         if (--this.depth === 1) out.push(i + 1)
       }
     }

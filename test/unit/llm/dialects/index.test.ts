@@ -49,7 +49,11 @@ test('Chat Completions: every choice seen ends with "length"; Responses: the nex
       'data: {"id":"c9","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}\n\n',
     ),
   )
-  const first = JSON.parse(String(closingEvents(c.facts, 'graceful_close', 1, undefined)).split('\n\n')[0]!.slice(6)) as {
+  const first = JSON.parse(
+    String(closingEvents(c.facts, 'graceful_close', 1, undefined))
+      .split('\n\n')[0]!
+      .slice(6),
+  ) as {
     id: string
     created: number
     choices: { index: number; finish_reason: string }[]
