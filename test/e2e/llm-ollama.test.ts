@@ -28,7 +28,11 @@ interface Line {
 }
 
 function call(path: string, body: object, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${gw.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+  return fetch(`${gw.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  })
 }
 
 async function lines(r: Response): Promise<Line[]> {
@@ -66,7 +70,9 @@ describe('Ollama (policies/llm-ollama.json)', { timeout: 180_000 }, () => {
     )
     assert.equal((gen.result as Line).done, true)
     assert.equal(gen.used, PROMPT_EVAL + 123)
-    const embed = await settled(gw, 'ollama', async () => (await call('/api/embed', { model: 'all-minilm', input: 'Why is the sky blue?' })).json())
+    const embed = await settled(gw, 'ollama', async () =>
+      (await call('/api/embed', { model: 'all-minilm', input: 'Why is the sky blue?' })).json(),
+    )
     assert.equal(embed.used, 8, 'prompt_eval_count, no completion')
   })
 

@@ -30,7 +30,15 @@ export async function startOllamaUpstream(): Promise<Backend> {
       const chat = req.url === '/api/chat'
       if (req.url === '/api/embed') {
         res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
-        return void res.end(JSON.stringify({ model, embeddings: [[0.01, -0.02, 0.03]], total_duration: 14143917, load_duration: 1019500, prompt_eval_count: 8 }))
+        return void res.end(
+          JSON.stringify({
+            model,
+            embeddings: [[0.01, -0.02, 0.03]],
+            total_duration: 14143917,
+            load_duration: 1019500,
+            prompt_eval_count: 8,
+          }),
+        )
       }
       const at = (i: number): string => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString()
       const piece = (i: number, text: string): object => ({
