@@ -40,7 +40,12 @@ async function joined(stream: AsyncGenerator<{ text?: string }>): Promise<{ text
 describe('Gemini (policies/llm-gemini.json) with @google/genai', { timeout: 180_000 }, () => {
   before(async () => {
     up = await startGeminiUpstream()
-    gw = await startGateway({ FAIRVISOR_BACKEND_URL: up.url, FAIRVISOR_CONFIG_FILE: 'policies/llm-gemini.json', FAIRVISOR_STORE: 'memory' })
+    gw = await startGateway({
+      FAIRVISOR_BACKEND_URL: up.url,
+      FAIRVISOR_CONFIG_FILE: 'policies/llm-gemini.json',
+      FAIRVISOR_STORE: 'memory',
+      FAIRVISOR_ACCESS_LOG: 'true',
+    })
   })
 
   after(async () => {
@@ -106,6 +111,10 @@ describe('Gemini (policies/llm-gemini.json) with @google/genai', { timeout: 180_
     assert.equal(last.candidates[0]!.finishReason, 'MAX_TOKENS')
     assert.equal(cut.used, PROMPT_TOKENS + last.usageMetadata.candidatesTokenCount!)
     assert.ok(list.length < 60)
+    // The access log shows the key as its hash, never as sent.
+    const line = await gw.waitForLog((l) => l.msg === 'access' && String(l.url).includes(':streamGenerateContent?key=sha256:'))
+    assert.ok(!String(line.url).includes(key))
+    assert.ok(!gw.logs.some((l) => JSON.stringify(l).includes(key)))
   })
 
   test('spent, a key gets 429 in Google error shape (ApiError); the same key by ?key= too; another key passes', async () => {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { isSecretDescriptor, shortHash, urlForLog } from '../../../src/engine/log-key.js'
 import { apiKey } from '../../../src/request/api-key.js'
 import { providerKey } from '../../../src/request/provider-keys.js'
 import { view, type Req } from '../../helpers/engine-harness.js'
@@ -34,16 +35,28 @@ test('Gemini: x-goog-api-key, ?key= or a Bearer token; the same key twice is one
 
 test('Bedrock: the access key id of a SigV4 signature, whatever the signature; a presigned credential; a Bearer API key', () => {
   assert.equal(key({ path: BEDROCK, headers: { authorization: sig('AKIAEXAMPLE1') } }), 'AKIAEXAMPLE1')
-  assert.equal(key({ path: BEDROCK, headers: { authorization: sig('AKIAEXAMPLE1', ', SignedHeaders=host, Signature=ffff') } }), 'AKIAEXAMPLE1')
+  assert.equal(
+    key({ path: BEDROCK, headers: { authorization: sig('AKIAEXAMPLE1', ', SignedHeaders=host, Signature=ffff') } }),
+    'AKIAEXAMPLE1',
+  )
   assert.equal(key({ path: `${BEDROCK}-stream`, headers: { authorization: sig('ASIATEMP') } }), 'ASIATEMP')
   assert.equal(key({ path: BEDROCK, query: 'X-Amz-Credential=AKIAQ%2F20260101%2Fus-east-1%2Fbedrock%2Faws4_request' }), 'AKIAQ')
   assert.equal(key({ path: BEDROCK, headers: { authorization: 'Bearer ABSKQmVkcm9ja0FQSUtleQ==' } }), 'ABSKQmVkcm9ja0FQSUtleQ==')
   assert.throws(
-    () => key({ path: BEDROCK, headers: { authorization: `${sig('AKIA1')}, AWS4-HMAC-SHA256 Credential=AKIA2/20260101/us-east-1/bedrock/aws4_request` } }),
+    () =>
+      key({
+        path: BEDROCK,
+        headers: { authorization: `${sig('AKIA1')}, AWS4-HMAC-SHA256 Credential=AKIA2/20260101/us-east-1/bedrock/aws4_request` },
+      }),
     /more than one/,
   )
   assert.throws(
-    () => key({ path: BEDROCK, headers: { authorization: sig('AKIA1') }, query: 'X-Amz-Credential=AKIA2/20260101/us-east-1/bedrock/aws4_request' }),
+    () =>
+      key({
+        path: BEDROCK,
+        headers: { authorization: sig('AKIA1') },
+        query: 'X-Amz-Credential=AKIA2/20260101/us-east-1/bedrock/aws4_request',
+      }),
     /different credentials/,
   )
   // A signature on another path is not an API key.
@@ -53,4 +66,17 @@ test('Bedrock: the access key id of a SigV4 signature, whatever the signature; a
 test('other paths: not the providers concern', () => {
   assert.equal(providerKey(view({ path: '/v1/messages', headers: { 'x-goog-api-key': 'g' } })), undefined)
   assert.equal(providerKey(view({ path: '/api/chat', headers: { authorization: 'Bearer t' } })), undefined)
+})
+
+test('a key in the query string never reaches a log line: logged targets show its short hash', () => {
+  assert.equal(
+    urlForLog('/v1beta/models/m:generateContent?alt=sse&key=AIza%2Fsecret'),
+    `/v1beta/models/m:generateContent?alt=sse&key=${shortHash('AIza/secret')}`,
+  )
+  assert.equal(
+    urlForLog('/model/m/converse?X-Amz-Credential=AKIA1%2Fx&X-Amz-Signature=ff&monkey=1'),
+    `/model/m/converse?X-Amz-Credential=${shortHash('AKIA1/x')}&X-Amz-Signature=${shortHash('ff')}&monkey=1`,
+  )
+  assert.equal(urlForLog('/v1/chat/completions'), '/v1/chat/completions')
+  assert.ok(isSecretDescriptor('header:x_goog_api_key') && isSecretDescriptor('query:key'))
 })

@@ -65,7 +65,9 @@ test('Gemini JSON array: the close is the last element and the end of the array'
   const first = `[${JSON.stringify(geminiChunk(0, 'a'), null, 2)}`
   const passed = m.feed(Buffer.from(`${first}\n,\r\n{"candidates"`))
   assert.equal(passed?.toString(), first)
-  const list = JSON.parse(first + String(closingEvents(m.facts, 'graceful_close', 1, undefined))) as { candidates: { finishReason?: string }[] }[]
+  const list = JSON.parse(first + String(closingEvents(m.facts, 'graceful_close', 1, undefined))) as {
+    candidates: { finishReason?: string }[]
+  }[]
   assert.equal(list.length, 2)
   assert.equal(list[1]!.candidates[0]!.finishReason, 'MAX_TOKENS')
   assert.equal((JSON.parse(first + String(closingEvents(m.facts, 'error_chunk', 1, undefined))) as object[]).length, 2)
@@ -88,7 +90,9 @@ test('Bedrock Converse: the open block stopped, messageStop max_tokens, metadata
     ['messageStop', { stopReason: 'max_tokens' }],
     ['metadata', { usage: { inputTokens: 5, outputTokens: 2, totalTokens: 7 }, metrics: { latencyMs: 0 } }],
   ])
-  assert.deepEqual(messages(closingEvents(m.facts, 'graceful_close', 2, undefined) as Buffer), [['messageStop', { stopReason: 'max_tokens' }]])
+  assert.deepEqual(messages(closingEvents(m.facts, 'graceful_close', 2, undefined) as Buffer), [
+    ['messageStop', { stopReason: 'max_tokens' }],
+  ])
   assert.deepEqual(messages(closingEvents(m.facts, 'error_chunk', 2, undefined) as Buffer), [
     ['throttlingException', { message: 'max completion tokens exceeded' }],
   ])
@@ -100,13 +104,18 @@ test('Bedrock Converse: the open block stopped, messageStop max_tokens, metadata
 test('Bedrock InvokeModel: its events are the model own, so a cut ends with a modelStreamErrorException', () => {
   const m = new SseMeter([limit], '/model/m/invoke-with-response-stream', undefined, new EventStreamFraming())
   assert.deepEqual(messages(closingEvents(m.facts, 'graceful_close', 2, { prompt: 5, completion: 2 }) as Buffer), [
-    ['modelStreamErrorException', { message: 'max completion tokens exceeded', originalStatusCode: 429, originalMessage: 'max completion tokens exceeded' }],
+    [
+      'modelStreamErrorException',
+      { message: 'max completion tokens exceeded', originalStatusCode: 429, originalMessage: 'max completion tokens exceeded' },
+    ],
   ])
 })
 
 test('Ollama: a done line with done_reason "length", shaped as the chat or generate chunks were', () => {
   const chat = new SseMeter([limit], '/api/chat', undefined, new NdjsonFraming())
-  chat.feed(Buffer.from('{"model":"llama3.2","created_at":"2026-01-01T00:00:00.1Z","message":{"role":"assistant","content":"Hi"},"done":false}\n'))
+  chat.feed(
+    Buffer.from('{"model":"llama3.2","created_at":"2026-01-01T00:00:00.1Z","message":{"role":"assistant","content":"Hi"},"done":false}\n'),
+  )
   assert.deepEqual(JSON.parse(String(closingEvents(chat.facts, 'graceful_close', 1, { prompt: 3, completion: 1 }))), {
     model: 'llama3.2',
     created_at: '2026-01-01T00:00:00.1Z',
@@ -126,8 +135,12 @@ test('Ollama: a done line with done_reason "length", shaped as the chat or gener
 })
 
 test('reject bodies in each API own shape', () => {
-  assert.deepEqual(JSON.parse(rejectBody('/v1beta/models/m:generateContent?key=k', 'm')), { error: { code: 429, message: 'm', status: 'RESOURCE_EXHAUSTED' } })
-  assert.deepEqual(JSON.parse(rejectBody('/v1beta/models/m:generateContent', 'm', true)), { error: { code: 400, message: 'm', status: 'INVALID_ARGUMENT' } })
+  assert.deepEqual(JSON.parse(rejectBody('/v1beta/models/m:generateContent?key=k', 'm')), {
+    error: { code: 429, message: 'm', status: 'RESOURCE_EXHAUSTED' },
+  })
+  assert.deepEqual(JSON.parse(rejectBody('/v1beta/models/m:generateContent', 'm', true)), {
+    error: { code: 400, message: 'm', status: 'INVALID_ARGUMENT' },
+  })
   assert.deepEqual(JSON.parse(rejectBody('/model/m/converse', 'm')), { __type: 'ThrottlingException', message: 'm' })
   assert.deepEqual(JSON.parse(rejectBody('/model/m/converse', 'm', true)), { __type: 'ValidationException', message: 'm' })
   assert.deepEqual(JSON.parse(rejectBody('/api/chat', 'm')), { error: 'm' })

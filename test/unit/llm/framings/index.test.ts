@@ -46,8 +46,7 @@ test('the framing follows the Content-Type, and the path for Gemini JSON streams
 test('NDJSON: a frame per line, in any split; blank lines read as nothing', () => {
   const text = '{"a":1}\n{"b":"x\\ny"}\r\n\n{"c":3}\n'
   const b = Buffer.from(text)
-  for (let size = 1; size <= b.length; size++)
-    assert.deepEqual(ends(new NdjsonFraming(), b, size), [8, 22, 23, 31], `pieces of ${size}`)
+  for (let size = 1; size <= b.length; size++) assert.deepEqual(ends(new NdjsonFraming(), b, size), [8, 22, 23, 31], `pieces of ${size}`)
   assert.deepEqual(reads(new NdjsonFraming(), Buffer.from('{"b":2}\r\n')), [[undefined, '{"b":2}']])
   assert.deepEqual(reads(new NdjsonFraming(), Buffer.from('\n')), [])
 })
@@ -87,10 +86,11 @@ test('event stream: a frame per message, preludes split anywhere; events read by
   assert.deepEqual(reads(f, messages[3]!), [])
   // What the gateway writes is what the AWS SDK's codec reads.
   const decoded = codec.decode(messages[3]!)
-  assert.deepEqual(
-    Object.fromEntries(Object.entries(decoded.headers).map(([k, v]) => [k, v.value])),
-    { ':exception-type': 'throttlingException', ':content-type': 'application/json', ':message-type': 'exception' },
-  )
+  assert.deepEqual(Object.fromEntries(Object.entries(decoded.headers).map(([k, v]) => [k, v.value])), {
+    ':exception-type': 'throttlingException',
+    ':content-type': 'application/json',
+    ':message-type': 'exception',
+  })
   // A length no message has ends a frame at once, which does not read.
   assert.deepEqual(new EventStreamFraming().frameEnds(Buffer.from([0, 0, 0, 5, 1, 2])), [4])
   assert.throws(() => reads(f, Buffer.from([0, 0, 0, 5])))

@@ -78,10 +78,16 @@ test('Bedrock usage: cache reads and writes are input beside inputTokens; invoca
   // OpenAI's and Anthropic's usage objects are not mistaken for Bedrock's.
   assert.deepEqual(Object.values(usage({ usage: { prompt_tokens: 3, completion_tokens: 2 } })).slice(0, 2), [3, 2])
   const tail: Usage = { prompt: undefined, completion: undefined }
-  usageFromTail(`${'x'.repeat(100)}"]}}},"stopReason":"end_turn","usage":{"inputTokens":11,"outputTokens":22,"totalTokens":33},"metrics":{"latencyMs":5}}`, tail)
+  usageFromTail(
+    `${'x'.repeat(100)}"]}}},"stopReason":"end_turn","usage":{"inputTokens":11,"outputTokens":22,"totalTokens":33},"metrics":{"latencyMs":5}}`,
+    tail,
+  )
   assert.deepEqual([tail.prompt, tail.completion], [11, 22])
   const gem: Usage = { prompt: undefined, completion: undefined }
-  usageFromTail(`AAAA"}}]}}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":1290,"totalTokenCount":1294},"modelVersion":"m"}`, gem)
+  usageFromTail(
+    `AAAA"}}]}}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":1290,"totalTokenCount":1294},"modelVersion":"m"}`,
+    gem,
+  )
   assert.deepEqual([gem.prompt, gem.completion], [4, 1290])
 })
 
@@ -111,7 +117,14 @@ test('stream chunks: the completion text each adds', () => {
   assert.equal(deltaText({ contentBlockIndex: 0, delta: { text: 'Hi' } }), 'Hi')
   assert.equal(deltaText({ contentBlockIndex: 1, delta: { toolUse: { input: '{"a":' } } }), '{"a":')
   assert.equal(deltaText({ contentBlockIndex: 0, delta: { reasoningContent: { text: 'hmm' } } }), 'hmm')
-  assert.equal(deltaText({ model: 'm', done: false, message: { role: 'assistant', content: 'a', thinking: 'b', tool_calls: [{ function: { name: 'f' } }] } }), 'ab[{"function":{"name":"f"}}]')
+  assert.equal(
+    deltaText({
+      model: 'm',
+      done: false,
+      message: { role: 'assistant', content: 'a', thinking: 'b', tool_calls: [{ function: { name: 'f' } }] },
+    }),
+    'ab[{"function":{"name":"f"}}]',
+  )
   assert.equal(deltaText({ model: 'm', done: false, response: 'r', thinking: 't' }), 'rt')
   // Anthropic's own events are read as before.
   assert.equal(deltaText({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'x' } }), 'x')
@@ -132,22 +145,31 @@ test('output caps: maxOutputTokens (either spelling) × candidateCount, inferenc
 })
 
 test('prompt estimates read the providers bodies: media at a fixed cost, not their base64', () => {
-  const est = (body: object): number => estimatePrompt('simple_word', 'o200k_base', parseLlmBody(Buffer.from(JSON.stringify(body)), undefined), undefined)
+  const est = (body: object): number =>
+    estimatePrompt('simple_word', 'o200k_base', parseLlmBody(Buffer.from(JSON.stringify(body)), undefined), undefined)
   const text = 'abcd'.repeat(100) // 100 tokens
   const b64 = 'A'.repeat(80_000)
   assert.equal(
     est({
-      contents: [{ role: 'user', parts: [{ text }, { inlineData: { mimeType: 'image/png', data: b64 } }, { fileData: { fileUri: 'gs://x' } }] }],
+      contents: [
+        { role: 'user', parts: [{ text }, { inlineData: { mimeType: 'image/png', data: b64 } }, { fileData: { fileUri: 'gs://x' } }] },
+      ],
       systemInstruction: { parts: [{ text }] },
     }),
     100 + 100 + 2000,
   )
   assert.equal(est({ system_instruction: { parts: [{ text }] }, contents: [{ parts: [{ inline_data: { data: b64 } }] }] }), 100 + 1000)
   assert.equal(
-    est({ messages: [{ role: 'user', content: [{ text }, { image: { format: 'png', source: { bytes: b64 } } }, { video: { format: 'mp4' } }] }], system: [{ text }] }),
+    est({
+      messages: [{ role: 'user', content: [{ text }, { image: { format: 'png', source: { bytes: b64 } } }, { video: { format: 'mp4' } }] }],
+      system: [{ text }],
+    }),
     100 + 100 + 2000,
   )
-  assert.equal(est({ toolConfig: { tools: [] }, messages: [{ role: 'user', content: [{ text }] }] }), 100 + Math.ceil('{"tools":[]}'.length / 4))
+  assert.equal(
+    est({ toolConfig: { tools: [] }, messages: [{ role: 'user', content: [{ text }] }] }),
+    100 + Math.ceil('{"tools":[]}'.length / 4),
+  )
   assert.equal(est({ model: 'llava', messages: [{ role: 'user', content: text, images: [b64, b64] }] }), 100 + 2000)
   assert.equal(est({ model: 'llava', prompt: text, suffix: text, system: text, images: [b64] }), 300 + 1000)
 })
