@@ -17,10 +17,20 @@ import {
   ConverseStreamCommand,
   type ConverseStreamOutput,
   InternalServerException,
+  type ServiceInputTypes,
+  type ServiceOutputTypes,
   ThrottlingException,
 } from '@aws-sdk/client-bedrock-runtime'
 import { NodeHttpHandler } from '@smithy/node-http-handler'
-import { CACHE_READ_TOKENS, deltaText, INPUT_TOKENS, startBedrockUpstream, type BedrockUpstream } from '../helpers/bedrock-upstream.js'
+import type { FinalizeHandler, FinalizeHandlerArguments } from '@smithy/types'
+import {
+  CACHE_READ_TOKENS,
+  deltaText,
+  INPUT_TOKENS,
+  SECRET_KEY,
+  startBedrockUpstream,
+  type BedrockUpstream,
+} from '../helpers/bedrock-upstream.js'
 import { settled } from '../helpers/llm-settle.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
 
@@ -138,6 +148,49 @@ describe('Bedrock Converse (policies/llm-bedrock.json) with the AWS SDK', { time
     assert.equal(up.requests.length, before, 'not forwarded')
     const other = await bedrock().send(new ConverseCommand({ modelId: MODEL, messages: MESSAGES }))
     assert.equal(other.stopReason, 'end_turn')
+  })
+
+  test('signed for the upstream host and sent to the gateway, a request reaches the upstream with its Host and a valid signature', async () => {
+    // The SDK's endpoint at the gateway: the request is signed for the gateway's host, which the gateway passes
+    // on as Host; AWS answers only for its own.
+    await bedrock().send(new ConverseCommand({ modelId: MODEL, messages: MESSAGES }))
+    assert.equal(up.requests.at(-1)!.headers.host, `127.0.0.1:${gw.port}`)
+    // Sign for the upstream (the SDK's endpoint), then send the signed request to the gateway.
+    const client = new BedrockRuntimeClient({
+      region: 'us-east-1',
+      endpoint: up.url,
+      credentials: { accessKeyId: 'AKIAVIAGATEWAY', secretAccessKey: SECRET_KEY },
+      maxAttempts: 1,
+      requestHandler: new NodeHttpHandler(),
+    })
+    client.middlewareStack.addRelativeTo(
+      (next: FinalizeHandler<ServiceInputTypes, ServiceOutputTypes>) => (args: FinalizeHandlerArguments<ServiceInputTypes>) => {
+        const r = args.request as { hostname: string; port?: number }
+        r.hostname = '127.0.0.1'
+        r.port = gw.port
+        return next(args)
+      },
+      { relation: 'after', toMiddleware: 'httpSigningMiddleware', name: 'toGateway' },
+    )
+    const r = await settled(gw, 'bedrock', () =>
+      client.send(new ConverseStreamCommand({ modelId: MODEL, messages: MESSAGES })).then(async (res) => {
+        for await (const _ of res.stream!);
+      }),
+    )
+    assert.equal(r.used, INPUT_TOKENS + CACHE_READ_TOKENS + 30)
+    const seen = up.requests.at(-1)!
+    assert.equal(seen.url, '/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream')
+    assert.equal(seen.headers.host, `127.0.0.1:${up.port}`, 'its own host')
+    assert.equal(seen.signed, true)
+    // The check sees a change: the same signed headers over another body do not check out.
+    const replay: Record<string, string> = {}
+    for (const [k, v] of Object.entries(seen.headers)) if (typeof v === 'string' && k !== 'content-length') replay[k] = v
+    await fetch(`${up.url}${seen.url}`, {
+      method: 'POST',
+      headers: replay,
+      body: JSON.stringify({ ...seen.body, system: [{ text: 'x' }] }),
+    }).then((res) => res.arrayBuffer())
+    assert.equal(up.requests.at(-1)!.signed, false)
   })
 
   test('a stream message that fails its checksum ends the stream with an internalServerException the SDK throws', async () => {

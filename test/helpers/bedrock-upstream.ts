@@ -11,15 +11,68 @@
  * Reported input: INPUT_TOKENS plus CACHE_READ_TOKENS read from the prompt cache.
  * Requests are recorded (path as sent, headers).
  */
+import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { EventStreamCodec } from '@smithy/core/event-streams'
+import { SignatureV4 } from '@smithy/signature-v4'
 import { startBackend, type Backend } from './processes.js'
 
 export const INPUT_TOKENS = 25
 export const CACHE_READ_TOKENS = 7
 
 export interface BedrockUpstream extends Backend {
-  requests: { url: string; headers: IncomingMessage['headers']; body: Record<string, unknown> }[]
+  /** Each request; `signed`: its SigV4 signature checks out for SECRET_KEY, as AWS would check it. */
+  requests: { url: string; headers: IncomingMessage['headers']; body: Record<string, unknown>; signed: boolean }[]
+}
+
+/** The secret of every test access key: the upstream checks signatures with it. */
+export const SECRET_KEY = 'test-secret'
+
+type Data = string | ArrayBuffer | ArrayBufferView
+
+const bytes = (d: Data): string | Uint8Array =>
+  typeof d === 'string' ? d : d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d.buffer, d.byteOffset, d.byteLength)
+
+class Sha256 {
+  private readonly h: Hash | Hmac
+  constructor(secret?: Data) {
+    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', bytes(secret))
+  }
+  update(d: Data): void {
+    this.h.update(bytes(d))
+  }
+  async digest(): Promise<Uint8Array> {
+    return new Uint8Array(this.h.digest())
+  }
+}
+
+/** Signs the request again over the headers it says it signed, at the date it says, and compares. */
+async function checkSignature(req: IncomingMessage, body: Buffer): Promise<boolean> {
+  const auth = String(req.headers.authorization ?? '')
+  const m = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/\d{8}\/([^/]+)\/([^/]+)\/aws4_request, SignedHeaders=([^,]+), Signature=/.exec(auth)
+  if (m === null) return false
+  const [, akid, region, service, names] = m as unknown as [string, string, string, string, string]
+  const headers: Record<string, string> = {}
+  for (const n of names.split(';')) headers[n] = String(req.headers[n] ?? '')
+  const url = new URL(req.url ?? '/', 'http://x')
+  const stamp = headers['x-amz-date'] ?? ''
+  const date = new Date(
+    `${stamp.slice(0, 4)}-${stamp.slice(4, 6)}-${stamp.slice(6, 8)}T${stamp.slice(9, 11)}:${stamp.slice(11, 13)}:${stamp.slice(13, 15)}Z`,
+  )
+  const signer = new SignatureV4({ service, region, credentials: { accessKeyId: akid, secretAccessKey: SECRET_KEY }, sha256: Sha256 })
+  const signed = await signer.sign(
+    {
+      method: req.method ?? 'POST',
+      protocol: 'http:',
+      hostname: headers.host ?? '',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers,
+      body,
+    },
+    { signingDate: date },
+  )
+  return signed.headers.authorization === auth
 }
 
 const codec = new EventStreamCodec(
@@ -57,9 +110,10 @@ export async function startBedrockUpstream(): Promise<BedrockUpstream> {
   const up = (await startBackend((req, res) => {
     const parts: Buffer[] = []
     req.on('data', (c: Buffer) => parts.push(c))
-    req.on('end', () => {
-      const body = JSON.parse(Buffer.concat(parts).toString('utf8') || '{}') as Record<string, unknown>
-      requests.push({ url: req.url ?? '', headers: req.headers, body })
+    req.on('end', async () => {
+      const raw = Buffer.concat(parts)
+      const body = JSON.parse(raw.toString('utf8') || '{}') as Record<string, unknown>
+      requests.push({ url: req.url ?? '', headers: req.headers, body, signed: await checkSignature(req, raw) })
       const n = Number(req.headers['x-chunks'] ?? 3)
       const chars = Number(req.headers['x-chunk-chars'] ?? 40)
       const out = Number(req.headers['x-usage-out'] ?? n * 10)
