@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { estimatePrompt } from '../../../../src/llm/estimate.js'
-import { providerCap, providerOfPath, providerText, providerUsage } from '../../../../src/llm/providers/index.js'
+import { providerCap, providerOfPath, providerText } from '../../../../src/llm/providers/index.js'
 import { isBedrockInvoke, isGeminiStream, pathOnly } from '../../../../src/llm/providers/paths.js'
 import { parseLlmBody } from '../../../../src/llm/request-body.js'
 import { collectUsage, deltaText, usageFromTail, type Usage } from '../../../../src/llm/usage.js'
