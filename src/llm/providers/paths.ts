@@ -27,12 +27,10 @@ export function pathOnly(path: string): string {
 
 /** The provider whose native API `p` (no query string) names; undefined for any other path. */
 export function providerOfPath(p: string): ProviderApi | undefined {
-  // One character test first: every one of these ends in a lower-case letter.
-  const last = p.charCodeAt(p.length - 1)
-  if (last < 97 || last > 122) return undefined
-  if (GEMINI.test(p)) return 'gemini'
-  if (BEDROCK.test(p)) return 'bedrock'
-  if (OLLAMA.test(p)) return 'ollama'
+  // Substring tests first (every request keyed on llm:api_key asks): each path holds its mark.
+  if ((p.includes(':') || p.includes('%3')) && GEMINI.test(p)) return 'gemini'
+  if (p.includes('/model/') && BEDROCK.test(p)) return 'bedrock'
+  if (p.includes('/api/') && OLLAMA.test(p)) return 'ollama'
   return undefined
 }
 
