@@ -97,7 +97,7 @@ export class LlmExchange {
   headers(status: number, contentType: string | undefined, contentEncoding: string | undefined, path = ''): boolean {
     this.status = status
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
-    const framing = streamFraming(contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
+    const framing = streamFraming(status, contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
     if (framing !== undefined || contentType?.includes('text/event-stream')) {
       this.meter = new SseMeter(
         this.reservations.map((r) => {

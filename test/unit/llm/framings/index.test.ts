@@ -35,12 +35,14 @@ function reads(f: Framing, frame: Buffer): [string | undefined, string][] {
 }
 
 test('the framing follows the Content-Type, and the path for Gemini JSON streams', () => {
-  assert.equal(streamFraming('application/vnd.amazon.eventstream', '/model/m/converse-stream')?.kind, 'eventstream')
-  assert.equal(streamFraming('application/x-ndjson', '/api/chat')?.kind, 'ndjson')
-  assert.equal(streamFraming('application/json; charset=UTF-8', '/v1beta/models/m:streamGenerateContent')?.kind, 'json-array')
-  assert.equal(streamFraming('application/json', '/v1beta/models/m:generateContent'), undefined)
-  assert.equal(streamFraming('text/event-stream', '/v1beta/models/m:streamGenerateContent?alt=sse'), undefined)
-  assert.equal(streamFraming(undefined, '/api/chat'), undefined)
+  assert.equal(streamFraming(200, 'application/vnd.amazon.eventstream', '/model/m/converse-stream')?.kind, 'eventstream')
+  assert.equal(streamFraming(200, 'application/x-ndjson', '/api/chat')?.kind, 'ndjson')
+  assert.equal(streamFraming(200, 'application/json; charset=UTF-8', '/v1beta/models/m:streamGenerateContent')?.kind, 'json-array')
+  assert.equal(streamFraming(200, 'application/json', '/v1beta/models/m:generateContent'), undefined)
+  assert.equal(streamFraming(200, 'text/event-stream', '/v1beta/models/m:streamGenerateContent?alt=sse'), undefined)
+  assert.equal(streamFraming(200, undefined, '/api/chat'), undefined)
+  // Gemini's error answer is one JSON object, kept as JSON (refunded as any error).
+  assert.equal(streamFraming(400, 'application/json', '/v1beta/models/m:streamGenerateContent'), undefined)
 })
 
 test('NDJSON: a frame per line, in any split; blank lines read as nothing', () => {
