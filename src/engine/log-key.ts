@@ -16,12 +16,26 @@ export function isSecretDescriptor(name: string): boolean {
     n === 'header:proxy-authorization' ||
     n === 'header:x-api-key' ||
     n === 'header:api-key' ||
+    n === 'header:x-goog-api-key' ||
+    n === 'query:key' ||
     n === 'header:cookie'
   )
 }
 
 export function shortHash(value: string): string {
   return `sha256:${createHash('sha256').update(value).digest('hex').slice(0, 12)}`
+}
+
+/** Query parameters that carry credentials: Gemini's `key`, a presigned AWS request's credential, signature and token. */
+const SECRET_PARAMS = /([?&](?:key|x-amz-credential|x-amz-signature|x-amz-security-token)=)([^&#]*)/gi
+
+/** A request target as a log line may show it: credentials in its query string replaced by their short hash (of the decoded value, as the limit key holds it). */
+export function urlForLog(url: string | undefined): string | undefined {
+  if (url === undefined || !url.includes('=')) return url
+  return url.replace(
+    SECRET_PARAMS,
+    (_, name: string, value: string) => name + shortHash(new URLSearchParams(`v=${value}`).get('v') ?? value),
+  )
 }
 
 /** Per rule: which of its limit keys are secret (null: none, the usual case, one lookup per log). */
