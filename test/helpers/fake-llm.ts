@@ -140,7 +140,13 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     receiving >= n
       ? Promise.resolve()
       : new Promise((resolve, reject) => {
-          const w = { n, resolve: () => (clearTimeout(t), resolve()) }
+          const w = {
+            n,
+            resolve: () => {
+              clearTimeout(t)
+              resolve()
+            },
+          }
           const t = setTimeout(() => {
             waiters.splice(waiters.indexOf(w), 1)
             reject(new Error(`the backend received ${receiving} of ${n} bytes within ${timeoutMs} ms`))
