@@ -96,8 +96,10 @@ export async function startGateway(
       })
     })
   }
+  // A start-up that never ends is what this bound catches, not a slow one: a loaded 2-core
+  // machine has taken over 10 s to start a gateway with two worker threads.
   const listening = await Promise.race([
-    waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'), opts.timeoutMs ?? 10000),
+    waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'), opts.timeoutMs ?? 60_000),
     exited.then((code) => {
       throw new Error(`gateway exited with ${code} before listening: ${stderr.join('\n')}`)
     }),
