@@ -103,7 +103,11 @@ export async function startGateway(
     exited.then((code) => {
       throw new Error(`gateway exited with ${code} before listening: ${stderr.join('\n')}`)
     }),
-  ])
+  ]).catch((err: unknown) => {
+    // Nobody holds this process to stop it: left running, it would keep the test file from ever exiting.
+    proc.kill('SIGKILL')
+    throw err
+  })
   const port = listening.port as number
   return {
     proc,
