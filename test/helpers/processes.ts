@@ -125,6 +125,21 @@ export async function startGateway(
   }
 }
 
+/**
+ * Several gateways started at once; when one fails to start, the others are
+ * stopped before the error is thrown (nobody else holds them to stop them).
+ */
+export async function startGateways(
+  envs: Record<string, string | undefined>[],
+  opts?: Parameters<typeof startGateway>[1],
+): Promise<GatewayProcess[]> {
+  const started = await Promise.allSettled(envs.map((env) => startGateway(env, opts)))
+  const failed = started.find((s) => s.status === 'rejected')
+  if (failed === undefined) return started.map((s) => (s as PromiseFulfilledResult<GatewayProcess>).value)
+  await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.stop('SIGKILL') : undefined)))
+  throw failed.reason
+}
+
 export interface Backend {
   server: Server
   port: number
