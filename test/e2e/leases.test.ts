@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks'
 import { after, before, describe, it } from 'node:test'
 import { Pool, request } from 'undici'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
-import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
+import { readBucket, startRedis, WRITE_BUCKET_LUA, type RedisServer } from '../helpers/redis-servers.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-lease-'))
 let n = 0
@@ -67,22 +67,28 @@ describe('token leases', () => {
 
   /**
    * 64 clients on one key across two gateways for at least 2 s and at least `minTotal` requests
-   * (a loaded machine runs longer rather than fewer requests; 60 s at most).
-   * The bucket refills from its first call to its last, which the clients can only bracket:
-   * `ceiling` counts from the first request sent to the last answer (it holds every refill the
-   * store saw), `floor` from the first answer to the last request sent (the store saw at least
-   * that much). On a loaded machine the two differ by the first and last requests' latency.
+   * (a loaded machine runs longer rather than fewer requests; 60 s at most). The ceiling counts
+   * the time until the last answer, not the shutdown after it.
+   *
+   * `taken`: what left the bucket, by the store's own account. The bucket is written empty at a
+   * server time `t0` before the load (so no refill is lost to the burst cap) and read after the
+   * last answer: its tokens at its last write `t` are rate × (t − t0) less what was taken. What
+   * was taken was either granted or sits unspent in a lease; a rejected call writes nothing.
    */
   async function hammer(
     config: { burst: number; tokens_per_second: number; lease?: object },
     minTotal = 0,
     instances = 2,
     extra: Record<string, string> = {},
-  ): Promise<{ granted: number; ceiling: number; floor: number; total: number; calls: number; elapsed: number }> {
+  ): Promise<{ granted: number; ceiling: number; taken: number; total: number; calls: number; elapsed: number }> {
     const file = bundle(config)
     const gws: GatewayProcess[] = []
     for (let i = 0; i < instances; i++) gws.push(await startGateway({ ...env(file), ...extra }, { timeoutMs: 30_000 }))
     const pools = gws.map((g) => new Pool(g.url, { connections: 64 / instances }))
+    const key = `tb:hot${n}:hot`
+    const [sec, us] = redis.cli('time').split('\n').map(Number) as [number, number]
+    const empty = sec * 1e6 + us
+    redis.cli('eval', WRITE_BUCKET_LUA, '1', key, '0', String(empty), '600000')
     const before = evalshaCalls(redis)
     const seen = backend.count
     let total = 0
@@ -90,21 +96,20 @@ describe('token leases', () => {
     const deadline = t0 + 2000
     const cap = t0 + 60_000
     let t1 = t0
-    let firstAnswer = Number.POSITIVE_INFINITY
-    let lastSent = t0
+    let taken = Number.NaN
     try {
       await Promise.all(
         Array.from({ length: 64 }, async (_, i) => {
           while ((performance.now() < deadline || total < minTotal) && performance.now() < cap) {
-            lastSent = performance.now()
             const r = await pools[i % instances]!.request({ path: '/x', method: 'GET', headers: { 'x-user': 'hot' } })
-            firstAnswer = Math.min(firstAnswer, performance.now())
             await r.body.dump()
             total++
           }
         }),
       )
       t1 = performance.now()
+      const b = readBucket((...a) => redis.cli(...a), key)!
+      taken = (config.tokens_per_second * (b.last - empty)) / 1e6 - b.tokens
     } finally {
       await Promise.all(pools.map((p) => p.close()))
       await Promise.all(gws.map((g) => g.stop()))
@@ -113,7 +118,7 @@ describe('token leases', () => {
     return {
       granted: backend.count - seen,
       ceiling: config.burst + config.tokens_per_second * elapsed,
-      floor: config.burst + config.tokens_per_second * Math.max(0, (lastSent - firstAnswer) / 1000),
+      taken,
       total,
       calls: evalshaCalls(redis) - before,
       elapsed,
@@ -141,20 +146,25 @@ describe('token leases', () => {
     const r = await hammer({ burst: 100, tokens_per_second: 100, lease: { tokens: slice, ttl_ms: 200 } }, 1001)
     const bound = r.ceiling + slice * 2 * Math.ceil((r.elapsed * 1000) / 200)
     console.log(
-      `leases over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, floor ${r.floor.toFixed(1)}, bound ${bound.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
+      `leases over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, taken ${r.taken.toFixed(1)}, bound ${bound.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
     )
     assert.ok(r.total > 1000, 'the load was real')
     assert.ok(r.granted <= bound, 'over-grant within slice × instances per lease period')
     assert.ok(r.granted <= r.ceiling + 1e-6, 'slices are taken before they are spent: no over-grant at all')
-    assert.ok(r.granted >= r.floor - slice * 2 - 3, `at most one slice per instance stranded: ${r.granted}, floor ${r.floor.toFixed(1)}`)
+    assert.ok(r.granted <= r.taken + 1e-6, `granted no more than the store gave: ${r.granted} > ${r.taken}`)
+    assert.ok(
+      r.granted >= r.taken - (slice - 1) * 2 - 1,
+      `at most one slice per instance unspent: ${r.granted} of ${r.taken.toFixed(1)} taken`,
+    )
   })
 
   it('leases off: exact, one call per request', async () => {
     const r = await hammer({ burst: 20, tokens_per_second: 10 })
     console.log(
-      `exact: granted ${r.granted} of ${r.total}, ceiling ${r.ceiling.toFixed(1)}, floor ${r.floor.toFixed(1)}, redis calls ${r.calls}`,
+      `exact: granted ${r.granted} of ${r.total}, ceiling ${r.ceiling.toFixed(1)}, taken ${r.taken.toFixed(1)}, redis calls ${r.calls}`,
     )
-    assert.ok(r.granted <= r.ceiling && r.granted >= r.floor - 3, `granted ${r.granted}, floor ${r.floor.toFixed(1)}`)
+    assert.ok(r.granted <= r.ceiling, `granted ${r.granted}, ceiling ${r.ceiling.toFixed(1)}`)
+    assert.ok(Math.abs(r.granted - r.taken) < 1, `granted ${r.granted}, taken from the store ${r.taken.toFixed(2)}`)
     assert.ok(r.calls >= r.total - 64, 'one call per request')
   })
 
@@ -190,11 +200,12 @@ describe('token leases', () => {
       FAIRVISOR_WORKERS: '2',
     })
     console.log(
-      `2 workers over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, floor ${r.floor.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
+      `2 workers over the limit: granted ${r.granted} of ${r.total}, exact ceiling ${r.ceiling.toFixed(1)}, taken ${r.taken.toFixed(1)}, redis calls ${r.calls} (${(r.calls / r.total).toFixed(3)} per request)`,
     )
     assert.ok(r.total > 1000, 'the load was real')
     assert.ok(r.granted <= r.ceiling + 1e-6, `no over-grant: ${r.granted} > ${r.ceiling}`)
-    assert.ok(r.granted >= r.floor - slice - 3, `one slice per process, not per worker: ${r.granted}, floor ${r.floor.toFixed(1)}`)
+    assert.ok(r.granted <= r.taken + 1e-6, `granted no more than the store gave: ${r.granted} > ${r.taken}`)
+    assert.ok(r.granted >= r.taken - (slice - 1) - 1, `one slice per process, not per worker: ${r.granted} of ${r.taken.toFixed(1)} taken`)
   })
 
   it('2 workers, 40 concurrent first requests on one key: the process takes ONE slice, and SIGTERM gives its rest back once', async () => {
