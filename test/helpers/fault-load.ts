@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import type { Pool } from 'undici'
+import { waitFor } from './wait.js'
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
@@ -56,6 +57,56 @@ export function load(pool: Pool, clients: number): { samples: Sample[]; stop(): 
   }
 }
 
+/**
+ * `rounds` × `clients` requests of fresh users at once on /warm (not the load's
+ * path), answers not judged: the gateway's code paths are compiled and its
+ * connections in use before a phase is measured.
+ */
+export async function warmUp(pool: Pool, clients: number, rounds = 5): Promise<void> {
+  for (let r = 0; r < rounds; r++)
+    await Promise.all(
+      Array.from({ length: clients }, async (_, i) => {
+        const res = await pool.request({ path: '/warm', method: 'GET', headers: { 'x-user': `warm-${r}-${i}` } })
+        await res.body.dump()
+      }),
+    )
+}
+
+/** One request as the gateway's access log has it: `end` epoch ms, `ms` request in → response finished. */
+export interface Access {
+  end: number
+  ms: number
+  status: number
+  reason: string | undefined
+}
+
+/** The gateway's access log lines for `url`. */
+export function accessOf(logs: { msg: string; [k: string]: unknown }[], url: string): Access[] {
+  return logs
+    .filter((x) => x.msg === 'access' && x.url === url)
+    .map((x) => ({
+      end: Date.parse(x.time as string),
+      ms: x.ms as number,
+      status: x.status as number,
+      reason: x.reason as string | undefined,
+    }))
+}
+
+/**
+ * Before the fault, every request is allowed, except one whose store call
+ * passed its deadline (503 service_unavailable, fail-closed) while the gateway
+ * and the store together waited for a CPU (`waited`) for all but 10 ms of the
+ * call's timer: the loaded machine's doing, not the store's.
+ */
+export function assertHealthy(requests: Access[], timerMs: number, waited: (from: number, to: number) => number, detail: string): void {
+  const refused = requests.filter((r) => r.status !== 200).map((r) => ({ ...r, waited: waited(r.end - r.ms, r.end) }))
+  const list = refused.map((r) => `${r.status} ${r.reason ?? ''} after ${r.ms.toFixed(1)} ms (${r.waited.toFixed(1)} waiting for a CPU)`)
+  assert.ok(
+    refused.every((r) => r.status === 503 && r.reason === 'service_unavailable' && r.waited >= timerMs - 10),
+    `healthy phase all allowed, but for store calls past their deadline while the machine had no CPU for them: ${list.join('; ')}: ${detail}`,
+  )
+}
+
 /** Sequential requests of one fresh user on a burst-5 bucket: the first 5 pass, the 6th is 429. */
 export async function exact(pool: Pool, user: string): Promise<boolean> {
   const codes: number[] = []
@@ -77,52 +128,23 @@ export async function waitExact(pool: Pool, label: string, withinMs: number): Pr
   throw new Error(`limiting not exact within ${withinMs} ms of the restart`)
 }
 
+/**
+ * A phase of the load: at least `minMs`, and until `count()` reaches `n` (a
+ * loaded machine runs a phase longer rather than with fewer requests).
+ */
+export async function phase(minMs: number, count: () => number, n: number, what: string): Promise<void> {
+  const t0 = performance.now()
+  await waitFor(() => performance.now() - t0 >= minMs && count() >= n, what, 60_000)
+}
+
 /** A latency bound missed while the hypervisor took CPU from this VM: the gateway's clock says nothing then. */
 export class MachineStall extends Error {}
 
 /**
- * How long a process's main thread waited, ready to run, while the machine's
- * other work had the CPU: the run-queue wait of /proc/<pid>/schedstat (its
- * second field, ns), sampled every few ms. On a loaded 2-core machine this is
- * what stretches a request's time on the gateway's clock beyond the work it
- * does; where /proc has no schedstat it reads 0 (the bound stays strict).
- */
-export function runQueueWait(pid: number): { stop(): void; during(from: number, to: number): number } {
-  const at: number[] = []
-  const waitedNs: number[] = []
-  const read = (): void => {
-    try {
-      const ns = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1])
-      at.push(Date.now())
-      waitedNs.push(ns)
-    } catch {
-      // no schedstat (or the process is gone): nothing to add
-    }
-  }
-  read()
-  const timer = setInterval(read, 5)
-  return {
-    stop() {
-      clearInterval(timer)
-      read()
-    },
-    /** Ms of run-queue wait from the last sample at or before `from` to the first at or after `to` (epoch ms): at least the wait in between. */
-    during(from, to) {
-      if (at.length === 0) return 0
-      let i = 0
-      while (i + 1 < at.length && at[i + 1]! <= from) i++
-      let j = at.length - 1
-      while (j > i && at[j - 1]! >= to) j--
-      return (waitedNs[j]! - waitedNs[i]!) / 1e6
-    },
-  }
-}
-
-/**
  * The outage window's latency bound, on the gateway's own times (access log:
  * `end` epoch ms, `ms` request in → response finished): every request within
- * `bound` once the run-queue wait of the gateway during it (`waited`) is taken
- * off — time the gateway was ready to run and had no CPU is the machine's, not
+ * `bound` once the run-queue wait of the gateway during it (`waited`, from
+ * run-queue.ts) is taken off — time the gateway was ready to run and had no CPU is the machine's, not
  * the gateway's. Still missed while the VM lost CPU to steal (`stolen` ticks)
  * → MachineStall (measure again); missed without → the assertion fails.
  */

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs'
 
-/** The main thread's run-queue wait so far, in ms (this process's by default). */
+/** The main thread's run-queue wait so far, in ms (this process's by default); 0 when unknown. */
 export function runQueueMs(pid = process.pid): number {
   try {
     return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6
@@ -17,18 +17,39 @@ export function runQueueMs(pid = process.pid): number {
   }
 }
 
+/** A process and its children (a PostgreSQL cluster: the postmaster and its backends). */
+export function withChildren(pid: number): number[] {
+  try {
+    return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)]
+  } catch {
+    return [pid]
+  }
+}
+
+export interface RunQueueWait {
+  stop(): void
+  /** Ms of run-queue wait from the last sample at or before `from` to the first at or after `to` (epoch ms): at least the wait in between. */
+  during(from: number, to: number): number
+}
+
 /**
- * Another process's run-queue wait, sampled every few ms (the process runs
- * while this one waits on it). `during(from, to)` (epoch ms): the wait from
- * the last sample at or before `from` to the first at or after `to`, so at
- * least the wait in between.
+ * The run-queue wait of other processes (`pids()`, asked again at each
+ * sample: processes come and go), summed, sampled every few ms while this
+ * one waits on them. A process counts from its first sample on.
  */
-export function runQueueWait(pid: number): { stop(): void; during(from: number, to: number): number } {
+export function runQueueWait(pids: () => number[]): RunQueueWait {
   const at: number[] = []
-  const waited: number[] = []
+  const total: number[] = []
+  const last = new Map<number, number>()
+  let sum = 0
   const read = (): void => {
+    for (const pid of pids()) {
+      const ms = runQueueMs(pid)
+      sum += Math.max(0, ms - (last.get(pid) ?? ms))
+      last.set(pid, ms)
+    }
     at.push(Date.now())
-    waited.push(runQueueMs(pid))
+    total.push(sum)
   }
   read()
   const timer = setInterval(read, 5)
@@ -42,7 +63,7 @@ export function runQueueWait(pid: number): { stop(): void; during(from: number, 
       while (i + 1 < at.length && at[i + 1]! <= from) i++
       let j = at.length - 1
       while (j > i && at[j - 1]! >= to) j--
-      return waited[j]! - waited[i]!
+      return total[j]! - total[i]!
     },
   }
 }
