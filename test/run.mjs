@@ -16,12 +16,17 @@ function find(dir) {
   return out.sort()
 }
 
-// Lint and format check first (Biome, `npm run lint`): a style slip fails in a second, before the long suites.
-execFileSync(process.execPath, ['node_modules/@biomejs/biome/bin/biome', 'check', 'src', 'test', 'biome.json'], { stdio: 'inherit' })
-execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' })
-// tsx strips types without checking them: type-check the tests and benchmarks too, so a wrong call fails here.
-execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'test/tsconfig.json', '--noEmit'], { stdio: 'inherit' })
-const filters = process.argv.slice(2)
+// --tests-only: the tests alone, on the build already in dist/ (.ci/run's second Node version).
+const testsOnly = process.argv.includes('--tests-only')
+console.log(`node ${process.version}${testsOnly ? ', tests only' : ''}`)
+if (!testsOnly) {
+  // Lint and format check first (Biome, `npm run lint`): a style slip fails in a second, before the long suites.
+  execFileSync(process.execPath, ['node_modules/@biomejs/biome/bin/biome', 'check', 'src', 'test', 'biome.json'], { stdio: 'inherit' })
+  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.json'], { stdio: 'inherit' })
+  // tsx strips types without checking them: type-check the tests and benchmarks too, so a wrong call fails here.
+  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'test/tsconfig.json', '--noEmit'], { stdio: 'inherit' })
+}
+const filters = process.argv.slice(2).filter((a) => a !== '--tests-only')
 const files = find('test').filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
 if (files.length === 0) {
   console.error('no test files matched')
