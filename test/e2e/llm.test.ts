@@ -16,10 +16,10 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { startFakeLlm, type FakeLlm } from '../helpers/fake-llm.js'
 import { startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait.js'
 
 const RUN = `${process.pid}_${Date.now()}`
 const PROMPT = [{ role: 'user', content: 'x'.repeat(400) }] // simple_word: 100 tokens
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const MIB = 1024 * 1024
 
 function llmRule(name: string, extra: object = {}): object {
@@ -81,11 +81,21 @@ async function call(
     ...(o.stream ? { stream: true } : {}),
     ...(o.includeUsage ? { stream_options: { include_usage: true } } : {}),
   }
+  const before = await settlements(gw)
   const r = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) })
   const text = await r.text()
-  // The settlement follows the response's end; give a remote store a moment before the next request reads it.
-  await sleep(30)
+  // The settlement follows the response's end: the next request must read the store after it.
+  if (r.status === 200) await waitFor(async () => (await settlements(gw)) > before, `the settlement of ${path} for ${tenant}`)
   return { status: r.status, remaining: Number(r.headers.get('ratelimit-remaining')), headers: r.headers, text }
+}
+
+/** LLM reservations the gateway has settled, on every `by` (each counts once its store write is done). */
+async function settlements(gw: GatewayProcess): Promise<number> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text()
+  let n = 0
+  for (const line of text.split('\n'))
+    if (line.startsWith('fairvisor_token_settlements_total{')) n += Number(line.slice(line.lastIndexOf(' ') + 1))
+  return n
 }
 
 /** `actual` is `expected` plus at most `slack` tokens of refill. */
