@@ -169,6 +169,33 @@ export async function startBackend(
   return b
 }
 
+/**
+ * A backend answering `ok` to everything, in a process of its own: a test
+ * whose latency bound covers proxying keeps the backend's answers apart from
+ * its own event loop (its load clients, a spawnSync) and can read the
+ * backend's run-queue wait by its pid.
+ */
+export async function startBackendProcess(): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+  const code = `require('http').createServer((q, s) => { q.resume(); q.on('end', () => s.end('ok')) })
+  .listen(0, '127.0.0.1', function () { console.log(this.address().port) })`
+  const proc = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()))
+  const [line] = (await Promise.race([
+    new Promise<string[]>((r) => createInterface({ input: proc.stdout! }).once('line', (l) => r([l]))),
+    exited.then(() => {
+      throw new Error('the backend process exited before listening')
+    }),
+  ])) as string[]
+  return {
+    url: `http://127.0.0.1:${Number(line)}`,
+    pid: proc.pid!,
+    close: () => {
+      proc.kill()
+      return exited
+    },
+  }
+}
+
 /** A port that was free a moment ago on 127.0.0.1 (for servers that cannot listen on port 0). */
 export async function freePort(): Promise<number> {
   const s = createNetServer()
