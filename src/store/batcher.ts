@@ -38,6 +38,8 @@ export class Batch<P extends Pending> {
   open = 0
   /** Retries spent (PostgreSQL serialization failures), within the same deadline. */
   tries = 0
+  /** When the deadline timer fires (performance.now() ms): a retry must leave before it. */
+  readonly deadline: number
   private readonly timer: NodeJS.Timeout
   private expiry: NodeJS.Immediate | undefined
 
@@ -49,6 +51,7 @@ export class Batch<P extends Pending> {
     /** Runs once the last open call is settled. */
     private readonly onEmpty?: (b: Batch<P>) => void,
   ) {
+    this.deadline = performance.now() + timerMs
     this.timer = setTimeout(() => {
       this.expiry = setImmediate(() => onExpire(this, new CallTimeoutError(backend, timerMs)))
     }, timerMs)
