@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { startFakeLlm, type FakeLlm } from '../helpers/fake-llm.js'
-import { startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { metricSum, startGateway, type GatewayProcess } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 
 const RUN = `${process.pid}_${Date.now()}`
@@ -90,13 +90,7 @@ async function call(
 }
 
 /** LLM reservations the gateway has settled, on every `by` (each counts once its store write is done). */
-async function settlements(gw: GatewayProcess): Promise<number> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text()
-  let n = 0
-  for (const line of text.split('\n'))
-    if (line.startsWith('fairvisor_token_settlements_total{')) n += Number(line.slice(line.lastIndexOf(' ') + 1))
-  return n
-}
+const settlements = (gw: GatewayProcess): Promise<number> => metricSum(gw, 'fairvisor_token_settlements_total')
 
 /** `actual` is `expected` plus at most `slack` tokens of refill. */
 function near(actual: number, expected: number, what: string, slack = 8): void {

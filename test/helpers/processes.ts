@@ -216,6 +216,15 @@ export function cpuMs(pid: number | undefined): number {
   return (Number(f[11]) + Number(f[12])) * 10 // fields 14 and 15, in clock ticks of 10 ms
 }
 
+/** The sum of every sample of metric `name` on the gateway's /metrics (all label sets); 0 when there is none. */
+export async function metricSum(gw: GatewayProcess, name: string): Promise<number> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text()
+  let n = 0
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) n += Number(line.slice(line.lastIndexOf(' ') + 1))
+  return n
+}
+
 export async function metricValue(gw: GatewayProcess, name: string, labels = ''): Promise<number | undefined> {
   const text = await (await fetch(`${gw.url}/metrics`)).text()
   const line = text.split('\n').find((l) => (l.startsWith(`${name} `) || l.startsWith(`${name}{`)) && l.includes(labels))
