@@ -53,6 +53,11 @@ const run = (list, concurrency) =>
 const free = files.filter(timingFree)
 const timed = files.filter((f) => !timingFree(f))
 console.log(`${free.length} timing-free files, ${availableParallelism()} at a time; then ${timed.length} files one at a time`)
+const seconds = (t0) => `${Math.round((performance.now() - t0) / 1000)} s`
+let t0 = performance.now()
 const a = run(free, availableParallelism())
+if (free.length > 0) console.log(`timing-free files: ${seconds(t0)}`)
+t0 = performance.now()
 const b = run(timed, 1)
+if (timed.length > 0) console.log(`files one at a time: ${seconds(t0)}`)
 process.exit(a || b)
