@@ -69,8 +69,10 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   /**
    * Pure: give back (`amount` > 0) or charge on top (`amount` < 0) to a state
    * already charged; undefined when there is nothing to adjust (no state).
+   * `at`: when the charge being adjusted was made (the adjustment's own, else
+   * `now`), for a kind whose state is kept by time of charge (concurrency).
    */
-  adjust(state: S | undefined, limit: L, amount: number, now: number): Step<S> | undefined
+  adjust(state: S | undefined, limit: L, amount: number, now: number, at?: number): Step<S> | undefined
   /** In-process store packing: state ↔ up to CELLS doubles at `off`. */
   load(cells: Float64Array, off: number): S
   save(state: S, cells: Float64Array, off: number): void

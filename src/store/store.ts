@@ -56,6 +56,8 @@ export interface Adjustment {
   key: string
   limit: Limit
   amount: number
+  /** When the adjusted charge was made (epoch seconds, the gateway's clock); absent: now. A concurrency slot is given back by it. */
+  at?: number
 }
 
 /** `connecting`: no usable connection; `degraded`: connected but the last call failed; `ok`. */

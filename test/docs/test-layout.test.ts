@@ -9,7 +9,7 @@
  * - test/unit/ holds only such mirrors: a unit test of no src file, or a
  *   helper, fails (shared helpers live in test/helpers/).
  * The other folders are by kind of test: test/e2e/ by feature, test/store/ the
- * contract every store meets (its fixtures contract.ts and contract-kinds.ts
+ * contract every store meets (its fixtures contract.ts, contract-kinds.ts and contract-concurrency.ts
  * stay beside it: only that suite imports them), test/property/ the property
  * tests, test/deploy/ and test/docs/ the checks of files shipped beside the code.
  */

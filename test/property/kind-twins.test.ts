@@ -30,7 +30,8 @@ const prefix = uniquePrefix('twins')
 
 /**
  * The Lua twins on given instants: ARGV kind, p1, p2, p3, then per operation
- * the time (µs), 's' (step) or 'a' (adjust) and the cost or amount. The state
+ * the time (µs), 's' (step) or 'a' (adjust), the cost or amount and, for an
+ * adjustment, when the adjusted charge was made (seconds). The state
  * is kept between operations as the take and adjust frames keep it (a reject
  * writes only when it asks to), and dropped when its TTL has run out.
  */
@@ -38,7 +39,7 @@ const LUA = `${kindsLua('\nlocal now, nowS = 0, 0')}
 local kind = tonumber(ARGV[1])
 local p1, p2, p3 = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local v, expires, out = false, 0, {}
-for i = 5, #ARGV, 3 do
+for i = 5, #ARGV, 4 do
   now = tonumber(ARGV[i])
   nowS = now / 1000000
   if v and now >= expires then v = false end
@@ -47,7 +48,7 @@ for i = 5, #ARGV, 3 do
     if ok or commit then v, expires = state, now + ttl * 1000 end
     out[#out + 1] = pack('<bdd', ok and 1 or 0, value, retry)
   else
-    local state, ttl = adjust[kind](v, p1, p2, p3, tonumber(ARGV[i + 2]))
+    local state, ttl = adjust[kind](v, p1, p2, p3, tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
     if state then v, expires = state, now + ttl * 1000 end
     out[#out + 1] = pack('<bdd', state and 1 or 0, 0, 0)
   end
@@ -56,7 +57,7 @@ return table.concat(out)`
 
 /** The PL/pgSQL twins as functions of the instant, with the variables the frames give them (algorithms/kinds/twins.ts). */
 const twinFunctions = (p: string): string => `
-CREATE FUNCTION ${p}twin_take(kind int, p1 float8, p2 float8, p3 float8, cost float8, now float8, here bool,
+CREATE FUNCTION ${p}twin_take(kind int, p1 float8, p2 float8, p3 float8, cost float8, at float8, now float8, here bool,
   a0 float8, a1 float8, a2 float8, a3 float8) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE n0 float8 := 0; n1 float8 := 0; n2 float8 := 0; n3 float8 := 0; nx float8 := 0; ok bool; val float8; retry float8 := 0; keep bool := false;
 BEGIN
@@ -64,7 +65,7 @@ BEGIN
   IF ok OR keep THEN nx := greatest(nx, now + 1); END IF;
   RETURN ARRAY[CASE WHEN ok THEN 1 ELSE 0 END, val, retry, CASE WHEN ok OR keep THEN 1 ELSE 0 END, n0, n1, n2, n3, nx];
 END $f$;
-CREATE FUNCTION ${p}twin_adjust(kind int, p1 float8, p2 float8, p3 float8, amount float8, now float8, here bool,
+CREATE FUNCTION ${p}twin_adjust(kind int, p1 float8, p2 float8, p3 float8, amount float8, at float8, now float8, here bool,
   a0 float8, a1 float8, a2 float8, a3 float8) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE n0 float8 := 0; n1 float8 := 0; n2 float8 := 0; n3 float8 := 0; nx float8 := 0; ok bool := true;
 BEGIN
@@ -126,7 +127,11 @@ const op = fc.record({
   dtUs,
   adjust: fc.boolean(),
   amount: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.double({ min: 0.25, max: 4, noNaN: true }), fc.integer({ min: -5, max: -1 })),
+  /** How long before the adjustment its charge was made (s): a concurrency slot is given back by it. */
+  agoS: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 7200, noNaN: true })),
 })
+
+type Op = { adjust: boolean; amount: number; agoS: number }
 
 interface Result {
   ok: boolean
@@ -135,7 +140,7 @@ interface Result {
 }
 
 /** The TypeScript kind on the same instants, its state forgotten at expireAt as the in-process stores forget it. */
-function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Result[] {
+function inTypeScript(limit: Limit, times: number[], ops: Op[]): Result[] {
   const kind = limit.kind as LimitKind
   let state: unknown
   let expireAt = -Infinity
@@ -143,7 +148,7 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
     const now = times[i]! / 1e6
     if (expireAt <= now) state = undefined
     if (o.adjust) {
-      const r = kind.adjust(state, limit, o.amount, now)
+      const r = kind.adjust(state, limit, o.amount, now, now - o.agoS)
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
       return { ok: r !== undefined, value: 0, retry: 0 }
     }
@@ -153,9 +158,14 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
   })
 }
 
-async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
+async function inLua(limit: Limit, times: number[], ops: Op[]): Promise<Result[]> {
   const p = [0, 1, 2].map((i) => String(limit.params[i] ?? 0))
-  const args = ops.flatMap((o, i) => [String(times[i]), o.adjust ? 'a' : 's', String(o.adjust ? o.amount : Math.abs(o.amount))])
+  const args = ops.flatMap((o, i) => [
+    String(times[i]),
+    o.adjust ? 'a' : 's',
+    String(o.adjust ? o.amount : Math.abs(o.amount)),
+    String(times[i]! / 1e6 - o.agoS),
+  ])
   const reply = (await redis.callBuffer('EVAL', LUA, 0, String(limit.kind.id), ...p, ...args)) as Buffer
   return ops.map((_, i) => ({
     ok: reply.readInt8(i * 17) === 1,
@@ -164,7 +174,7 @@ async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amou
   }))
 }
 
-async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[]): Promise<Result[]> {
+async function inPlpgsql(limit: Limit, times: number[], ops: Op[]): Promise<Result[]> {
   let cells = [0, 0, 0, 0]
   let expireAt = 0
   const out: Result[] = []
@@ -172,12 +182,13 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
     const now = times[i]! / 1e6
     const fn = o.adjust ? 'twin_adjust' : 'twin_take'
     const amount = o.adjust ? o.amount : Math.abs(o.amount)
-    const { rows } = await db.query<{ r: number[] }>(`SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`, [
+    const { rows } = await db.query<{ r: number[] }>(`SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS r`, [
       limit.kind.id,
       limit.params[0] ?? 0,
       limit.params[1] ?? 0,
       limit.params[2] ?? 0,
       amount,
+      now - o.agoS,
       now,
       expireAt > now,
       ...cells,

@@ -104,7 +104,7 @@ export class MemoryStore extends InProcessStore {
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
     for (const a of adjustments) {
-      const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now)
+      const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now, a.at ?? now)
       // No room for a new counter: the adjustment is dropped (counted), never made room for.
       if (r !== undefined && this.slotFor(storedKey(a.key), r, now) !== -1) this.write(a, r)
     }

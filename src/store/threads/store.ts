@@ -74,7 +74,7 @@ export class SharedMemoryStore extends InProcessStore {
     for (const a of adjustments) {
       const held = this.locate([a])
       try {
-        const r = a.limit.kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now)
+        const r = a.limit.kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now, a.at ?? now)
         // No slot for a new counter: the adjustment is dropped (counted), never made room for.
         if (r !== undefined && this.slotFor(0, r, now) !== -1) this.write(0, a.limit, r)
       } finally {
