@@ -17,6 +17,7 @@
  * (algorithms/index.ts); on a new kind, also the kind's folder and its line
  * in the kind table. Nothing here does I/O or reads a clock: time is passed in.
  */
+import type { GatewayMode } from '../bundle/types.js'
 import type { KindSample, KindSql } from './kinds/twins.js'
 
 /** A limit as a store sees it: its kind and the kind's parameters, fixed at bundle load. */
@@ -165,6 +166,27 @@ export interface Algorithm<C extends Limit = Limit> {
    * by two weeks.
    */
   readonly retryJitterMaxS?: number
+  /**
+   * For a limit whose charge is a slot the request holds while in flight
+   * (concurrency): the seconds after which a slot still held is renewed (a
+   * third of its lease, so a live request outlives the lease); the front end
+   * gives the slot back when the exchange ends (http/slot-holds.ts).
+   * Undefined, or absent: the charge is kept.
+   */
+  holdRenewS?(limit: C): number | undefined
+}
+
+/**
+ * Where a bundle's decisions are used, for the checks that depend on it (the
+ * gateway's FAIRVISOR_MODE and gRPC listener; `fairvisor validate --mode
+ * --grpc`): only a reverse proxy, which forwards each request itself, sees
+ * an exchange end.
+ */
+export interface BundleUse {
+  /** FAIRVISOR_MODE. */
+  readonly mode: GatewayMode
+  /** FAIRVISOR_GRPC_PORT is set: ext_authz and the Rate Limit Service decide on the bundle too, and see no request end. */
+  readonly grpc: boolean
 }
 
 /** A problem of one rule's algorithm_config found by `check` (field: path inside the config, '' for the config itself). */
@@ -191,8 +213,8 @@ export interface RuleAlgorithm<C extends Limit = Limit> extends Algorithm<C> {
   readonly configSchema: object
   /** The config field holding `fixed`, `header:<name>` or `query:<name>` (undefined: every request costs fixed_cost, default 1). */
   readonly costField?: string
-  /** Checks of a schema-valid config that JSON Schema cannot express. */
-  check?(config: Record<string, unknown>, out: ConfigIssue[]): void
+  /** Checks of a schema-valid config that JSON Schema cannot express (`use`: where the bundle's decisions are used). */
+  check?(config: Record<string, unknown>, out: ConfigIssue[], use: BundleUse): void
   /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
   normalise(raw: Record<string, unknown>): C
   /** The most one request can spend on this limit (a larger cost is always rejected); Infinity when undefined. */

@@ -74,6 +74,20 @@ export interface HeldRequest {
   abandon(): void
 }
 
+/**
+ * A slot an allowed request holds on a concurrency limit until its exchange
+ * ends (http/slot-holds.ts gives it back, renewing it meanwhile).
+ */
+export interface HeldSlot {
+  policyId: string
+  key: string
+  limit: Limit
+  /** When it was taken (epoch seconds, the decision's clock): the give-back names it. */
+  at: number
+  /** Renewed while still held after this many seconds (a third of its lease). */
+  renewS: number
+}
+
 export interface Decision {
   allowed: boolean
   /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
@@ -110,6 +124,8 @@ export interface Decision {
   llm?: LlmReservation[]
   /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
   statusCharges?: StatusCharge[]
+  /** Concurrency slots committed by this request, to give back when its exchange ends (enforce ones only when allowed). */
+  held?: HeldSlot[]
 }
 
 export interface ShadowReject {

@@ -1,0 +1,231 @@
+/**
+ * `"algorithm": "concurrency"` through the real gateway, against a backend
+ * that counts the requests it holds at once:
+ * - 40 clients on one key of `max_concurrent: 5`, each request held 300 ms:
+ *   the backend never holds more than 5, rejects are 429
+ *   concurrency_exceeded with RateLimit-Limit 5, RateLimit-Remaining 0 and a
+ *   jittered Retry-After of 1–2 s;
+ * - 5 clients holding every slot abort mid-request: once their exchanges
+ *   have ended (the backend saw them go, the gateways counted the give-backs),
+ *   5 new requests pass at once;
+ * on the in-process store with 2 worker threads (the shared table), and on
+ * Redis with two gateway processes. Then on Redis, a gateway killed with
+ * SIGKILL while holding all 5 slots: they are free again for the other
+ * gateway within `lease_seconds` (2 s), not before two thirds of it, while
+ * the other gateway's requests keep taking and giving back slots.
+ */
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { after, before, describe, it } from 'node:test'
+import { Pool } from 'undici'
+import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
+import { waitFor } from '../helpers/wait.js'
+
+const MAX = 5
+const HOLD_MS = 300
+const LEASE_S = 2
+const CLIENTS = 40
+
+/** A backend that holds each request 300 ms (`x-hold: open`: until its connection closes; `x-hold: 0`: not at all), counting them. */
+interface CountingBackend {
+  backend: Backend
+  active: number
+  max: number
+}
+
+async function countingBackend(): Promise<CountingBackend> {
+  const c = { active: 0, max: 0 } as CountingBackend
+  c.backend = await startBackend((req, res) => {
+    c.active++
+    if (c.active > c.max) c.max = c.active
+    res.once('close', () => c.active--)
+    const hold = req.headers['x-hold']
+    if (hold === 'open') return
+    if (hold === '0') return void res.end('ok')
+    setTimeout(() => res.end('ok'), HOLD_MS)
+  })
+  return c
+}
+
+function writeBundle(dir: string): string {
+  const file = join(dir, 'bundle.json')
+  const rule = {
+    name: 'in_flight',
+    limit_keys: ['header:x-tenant'],
+    algorithm: 'concurrency',
+    algorithm_config: { max_concurrent: MAX, lease_seconds: LEASE_S },
+  }
+  writeFileSync(
+    file,
+    JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [rule] } }] }),
+  )
+  return file
+}
+
+interface Answer {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+}
+
+async function send(pool: Pool, hold?: string, signal?: AbortSignal): Promise<Answer> {
+  const r = await pool.request({
+    path: '/work',
+    method: 'GET',
+    headers: { 'x-tenant': 'acme', ...(hold === undefined ? {} : { 'x-hold': hold }) },
+    signal,
+  })
+  await r.body.dump()
+  return { status: r.statusCode, headers: r.headers }
+}
+
+/** Give-backs the gateways have had answered (summed over their worker threads). */
+async function released(gws: GatewayProcess[]): Promise<number> {
+  let n = 0
+  for (const gw of gws) n += (await metricValue(gw, 'fairvisor_concurrency_releases_total', 'result="released"')) ?? 0
+  return n
+}
+
+async function inFlight(gws: GatewayProcess[]): Promise<number> {
+  let n = 0
+  for (const gw of gws) n += (await metricValue(gw, 'fairvisor_concurrency_in_flight', 'policy="api"')) ?? 0
+  return n
+}
+
+/** 40 clients for 2 s, then 5 aborted holders: the two checks of the header, on the gateways given. */
+async function slotsHold(b: CountingBackend, gws: GatewayProcess[]): Promise<void> {
+  const pools = gws.map((gw) => new Pool(gw.url, { connections: CLIENTS }))
+  try {
+    let ok = 0
+    let rejected = 0
+    const other: number[] = []
+    const deadline = performance.now() + 2000
+    await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, i) => {
+        while (performance.now() < deadline) {
+          const a = await send(pools[i % pools.length]!)
+          if (a.status === 200) ok++
+          else if (a.status === 429) {
+            rejected++
+            assert.equal(a.headers['x-fairvisor-reason'], 'concurrency_exceeded')
+            assert.equal(a.headers['ratelimit-limit'], String(MAX))
+            assert.equal(a.headers['ratelimit-remaining'], '0')
+            assert.ok(['1', '2'].includes(String(a.headers['retry-after'])), `Retry-After ${a.headers['retry-after']}`)
+            // Load shaping, not a wait for a condition: a rejected client does not spin.
+            await new Promise((r) => setTimeout(r, 20))
+          } else other.push(a.status)
+        }
+      }),
+    )
+    console.log(`${CLIENTS} clients: ${ok} passed, ${rejected} rejected, at most ${b.max} at the backend at once`)
+    assert.deepEqual(other, [])
+    assert.ok(b.max <= MAX, `the backend held ${b.max} at once`)
+    assert.ok(ok >= 10 && rejected > 0, `${ok} passed, ${rejected} rejected`)
+    await waitFor(() => b.active === 0, 'the load drained')
+
+    // Five holders, each on its own connection, held by the backend until they go.
+    const holders = Array.from({ length: MAX }, () => new AbortController())
+    const held = holders.map((h, i) => send(pools[i % pools.length]!, 'open', h.signal).catch(() => undefined))
+    await waitFor(() => b.active === MAX, 'every slot held at the backend')
+    await waitFor(async () => (await inFlight(gws)) === MAX, 'the gateways count 5 requests holding slots')
+    assert.equal((await send(pools[0]!, '0')).status, 429, 'a sixth request finds no slot')
+    const before = await released(gws)
+    for (const h of holders) h.abort()
+    await Promise.all(held)
+    await waitFor(() => b.active === 0, 'the backend saw the holders go')
+    await waitFor(async () => (await released(gws)) >= before + MAX, 'the gateways gave the 5 slots back')
+    b.max = 0
+    const five = await Promise.all(Array.from({ length: MAX }, (_, i) => send(pools[i % pools.length]!)))
+    assert.deepEqual(
+      five.map((a) => a.status),
+      Array(MAX).fill(200),
+      '5 new requests pass at once',
+    )
+    assert.ok(b.max <= MAX, `the backend held ${b.max} at once`)
+    await waitFor(async () => (await inFlight(gws)) === 0, 'no slot held once every exchange ended')
+  } finally {
+    await Promise.all(pools.map((p) => p.destroy()))
+  }
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'fv-concurrency-'))
+let b: CountingBackend
+let redis: RedisServer
+const file = writeBundle(dir)
+const env = (): Record<string, string> => ({
+  FAIRVISOR_BACKEND_URL: b.backend.url,
+  FAIRVISOR_CONFIG_FILE: file,
+  FAIRVISOR_STORE_TIMEOUT_MS: '2000',
+  FAIRVISOR_FAIL_POLICY: 'closed',
+})
+
+before(async () => {
+  b = await countingBackend()
+  redis = await startRedis()
+})
+after(async () => {
+  await b?.backend.close()
+  await redis?.stop()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('concurrency: at most max_concurrent at the backend, slots back when exchanges end', () => {
+  it('in-process store, 2 worker threads', async () => {
+    const gw = await startGateway({ ...env(), FAIRVISOR_WORKERS: '2' })
+    try {
+      await slotsHold(b, [gw])
+    } finally {
+      await gw.stop()
+    }
+  })
+
+  it('Redis, two gateway processes', async () => {
+    const gws = await Promise.all([
+      startGateway({ ...env(), FAIRVISOR_STORE: redis.url }),
+      startGateway({ ...env(), FAIRVISOR_STORE: redis.url }),
+    ])
+    try {
+      await slotsHold(b, gws)
+    } finally {
+      await Promise.all(gws.map((g) => g.stop()))
+    }
+  })
+})
+
+it('Redis: the slots of a gateway killed with SIGKILL are free again within lease_seconds, while the other keeps serving', async () => {
+  redis.cli('flushall')
+  const [dead, live] = await Promise.all([
+    startGateway({ ...env(), FAIRVISOR_STORE: redis.url }),
+    startGateway({ ...env(), FAIRVISOR_STORE: redis.url }),
+  ])
+  const toDead = new Pool(dead.url, { connections: MAX })
+  const toLive = new Pool(live.url, { connections: MAX })
+  try {
+    const held = Array.from({ length: MAX }, () => send(toDead, 'open').catch(() => undefined))
+    await waitFor(() => b.active === MAX, 'every slot held at the backend through the gateway to be killed')
+    const taken = performance.now()
+    dead.proc.kill('SIGKILL')
+    await dead.exited
+    await Promise.all(held)
+    await waitFor(() => b.active === 0, 'the backend saw the dead gateway’s requests go')
+    assert.equal((await send(toLive, '0')).status, 429, 'the dead gateway’s slots are still taken')
+    // Steady traffic on the live gateway meanwhile: each probe takes a slot when one is free and gives it back.
+    await waitFor(async () => (await send(toLive, '0')).status === 200, 'a slot free again', 10_000, 25)
+    const freedMs = performance.now() - taken
+    const five = await Promise.all(Array.from({ length: MAX }, () => send(toLive)))
+    console.log(`slots of the killed gateway free again ${freedMs.toFixed(0)} ms after they were taken (lease ${LEASE_S} s)`)
+    assert.deepEqual(
+      five.map((a) => a.status),
+      Array(MAX).fill(200),
+      'all 5 slots are back',
+    )
+    assert.ok(freedMs >= ((2 / 3) * LEASE_S - 0.2) * 1000, `held at least two thirds of the lease: ${freedMs} ms`)
+    assert.ok(freedMs <= (LEASE_S + 0.5) * 1000, `free within the lease: ${freedMs} ms`)
+  } finally {
+    await Promise.all([toDead.destroy(), toLive.destroy()])
+    await Promise.all([dead.stop(), live.stop()])
+  }
+})
