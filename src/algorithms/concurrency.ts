@@ -40,7 +40,6 @@ export const CONCURRENCY: RuleAlgorithm<ConcurrencyConfig> = {
   configSchema: {
     type: 'object',
     required: ['max_concurrent'],
-    additionalProperties: false,
     properties: {
       max_concurrent: { type: 'integer', minimum: 1, maximum: 1_000_000, description: 'Requests of one key in flight at once.' },
       lease_seconds: {
@@ -49,6 +48,7 @@ export const CONCURRENCY: RuleAlgorithm<ConcurrencyConfig> = {
         maximum: 86_400,
         description: `Longest a slot stays taken when its holder dies (or, with release "lease", at all); default ${DEFAULT_LEASE_S}.`,
       },
+      fixed_cost: { $ref: '#/$defs/positiveInteger', description: 'Slots one request takes (default 1).' },
       release: {
         enum: ['exchange', 'lease'],
         description:

@@ -7,11 +7,13 @@
  *
  * One JSON object per line:
  *   {"method":"GET","path":"/v1/x?a=1","host":"api.example.com","headers":{"x-api-key":"k"},
- *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5,"status":401}
- * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`, 200);
+ *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5,"status":401,"hold":2}
+ * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`, 200, 0);
  * `status` is the response the client gets, which rules with count_statuses /
  * refund_statuses settle on; a request in debt (max_delay_ms) is held, and
  * refused past FAIRVISOR_MAX_DELAYED holds still running (test-response.ts);
+ * `hold` is how long each request's exchange lasts, which is how long it
+ * holds its concurrency slots (test-slots.ts);
  * `at` is seconds after the start and must not go backwards. Blank lines and lines
  * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
  * list are read from the same FAIRVISOR_* variables as the gateway's, and
@@ -40,6 +42,7 @@ import { MemoryStore } from '../store/memory/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 import { llmReport } from './test-llm.js'
 import { SimulatedHolds, settleStatus } from './test-response.js'
+import { SimulatedSlots } from './test-slots.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
 const NOT_VERIFIED = 'claims not verified (no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL)'
@@ -139,6 +142,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const store = new RecordingStore(new MemoryStore({ maxBytes: 64 * 1024 * 1024 }))
   const engine = new Engine({ store, failPolicy: 'open', observer })
+  const slots = new SimulatedSlots(store)
   let n = 0
   let allowed = 0
   const out: string[] = []
@@ -153,6 +157,7 @@ export async function run(args: string[]): Promise<number> {
       shadowRejects = []
       details = []
       store.last = []
+      slots.endUpTo(start / 1000 + s.at)
       const nowMs = start + s.at * 1000
       const token = tokenOf(s)
       let input = s.input
@@ -169,6 +174,8 @@ export async function run(args: string[]): Promise<number> {
       const outcomes = planned.length ? store.last : []
       const nowS = start / 1000 + s.at
       const d = holds.hold(evaluated, s.at, store, nowS)
+      // The exchange, and the concurrency slots it holds, lasts `hold` seconds once forwarded.
+      slots.hold(d, nowS + (d.delayMs ?? 0) / 1000 + s.hold)
       /** Refused for want of a hold (FAIRVISOR_MAX_DELAYED): its enforce charges were given back. */
       const refused = d !== evaluated
       n++
@@ -176,6 +183,7 @@ export async function run(args: string[]): Promise<number> {
       const hold = d.delayMs ? { delay_ms: d.delayMs, ...(d.debt ? { debt: true } : {}) } : refused ? { hold_refused: true } : {}
       const llm = llmReport(d, s.response, store, nowS)
       const settled = settleStatus(d, s.status, store, nowS)
+      const slotsHeld = d.allowed && d.held !== undefined ? { slots_held_s: s.hold } : {}
       const report: RequestReport = {
         n,
         line: s.line,
@@ -209,6 +217,7 @@ export async function run(args: string[]): Promise<number> {
         rule: d.ruleName,
         headers: Object.fromEntries(responseHeaders(d)),
         ...hold,
+        ...slotsHeld,
         ...(llm ? { llm } : {}),
         ...(settled ? { response_status: s.status, status_settlement: settled } : {}),
       }

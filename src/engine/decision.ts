@@ -82,6 +82,8 @@ export interface HeldSlot {
   policyId: string
   key: string
   limit: Limit
+  /** Slots taken (the rule's fixed_cost, 1 by default). */
+  cost: number
   /** When it was taken (epoch seconds, the decision's clock): the give-back names it. */
   at: number
   /** Renewed while still held after this many seconds (a third of its lease). */

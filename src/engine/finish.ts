@@ -39,7 +39,7 @@ function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): Held
     const p = plan.planned[index]!
     if (outcomes[index]?.allowed !== true || !(p.shadow ? shadowOk : enforceOk)) continue
     const c = plan.checks[index]!
-    out.push({ policyId: p.policy.id, key: c.key, limit: c.limit, at: plan.nowMs / 1000, renewS })
+    out.push({ policyId: p.policy.id, key: c.key, limit: c.limit, cost: c.cost, at: plan.nowMs / 1000, renewS })
   }
   return out.length ? out : undefined
 }

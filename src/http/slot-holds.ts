@@ -86,7 +86,7 @@ export class SlotHolds {
     h.state = 'done'
     const out: Adjustment[] = []
     for (const s of h.slots) {
-      out.push({ key: s.key, limit: s.limit, amount: 1, at: h.at })
+      out.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at })
       if (wasHeld) this.inFlight.set(s.policyId, this.inFlight.get(s.policyId)! - 1)
     }
     this.store.adjust(out, this.clock() / 1000, (err) => {
@@ -121,7 +121,8 @@ export class SlotHolds {
     h.state = 'renewing'
     const at = nowMs / 1000
     const out: Adjustment[] = []
-    for (const s of h.slots) out.push({ key: s.key, limit: s.limit, amount: 1, at: h.at }, { key: s.key, limit: s.limit, amount: -1, at })
+    for (const s of h.slots)
+      out.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at }, { key: s.key, limit: s.limit, amount: -s.cost, at })
     this.store.adjust(out, at, (err) => {
       if (err === null) {
         h.at = at

@@ -150,7 +150,7 @@ const CASES: Record<string, Expect> = {
   },
   rule_unknown_algorithm: {
     drops: [
-      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", not "leaky_bucket".',
+      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", "concurrency", not "leaky_bucket".',
     ],
   },
   rule_unknown_descriptor_source: {
