@@ -219,6 +219,12 @@ export interface RuleAlgorithm<C extends Limit = Limit> extends Algorithm<C> {
   normalise(raw: Record<string, unknown>): C
   /** The most one request can spend on this limit (a larger cost is always rejected); Infinity when undefined. */
   capacity?(limit: C): number
+  /**
+   * A part of the counter key, after the rule name, that depends on the limit:
+   * a parameter the stored state is laid out by (concurrency: its lease
+   * buckets), so that a reload changing it starts a counter of its own.
+   */
+  counterKeyPart?(limit: C): string
   /** An LLM rule: the proxy reads the body first and the engine plans it with engine/llm-plan.ts. */
   readonly llm?: boolean
   /** Name of the outcome's figure in `fairvisor test --json` output, when it has a documented one. */

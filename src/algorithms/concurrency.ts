@@ -65,6 +65,8 @@ export const CONCURRENCY: RuleAlgorithm<ConcurrencyConfig> = {
       })
   },
   capacity: (l) => l.max,
+  // The state's buckets are thirds of the lease: another lease is another counter.
+  counterKeyPart: (l) => `l${l.leaseS}:`,
   normalise(c) {
     return {
       ...concurrencyLimit(Number(c.max_concurrent), Number(c.lease_seconds ?? DEFAULT_LEASE_S)),

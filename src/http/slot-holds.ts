@@ -1,11 +1,13 @@
 /**
  * Concurrency slots (algorithms/concurrency.ts) held by the requests this
- * thread forwards. An allowed request's slots are given back once, in one
- * store.adjust, when its exchange ends in any way: the response's 'close'
+ * thread forwards. An allowed request's slots are given back once when its
+ * exchange ends in any way: the response's 'close'
  * (sent whole; or the client gone, whereupon the proxy drops the upstream
  * call; a backend error or timeout answered 502/504; an LLM stream cut), or
  * an upgraded socket's. A rejected request gives back at once what its
- * shadow rules took. While a request lasts, its slots are renewed every
+ * shadow rules took. The give-backs of one event-loop turn leave together in
+ * one store.adjust (one script call or statement for many ended exchanges
+ * under load, as the stores batch their checks). While a request lasts, its slots are renewed every
  * third of their lease (one adjust: give back at the old time, take now), so
  * a live request keeps its slot past the lease while a dead process's slots
  * free themselves. A failed give-back is dropped (counted, logged): the slot
@@ -47,6 +49,9 @@ export class SlotHolds {
   /** Give-backs sent and answered, and those the store failed (their slots free at their lease end). */
   released = 0
   dropped = 0
+  /** Give-backs of this event-loop turn, sent together (flush). */
+  private outbox: Adjustment[] = []
+  private outboxHolds = 0
 
   constructor(
     private readonly store: Store,
@@ -84,14 +89,22 @@ export class SlotHolds {
   private giveBack(h: Hold): void {
     const wasHeld = this.live.delete(h)
     h.state = 'done'
-    const out: Adjustment[] = []
     for (const s of h.slots) {
-      out.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at })
+      this.outbox.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at })
       if (wasHeld) this.inFlight.set(s.policyId, this.inFlight.get(s.policyId)! - 1)
     }
+    if (this.outboxHolds++ === 0) setImmediate(this.flush)
+  }
+
+  /** Sends the give-backs of the turn that ended, in one store call. */
+  private readonly flush = (): void => {
+    const out = this.outbox
+    const n = this.outboxHolds
+    this.outbox = []
+    this.outboxHolds = 0
     this.store.adjust(out, this.clock() / 1000, (err) => {
-      if (err === null) return void this.released++
-      this.dropped++
+      if (err === null) return void (this.released += n)
+      this.dropped += n
       this.onDropped(err)
     })
   }

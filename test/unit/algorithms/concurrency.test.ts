@@ -65,7 +65,7 @@ describe('concurrency through the engine', () => {
     assert.deepEqual(d.limit, { policyId: 'p', limit: 2, remaining: 1, resetS: 1, windowS: 1 })
     assert.deepEqual(
       d.held?.map((s) => [s.policyId, s.key, s.cost, s.at, s.renewS]),
-      [['p', 'cc:cc:acme', 1, T0 / 1000 + 1, 10]],
+      [['p', 'cc:cc:l30:acme', 1, T0 / 1000 + 1, 10]],
     )
   })
 
@@ -98,7 +98,7 @@ describe('concurrency through the engine', () => {
     assert.equal(d.allowed, false)
     assert.deepEqual(
       d.held?.map((x) => x.key),
-      ['shadow:cc:cc_shadow:acme'],
+      ['shadow:cc:cc_shadow:l300:acme'],
     )
   })
 
