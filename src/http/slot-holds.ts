@@ -19,7 +19,7 @@ import type { Adjustment, Store } from '../store/store.js'
 /** What ends an exchange: a ServerResponse, or an upgraded socket. */
 export interface ExchangeEnd {
   readonly closed: boolean
-  once(event: 'close', listener: () => void): unknown
+  on(event: 'close', listener: () => void): unknown
 }
 
 /** Longest interval between two looks for slots due a renewal. */
@@ -44,11 +44,11 @@ export class SlotHolds {
   private readonly live = new Set<Hold>()
   private timer: NodeJS.Timeout | undefined
   private tickMs = MAX_TICK_MS
-  /** Slots held now, per policy (the in-flight gauge). */
-  readonly inFlight = new Map<string, number>()
   /** Give-backs sent and answered, and those the store failed (their slots free at their lease end). */
   released = 0
   dropped = 0
+  /** Policies that held slots once: their gauge reads 0 rather than vanishing. */
+  private readonly seen = new Set<string>()
   /** Give-backs of this event-loop turn, sent together (flush). */
   private outbox: Adjustment[] = []
   private outboxHolds = 0
@@ -73,11 +73,20 @@ export class SlotHolds {
     const renewMs = renewS * 1000
     const h: Hold = { owner: this, slots, at: slots[0]!.at, renewAt: slots[0]!.at * 1000 + renewMs, renewMs, state: 'held' }
     if (!d.allowed || end.closed) return this.giveBack(h)
-    for (const s of slots) this.inFlight.set(s.policyId, (this.inFlight.get(s.policyId) ?? 0) + 1)
     this.live.add(h)
     this.watch(renewMs)
     ;(end as Ending)[kHold] = h
-    end.once('close', onEnd)
+    // `on`, not `once` (no wrapper per request): 'close' comes once, and onEnd forgets the hold.
+    end.on('close', onEnd)
+  }
+
+  /** Slots held now, per policy (the in-flight gauge; counted when scraped, not per request). */
+  get inFlight(): Map<string, number> {
+    const out = new Map<string, number>()
+    for (const p of this.seen) out.set(p, 0)
+    for (const h of this.live) for (const s of h.slots) out.set(s.policyId, (out.get(s.policyId) ?? 0) + 1)
+    for (const p of out.keys()) this.seen.add(p)
+    return out
   }
 
   /** The exchange of `h` ended: its slots go back now, or once a renewal under way answers. */
@@ -87,12 +96,9 @@ export class SlotHolds {
   }
 
   private giveBack(h: Hold): void {
-    const wasHeld = this.live.delete(h)
+    this.live.delete(h)
     h.state = 'done'
-    for (const s of h.slots) {
-      this.outbox.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at })
-      if (wasHeld) this.inFlight.set(s.policyId, this.inFlight.get(s.policyId)! - 1)
-    }
+    for (const s of h.slots) this.outbox.push({ key: s.key, limit: s.limit, amount: s.cost, at: h.at })
     if (this.outboxHolds++ === 0) setImmediate(this.flush)
   }
 
