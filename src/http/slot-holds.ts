@@ -1,17 +1,18 @@
 /**
  * Concurrency slots (algorithms/concurrency.ts) held by the requests this
  * thread forwards. An allowed request's slots are given back once when its
- * exchange ends in any way: the response's 'close'
- * (sent whole; or the client gone, whereupon the proxy drops the upstream
- * call; a backend error or timeout answered 502/504; an LLM stream cut), or
- * an upgraded socket's. A rejected request gives back at once what its
- * shadow rules took. The give-backs of one event-loop turn leave together in
- * one store.adjust (one script call or statement for many ended exchanges
- * under load, as the stores batch their checks). While a request lasts, its slots are renewed every
- * third of their lease (one adjust: give back at the old time, take now), so
- * a live request keeps its slot past the lease while a dead process's slots
- * free themselves. A failed give-back is dropped (counted, logged): the slot
- * then frees at its lease end; a failed renewal is tried again a tick later.
+ * exchange ends in any way: the response's 'close' (sent whole; or the
+ * client gone, whereupon the proxy drops the upstream call; a backend error
+ * or timeout answered 502/504; an LLM stream cut), or an upgraded socket's.
+ * A rejected request gives back at once what its shadow rules took. The
+ * give-backs of one event-loop turn leave together in one store.adjust (one
+ * script call or statement for many ended exchanges under load, as the
+ * stores batch their checks). While a request lasts, its slots are renewed
+ * every third of their lease (one adjust: give back at the old time, take
+ * now), so a live request keeps its slot past the lease while a dead
+ * process's slots free themselves. A failed give-back is dropped (counted,
+ * logged): the slot then frees at its lease end; a failed renewal is tried
+ * again a tick later.
  */
 import type { Decision, HeldSlot } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'

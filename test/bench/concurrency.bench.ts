@@ -1,5 +1,17 @@
 /**
- * Allow-path cost of a concurrency rule: requests/s of one `concurrency` rule
+ * Cost of a concurrency rule, in two parts.
+ *
+ * The decision, in this process on the in-process (memory) store: CPU time
+ * per decision of the engine (a RequestView built, the rules planned, the
+ * store's one call, the headers) for a concurrency rule, with its give-back
+ * (the store.adjust that ends its exchange; the gateway sends the give-backs
+ * of one event-loop turn together, here 64 at a time), against a
+ * token_bucket rule and against a path no policy selects; rounds of
+ * `engineMs` each, interleaved, medians. CPU time, not wall time: on a shared
+ * machine another process's load stretches the wall clock, not the CPU a
+ * decision takes. Target: concurrency / token bucket ≥ 0.9.
+ *
+ * The proxied allow path: requests/s of one `concurrency` rule
  * (max_concurrent far above the connections, so it never rejects; each
  * request takes its slot in the decision's store call and gives it back when
  * its response ends, a second store call) against one token_bucket rule
@@ -9,7 +21,7 @@
  * on both stores; concurrency / no rule ≥ 0.9 on the in-process store (on
  * Redis a rule's round trips are the store's price, shown beside it).
  *
- *   npm run build && flock /tmp/fv-heavy.lock node --import tsx test/bench/concurrency.bench.ts [--no-pin] [seconds=2] [rounds=6] [instances=2] [connections=64]
+ *   npm run build && flock /tmp/fv-heavy.lock node --import tsx test/bench/concurrency.bench.ts [--no-pin] [seconds=2] [rounds=6] [instances=2] [connections=64] [engineMs=500]
  *
  * One bundle holds both rules on two path prefixes, so every comparison runs
  * on the same gateway process. Per store, `instances` fresh gateways are
@@ -19,13 +31,21 @@
  * median of per-round ratios beside them. CPU placement as in
  * redis.bench.ts: gateway on CPU 0, everything else on the other CPUs.
  */
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { loadBundleBytes } from '../../src/bundle/load.js'
+import type { Decision } from '../../src/engine/decision.js'
+import { Engine } from '../../src/engine/evaluate.js'
+import { readTarget } from '../../src/request/target.js'
+import { RequestView } from '../../src/request/view.js'
+import { MemoryStore } from '../../src/store/memory/store.js'
+import type { Adjustment } from '../../src/store/store.js'
 import { interleave, median, pairedRatio, runLoad, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
 import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests } from './store-bench.js'
 
 const { noPin, nums } = benchArgs()
-const [seconds = 2, rounds = 6, instances = 2, connections = 64] = nums
+const [seconds = 2, rounds = 6, instances = 2, connections = 64, engineMs = 500] = nums
 
 function bundle(dir: string): string {
   const file = join(dir, 'bundle.json')
@@ -65,8 +85,70 @@ const SIDES = [
   ['no rule', '/none/x'],
 ] as const
 
+/** CPU µs per decision of the engine on the memory store per side, `rounds` interleaved rounds of `engineMs`; the concurrency side gives each slot back. */
+function engineDecisions(bundleFile: string): void {
+  const loaded = loadBundleBytes(readFileSync(bundleFile), 'bench', Date.now())
+  if (!loaded.ok) throw new Error(loaded.errors.join('; '))
+  const store = new MemoryStore({ maxBytes: 64 << 20 })
+  const noop = (): void => undefined
+  const engine = new Engine({ store, failPolicy: 'open', observer: { descriptorMissing: noop, shadowReject: noop, storeError: noop } })
+  const decide = (path: string): Decision => {
+    const t = readTarget(path, 'bench', 'reject')
+    const input = {
+      method: 'GET',
+      path: t.path,
+      alsoPaths: t.alsoPaths,
+      rawQuery: '',
+      host: 'bench',
+      rawHeaders: ['x-user', 'bench'],
+      peer: '127.0.0.1',
+    }
+    let d: Decision | undefined
+    engine.evaluate(loaded.bundle, new RequestView(input, undefined), Date.now(), false, (x) => (d = x))
+    if (d === undefined || !d.allowed) throw new Error(`${path}: not allowed at once`)
+    return d
+  }
+  let back: Adjustment[] = []
+  const sides: [string, () => void][] = [
+    [
+      'concurrency',
+      () => {
+        for (const h of decide('/slots/x').held!) back.push({ key: h.key, limit: h.limit, amount: h.cost, at: h.at })
+        if (back.length < 64) return
+        store.adjust(back, Date.now() / 1000, noop)
+        back = []
+      },
+    ],
+    ['token bucket', () => void decide('/bucket/x')],
+    ['no rule', () => void decide('/none/x')],
+  ]
+  const costs = new Map<string, number[]>(sides.map(([n]) => [n, []]))
+  for (let round = -1; round < rounds; round++) {
+    for (let k = 0; k < sides.length; k++) {
+      const [name, one] = sides[(k + Math.max(0, round)) % sides.length]!
+      let n = 0
+      const end = performance.now() + engineMs
+      const cpu = process.cpuUsage()
+      while (performance.now() < end) for (let i = 0; i < 256; i++, n++) one()
+      const used = process.cpuUsage(cpu)
+      if (round >= 0) costs.get(name)!.push((used.user + used.system) / n) // round -1 warms up
+    }
+  }
+  const med = (n: string): number => median(costs.get(n)!)
+  console.log(`engine, memory store, ${rounds} rounds of ${engineMs} ms per side, medians of CPU time per decision:`)
+  for (const [n] of sides) console.log(`  ${n.padEnd(13)} ${med(n).toFixed(3)} µs (${Math.round(1e6 / med(n))} decisions per CPU second)`)
+  const ratio = med('token bucket') / med('concurrency')
+  console.log(
+    `  concurrency / token bucket (decisions per CPU second) = ${ratio.toFixed(3)}; target ≥ 0.9: ${ratio >= 0.9 ? 'met' : 'MISSED'}`,
+  )
+  console.log(`  concurrency / no rule = ${(med('no rule') / med('concurrency')).toFixed(3)}\n`)
+  if (ratio < 0.9) process.exitCode = 1
+}
+
 async function main(): Promise<void> {
-  const bench = await startStoreBench({ bundleFile: bundle(tempDir('fv-bench-concurrency-')), pin: !noPin })
+  const bundleFile = bundle(tempDir('fv-bench-concurrency-'))
+  engineDecisions(bundleFile)
+  const bench = await startStoreBench({ bundleFile, pin: !noPin })
   try {
     const stores = [
       ['memory', 'memory'],

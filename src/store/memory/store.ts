@@ -97,18 +97,29 @@ export class MemoryStore extends InProcessStore {
       if (slot === undefined) slot = this.slotFor(key, r, now)
       if (slot === -1) return [{ allowed: false, value: 0, retryAfter: fullRetryAfter(t.soonest, now), full: true }]
       if (slot >= 0) this.writeAt(slot, c.limit, r)
-      this.reserved.length = 0 // written (or nothing to keep)
+      if (this.reserved.length !== 0) this.reserved.length = 0 // written (or nothing to keep)
     }
     return [{ allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }]
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
+    const t = this.counters
     for (const a of adjustments) {
-      const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now, a.at ?? now)
-      // No room for a new counter: the adjustment is dropped (counted), never made room for.
-      if (r !== undefined && this.slotFor(storedKey(a.key), r, now) !== -1) this.write(a, r)
+      // One look-up serves the read and the write (give-backs come once per request).
+      const key = storedKey(a.key)
+      const kind = a.limit.kind
+      const slot = t.index.get(key)
+      const live = slot !== undefined && t.expireAt[slot]! > now
+      const r = kind.adjust(live ? kind.load(t.cells, slot! * CELLS) : undefined, a.limit, a.amount, now, a.at ?? now)
+      if (r === undefined) continue
+      if (slot !== undefined) this.writeAt(slot, a.limit, r)
+      else {
+        // No room for a new counter: the adjustment is dropped (counted), never made room for.
+        const s = this.slotFor(key, r, now)
+        if (s >= 0) this.writeAt(s, a.limit, r)
+      }
     }
-    this.reserved.length = 0
+    if (this.reserved.length !== 0) this.reserved.length = 0
     done(null)
   }
 

@@ -54,15 +54,17 @@ function snap(x: number): number {
   return Math.abs(x - r) < EPSILON ? r : x
 }
 
+const slots = (bucket: number, c0: number, c1: number, c2: number): SlotsState => ({ bucket, c0, c1, c2 })
+
 /** The state at `now`: buckets that have passed shift out (time never moves backwards). */
 function current(state: SlotsState | undefined, l: ConcurrencyLimit, now: number): SlotsState {
   const b = bucketOf(now, l.leaseS)
-  if (state === undefined) return { bucket: b, c0: 0, c1: 0, c2: 0 }
+  if (state === undefined) return slots(b, 0, 0, 0)
   const d = b - state.bucket
   if (d <= 0) return state
-  if (d === 1) return { bucket: b, c0: 0, c1: state.c0, c2: state.c1 }
-  if (d === 2) return { bucket: b, c0: 0, c1: 0, c2: state.c0 }
-  return { bucket: b, c0: 0, c1: 0, c2: 0 }
+  if (d === 1) return slots(b, 0, state.c0, state.c1)
+  if (d === 2) return slots(b, 0, 0, state.c0)
+  return slots(b, 0, 0, 0)
 }
 
 /** Free slots: never below zero (renewals take a slot whatever the limit; a reload may lower it). */
@@ -88,15 +90,23 @@ const stepOf = (s: SlotsState, l: ConcurrencyLimit, now: number): Step<SlotsStat
 function giveBack(s: SlotsState, l: ConcurrencyLimit, amount: number, at: number): SlotsState | undefined {
   const i = s.bucket - bucketOf(at, l.leaseS)
   if (i > 2) return undefined
-  const c = [s.c0, s.c1, s.c2]
+  const from = Math.max(0, i)
+  // From its bucket, then the newer neighbour, then the older (locals, not an array: this runs per request).
+  let c0 = s.c0
+  let c1 = s.c1
+  let c2 = s.c2
   let rest = amount
-  for (const j of [Math.max(0, i), Math.max(0, i) - 1, Math.max(0, i) + 1]) {
-    if (j < 0 || j > 2) continue
-    const t = Math.min(rest, c[j]!)
-    c[j] = snap(c[j]! - t)
+  for (let k = 0; k < 3 && rest > 0; k++) {
+    const j = k === 0 ? from : k === 1 ? from - 1 : from + 1
+    const have = j === 0 ? c0 : j === 1 ? c1 : j === 2 ? c2 : 0
+    const t = Math.min(rest, have)
+    if (t <= 0) continue
+    if (j === 0) c0 = snap(c0 - t)
+    else if (j === 1) c1 = snap(c1 - t)
+    else c2 = snap(c2 - t)
     rest -= t
   }
-  return { bucket: s.bucket, c0: c[0]!, c1: c[1]!, c2: c[2]! }
+  return slots(s.bucket, c0, c1, c2)
 }
 
 export const CONCURRENCY_KIND: LimitKind<ConcurrencyLimit, SlotsState> = {
@@ -104,7 +114,8 @@ export const CONCURRENCY_KIND: LimitKind<ConcurrencyLimit, SlotsState> = {
   name: 'concurrency',
   step(state, l, cost, now): Step<SlotsState> {
     const s = current(state, l, now)
-    if (s.c0 + s.c1 + s.c2 + cost <= l.max + EPSILON) return stepOf({ ...s, c0: snap(s.c0 + cost) }, l, now)
+    // Object literals, not spreads: a spread is a generic copy in V8, and this runs per request.
+    if (s.c0 + s.c1 + s.c2 + cost <= l.max + EPSILON) return stepOf(slots(s.bucket, snap(s.c0 + cost), s.c1, s.c2), l, now)
     // When a slot frees is not known (a request ending): one second, as short as Retry-After goes.
     return { allowed: false, value: free(l, s), retryAfter: 1, state: s, expireAt: expiry(s, l, now) }
   },
@@ -112,7 +123,7 @@ export const CONCURRENCY_KIND: LimitKind<ConcurrencyLimit, SlotsState> = {
   adjust(state, l, amount, now, at = now) {
     if (state === undefined && amount >= 0) return undefined // nothing taken
     const s = current(state, l, now)
-    const next = amount < 0 ? { ...s, c0: snap(s.c0 - amount) } : giveBack(s, l, amount, at)
+    const next = amount < 0 ? slots(s.bucket, snap(s.c0 - amount), s.c1, s.c2) : giveBack(s, l, amount, at)
     return next === undefined ? undefined : stepOf(next, l, now)
   },
   load: (cells, off) => ({ bucket: cells[off]!, c0: cells[off + 1]!, c1: cells[off + 2]!, c2: cells[off + 3]! }),
