@@ -34,6 +34,11 @@ function checkStatuses(rule: RawRule, base: string, mode: GatewayMode, out: Bund
       pointer: `${base}/${field}`,
       message: `${field} cannot be set on a ${rule.algorithm} rule: its charge is settled on the response's reported usage, and an error answer is given back already`,
     })
+  if (ALGORITHMS.get(rule.algorithm)?.holdRenewS !== undefined)
+    out.push({
+      pointer: `${base}/${field}`,
+      message: `${field} cannot be set on a ${rule.algorithm} rule: its slot is given back when the exchange ends, whatever the status`,
+    })
 }
 
 function checkRule(rule: RawRule, base: string, use: BundleUse, out: BundleIssue[]): void {
@@ -51,13 +56,7 @@ function checkRule(rule: RawRule, base: string, use: BundleUse, out: BundleIssue
 }
 
 /** The algorithm's own checks of its config, as issues at pointers under `base`. */
-function checkConfig(
-  algorithm: RuleAlgorithm,
-  config: Record<string, unknown>,
-  base: string,
-  out: BundleIssue[],
-  use: BundleUse,
-): void {
+function checkConfig(algorithm: RuleAlgorithm, config: Record<string, unknown>, base: string, out: BundleIssue[], use: BundleUse): void {
   const found: ConfigIssue[] = []
   algorithm.check?.(config, found, use)
   for (const f of found)

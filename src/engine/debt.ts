@@ -14,17 +14,24 @@ import { identityOf } from './kill-switch.js'
 import { logKey } from './log-key.js'
 import type { Plan } from './plan.js'
 
+/** Check `i` takes a concurrency slot its front end gives back when the exchange ends (http/slot-holds.ts), reject or not. */
+function holdsSlot(plan: Plan, i: number): boolean {
+  return plan.held !== undefined && plan.held.some((h) => h.index === i)
+}
+
 /**
  * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
  * made. The charges are every enforce check of the request but its LLM reservations, which
- * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`).
+ * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`), and its
+ * concurrency slots, which go back when the exchange ends (a closed connection, or at once with
+ * the refusal) — given back twice, a slot would free another request's.
  */
 export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
   const { planned, checks } = plan
   const charges: Adjustment[] = []
   for (let i = 0; i < planned.length; i++) {
     const p = planned[i]!
-    if (!p.shadow && p.llm === undefined && outcomes[i]?.allowed === true)
+    if (!p.shadow && p.llm === undefined && outcomes[i]?.allowed === true && !holdsSlot(plan, i))
       charges.push({ key: checks[i]!.key, limit: checks[i]!.limit, amount: checks[i]!.cost })
   }
   const p = planned[at]!
@@ -45,8 +52,9 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     retryAfterS: retryAfterWithJitter(retry, p.policy.id, p.rule.name, reason, identityOf(plan.view)),
     matchedPolicies: allowed.matchedPolicies,
     descriptors: allowed.descriptors,
-    // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
+    // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded), its concurrency slots too.
     llm: allowed.llm,
+    held: allowed.held,
   }
   return { waitMs, charges, refused, policyId: p.policy.id }
 }

@@ -69,11 +69,11 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/init-templates.ts': 'test/e2e/cli-usage.test.ts', // the files fairvisor init writes
   'commands/init.ts': 'test/e2e/cli.test.ts', // fairvisor init
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
-  'commands/test-slots.ts': 'test/e2e/cli-concurrency.test.ts', // fairvisor test holding slots for a line's `hold`
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
   'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
   'commands/test-samples.ts': 'test/e2e/cli.test.ts', // fairvisor test's request samples
+  'commands/test-slots.ts': 'test/e2e/cli-concurrency.test.ts', // fairvisor test holding slots for a line's `hold`
   'commands/test.ts': 'test/e2e/cli.test.ts', // fairvisor test
   'commands/validate.ts': 'test/e2e/cli.test.ts', // fairvisor validate
   'decision/debug-headers.ts': 'test/e2e/debug-session.test.ts', // debug headers for a session holder
