@@ -8,7 +8,7 @@
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
 import { fullRetryAfter, InProcessStore } from '../in-process.js'
-import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
+import type { Adjustment, Check, Outcome, Outcomes, StoreFill } from '../store.js'
 import { storedKey } from '../stored-key.js'
 import { Counters, RESERVED } from './counters.js'
 
@@ -92,6 +92,17 @@ export class MemoryStore extends InProcessStore {
     const t = this.counters
     let slot = t.index.get(key)
     const live = slot !== undefined && t.expireAt[slot]! > now
+    if (slot !== undefined && kind.stepCells !== undefined) {
+      // In place on the key's own counter, live or expired (one check: nothing else of the call can
+      // want its room): no state objects, for a kind whose every request is a take and a give-back.
+      const o: Outcome = { allowed: false, value: 0, retryAfter: 0 }
+      const expireAt = kind.stepCells(t.cells, slot * CELLS, live, c.limit, c.cost, now, o)
+      if (o.allowed) {
+        t.touch(slot)
+        t.expireAt[slot] = expireAt === RESERVED ? 0 : expireAt
+      }
+      return [o]
+    }
     const r = kind.step(live ? kind.load(t.cells, slot! * CELLS) : undefined, c.limit, c.cost, now)
     if (r.allowed || r.commit) {
       if (slot === undefined) slot = this.slotFor(key, r, now)
@@ -103,24 +114,33 @@ export class MemoryStore extends InProcessStore {
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
+    for (const a of adjustments) this.adjustNow(a, now)
+    done(null)
+  }
+
+  adjustNow(a: Adjustment, now: number): void {
     const t = this.counters
-    for (const a of adjustments) {
-      // One look-up serves the read and the write (give-backs come once per request).
-      const key = storedKey(a.key)
-      const kind = a.limit.kind
-      const slot = t.index.get(key)
-      const live = slot !== undefined && t.expireAt[slot]! > now
-      const r = kind.adjust(live ? kind.load(t.cells, slot! * CELLS) : undefined, a.limit, a.amount, now, a.at ?? now)
-      if (r === undefined) continue
-      if (slot !== undefined) this.writeAt(slot, a.limit, r)
-      else {
-        // No room for a new counter: the adjustment is dropped (counted), never made room for.
-        const s = this.slotFor(key, r, now)
-        if (s >= 0) this.writeAt(s, a.limit, r)
-      }
+    // One look-up serves the read and the write (give-backs come once per request).
+    const key = storedKey(a.key)
+    const kind = a.limit.kind
+    const slot = t.index.get(key)
+    const live = slot !== undefined && t.expireAt[slot]! > now
+    if (live && kind.adjustCells !== undefined) {
+      // In place: the cells adjusted where they are, no state objects (a slot given back per request).
+      const expireAt = kind.adjustCells(t.cells, slot! * CELLS, a.limit, a.amount, now, a.at ?? now)
+      // Not touched: a give-back follows its own check, which did (recency only orders the sweep).
+      if (!Number.isNaN(expireAt)) t.expireAt[slot!] = expireAt === RESERVED ? 0 : expireAt
+      return
+    }
+    const r = kind.adjust(live ? kind.load(t.cells, slot! * CELLS) : undefined, a.limit, a.amount, now, a.at ?? now)
+    if (r === undefined) return
+    if (slot !== undefined) this.writeAt(slot, a.limit, r)
+    else {
+      // No room for a new counter: the adjustment is dropped (counted), never made room for.
+      const s = this.slotFor(key, r, now)
+      if (s >= 0) this.writeAt(s, a.limit, r)
     }
     if (this.reserved.length !== 0) this.reserved.length = 0
-    done(null)
   }
 
   private stored(key: string, limit: Check['limit'], now: number): unknown {

@@ -17,7 +17,12 @@
  * (a gateway's `at` against the store server's clock) may name the bucket
  * next to it, so what that bucket lacks comes off the newer neighbour, then
  * the older. A give-back whose bucket has expired has nothing left to give.
- * Pure; times in seconds. Its Lua and PL/pgSQL twins are beside this file.
+ *
+ * The maths work on four numbers, never on objects: a take and a give-back
+ * come with every request, so the in-process stores run them on their cells
+ * in place (stepCells, adjustCells), and step / adjust are the same maths on
+ * a state object. Pure but for those numbers' registers (one thread each);
+ * times in seconds. Its Lua and PL/pgSQL twins are beside this file.
  */
 import { EPSILON, type Limit, type LimitKind, type Step } from '../../algorithm.js'
 import { SQL } from './postgres.js'
@@ -54,77 +59,134 @@ function snap(x: number): number {
   return Math.abs(x - r) < EPSILON ? r : x
 }
 
-const slots = (bucket: number, c0: number, c1: number, c2: number): SlotsState => ({ bucket, c0, c1, c2 })
+/**
+ * The state being worked on (no object per request): bucket index, then the slots of it and of
+ * the two before it. A typed array, not module variables: a `let` of the module is read through
+ * its context with a check per read.
+ */
+const R = new Float64Array(4)
 
-/** The state at `now`: buckets that have passed shift out (time never moves backwards). */
-function current(state: SlotsState | undefined, l: ConcurrencyLimit, now: number): SlotsState {
-  const b = bucketOf(now, l.leaseS)
-  if (state === undefined) return slots(b, 0, 0, 0)
-  const d = b - state.bucket
-  if (d <= 0) return state
-  if (d === 1) return slots(b, 0, state.c0, state.c1)
-  if (d === 2) return slots(b, 0, 0, state.c0)
-  return slots(b, 0, 0, 0)
+function readState(s: SlotsState): void {
+  R[0] = s.bucket
+  R[1] = s.c0
+  R[2] = s.c1
+  R[3] = s.c2
+}
+
+function readCells(cells: Float64Array, off: number): void {
+  R[0] = cells[off]!
+  R[1] = cells[off + 1]!
+  R[2] = cells[off + 2]!
+  R[3] = cells[off + 3]!
+}
+
+function writeCells(cells: Float64Array, off: number): void {
+  cells[off] = R[0]!
+  cells[off + 1] = R[1]!
+  cells[off + 2] = R[2]!
+  cells[off + 3] = R[3]!
+}
+
+/** Brings the state to `now`: buckets that have passed shift out (time never moves backwards). */
+function shiftTo(l: ConcurrencyLimit, now: number): void {
+  const nb = bucketOf(now, l.leaseS)
+  const d = nb - R[0]!
+  if (d <= 0) return
+  R[3] = d === 1 ? R[2]! : d === 2 ? R[1]! : 0
+  R[2] = d === 1 ? R[1]! : 0
+  R[1] = 0
+  R[0] = nb
 }
 
 /** Free slots: never below zero (renewals take a slot whatever the limit; a reload may lower it). */
-function free(l: ConcurrencyLimit, s: SlotsState): number {
-  return Math.max(0, snap(l.max - (s.c0 + s.c1 + s.c2)))
-}
+const free = (l: ConcurrencyLimit): number => Math.max(0, snap(l.max - (R[1]! + R[2]! + R[3]!)))
 
 /** When forgetting the state is lossless: its newest taken slot's bucket has expired (now when none is taken). */
-function expiry(s: SlotsState, l: ConcurrencyLimit, now: number): number {
-  const newest = s.c0 > 0 ? s.bucket : s.c1 > 0 ? s.bucket - 1 : s.c2 > 0 ? s.bucket - 2 : undefined
+function expiry(l: ConcurrencyLimit, now: number): number {
+  const b = R[0]!
+  const newest = R[1]! > 0 ? b : R[2]! > 0 ? b - 1 : R[3]! > 0 ? b - 2 : undefined
   return newest === undefined ? now : ((newest + 3 + EXPIRY_MARGIN) * l.leaseS) / 3
 }
 
-const stepOf = (s: SlotsState, l: ConcurrencyLimit, now: number): Step<SlotsState> => ({
-  allowed: true,
-  value: free(l, s),
-  retryAfter: 0,
-  state: s,
-  expireAt: expiry(s, l, now),
-})
+/** Takes `cost` slots when they fit; false (nothing taken) when they do not. */
+function take(l: ConcurrencyLimit, cost: number): boolean {
+  if (R[1]! + R[2]! + R[3]! + cost > l.max + EPSILON) return false
+  R[1] = snap(R[1]! + cost)
+  return true
+}
 
-/** Gives `amount` slots taken at `at` back; undefined when their bucket has expired (nothing left to give). */
-function giveBack(s: SlotsState, l: ConcurrencyLimit, amount: number, at: number): SlotsState | undefined {
-  const i = s.bucket - bucketOf(at, l.leaseS)
-  if (i > 2) return undefined
-  const from = Math.max(0, i)
-  // From its bucket, then the newer neighbour, then the older (locals, not an array: this runs per request).
-  let c0 = s.c0
-  let c1 = s.c1
-  let c2 = s.c2
+/**
+ * `amount` > 0: gives back slots taken at `at`, from their bucket, then the newer neighbour, then the
+ * older; false when that bucket has expired (nothing left to give). `amount` < 0: takes −amount more
+ * now, whatever the limit (a renewal).
+ */
+function adjustBy(l: ConcurrencyLimit, amount: number, at: number): boolean {
+  if (amount < 0) {
+    R[1] = snap(R[1]! - amount)
+    return true
+  }
+  const i = R[0]! - bucketOf(at, l.leaseS)
+  if (i > 2) return false
+  const from = i > 0 ? i : 0
   let rest = amount
   for (let k = 0; k < 3 && rest > 0; k++) {
+    // Slot counts sit at R[1 + j] for bucket j back from the newest.
     const j = k === 0 ? from : k === 1 ? from - 1 : from + 1
-    const have = j === 0 ? c0 : j === 1 ? c1 : j === 2 ? c2 : 0
-    const t = Math.min(rest, have)
+    if (j < 0 || j > 2) continue
+    const have = R[1 + j]!
+    const t = rest < have ? rest : have
     if (t <= 0) continue
-    if (j === 0) c0 = snap(c0 - t)
-    else if (j === 1) c1 = snap(c1 - t)
-    else c2 = snap(c2 - t)
+    R[1 + j] = snap(have - t)
     rest -= t
   }
-  return slots(s.bucket, c0, c1, c2)
+  return true
 }
+
+/** The state in the registers, brought to `now`, or a fresh one. */
+function begin(state: SlotsState | undefined, l: ConcurrencyLimit, now: number): void {
+  if (state === undefined) {
+    R[0] = bucketOf(now, l.leaseS)
+    R[1] = R[2] = R[3] = 0
+  } else readState(state)
+  shiftTo(l, now)
+}
+
+const held = (): SlotsState => ({ bucket: R[0]!, c0: R[1]!, c1: R[2]!, c2: R[3]! })
 
 export const CONCURRENCY_KIND: LimitKind<ConcurrencyLimit, SlotsState> = {
   id: 4,
   name: 'concurrency',
   step(state, l, cost, now): Step<SlotsState> {
-    const s = current(state, l, now)
-    // Object literals, not spreads: a spread is a generic copy in V8, and this runs per request.
-    if (s.c0 + s.c1 + s.c2 + cost <= l.max + EPSILON) return stepOf(slots(s.bucket, snap(s.c0 + cost), s.c1, s.c2), l, now)
+    begin(state, l, now)
     // When a slot frees is not known (a request ending): one second, as short as Retry-After goes.
-    return { allowed: false, value: free(l, s), retryAfter: 1, state: s, expireAt: expiry(s, l, now) }
+    const allowed = take(l, cost)
+    return { allowed, value: free(l), retryAfter: allowed ? 0 : 1, state: held(), expireAt: expiry(l, now) }
+  },
+  stepCells(cells, off, live, l, cost, now, out) {
+    if (live) {
+      readCells(cells, off)
+      shiftTo(l, now)
+    } else begin(undefined, l, now)
+    out.allowed = take(l, cost)
+    out.value = free(l)
+    out.retryAfter = out.allowed ? 0 : 1
+    if (!out.allowed) return Number.NaN // a reject writes nothing
+    writeCells(cells, off)
+    return expiry(l, now)
   },
   /** amount > 0: give back slots taken at `at`; amount < 0: take more now, whatever the limit (a renewal). */
   adjust(state, l, amount, now, at = now) {
     if (state === undefined && amount >= 0) return undefined // nothing taken
-    const s = current(state, l, now)
-    const next = amount < 0 ? slots(s.bucket, snap(s.c0 - amount), s.c1, s.c2) : giveBack(s, l, amount, at)
-    return next === undefined ? undefined : stepOf(next, l, now)
+    begin(state, l, now)
+    if (!adjustBy(l, amount, at)) return undefined
+    return { allowed: true, value: free(l), retryAfter: 0, state: held(), expireAt: expiry(l, now) }
+  },
+  adjustCells(cells, off, l, amount, now, at = now) {
+    readCells(cells, off)
+    shiftTo(l, now)
+    if (!adjustBy(l, amount, at)) return Number.NaN
+    writeCells(cells, off)
+    return expiry(l, now)
   },
   load: (cells, off) => ({ bucket: cells[off]!, c0: cells[off + 1]!, c1: cells[off + 2]!, c2: cells[off + 3]! }),
   save(s, cells, off) {

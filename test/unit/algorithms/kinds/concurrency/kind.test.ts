@@ -3,11 +3,14 @@
  * times: slots per lease bucket (a third of the lease), buckets expiring
  * three buckets later whatever else happens, give-backs by the time their
  * slot was taken (its bucket, else the newer then the older neighbour), and
- * renewals. The Lua and PL/pgSQL twins are held to the same by the store
- * contract and the differential test.
+ * renewals. The in-place forms the in-process stores run on their cells
+ * (stepCells, adjustCells) decide and write what step / adjust do. The Lua
+ * and PL/pgSQL twins are held to the same by the store contract, the
+ * differential test and the twins property test.
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import fc from 'fast-check'
 import type { Step } from '../../../../../src/algorithms/algorithm.js'
 import { bucketOf, CONCURRENCY_KIND, concurrencyLimit, type SlotsState } from '../../../../../src/algorithms/kinds/concurrency/kind.js'
 
@@ -92,5 +95,56 @@ describe('concurrency kind', () => {
   it('time never runs backwards', () => {
     const s = takeAt(undefined, 25).state
     assert.deepEqual(K.step(s, L, 1, T0 + 5).state, { ...s, c0: 2 })
+  })
+
+  it('in place on packed cells (stepCells, adjustCells): the outcome, state and expiry of step and adjust, a reject writing nothing', () => {
+    const op = fc.record({
+      dt: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 25, noNaN: true })),
+      adjust: fc.integer({ min: -2, max: 3 }),
+      cost: fc.integer({ min: 0, max: 3 }),
+      ago: fc.double({ min: 0, max: 40, noNaN: true }),
+    })
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 6 }), fc.array(op, { minLength: 1, maxLength: 40 }), (max, ops) => {
+        const l = concurrencyLimit(max, 30)
+        let state: SlotsState | undefined
+        let expireAt = -Infinity
+        const cells = new Float64Array(8).fill(-7) // a neighbour's cells at 0..3 stay as they are
+        let now = T0
+        for (const o of ops) {
+          now += o.dt
+          const live = state !== undefined && expireAt > now
+          if (!live) state = undefined
+          const before = Float64Array.from(cells)
+          if (o.adjust === 0) {
+            const r = K.step(state, l, o.cost, now)
+            const out = { allowed: false, value: -1, retryAfter: -1 }
+            const e = K.stepCells!(cells, 4, live, l, o.cost, now, out)
+            assert.deepEqual(out, { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter })
+            if (!r.allowed) {
+              assert.ok(Number.isNaN(e))
+              assert.deepEqual(cells, before, 'a reject writes nothing')
+              continue
+            }
+            assert.equal(e, r.expireAt)
+            ;[state, expireAt] = [r.state, r.expireAt]
+          } else {
+            if (!live) continue // adjustCells is for a live state; the stores adjust an absent one the common way
+            const r = K.adjust(state, l, o.adjust, now, now - o.ago)
+            const e = K.adjustCells!(cells, 4, l, o.adjust, now, now - o.ago)
+            if (r === undefined) {
+              assert.ok(Number.isNaN(e))
+              assert.deepEqual(cells, before, 'nothing to give back: nothing written')
+              continue
+            }
+            assert.equal(e, r.expireAt)
+            ;[state, expireAt] = [r.state, r.expireAt]
+          }
+          assert.deepEqual(K.load(cells, 4), state)
+          assert.deepEqual([...cells.subarray(0, 4)], [-7, -7, -7, -7])
+        }
+      }),
+      { numRuns: 500 },
+    )
   })
 })
