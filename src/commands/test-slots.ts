@@ -29,8 +29,7 @@ export class SimulatedSlots {
   endUpTo(now: number): void {
     while (this.pending.length > 0 && this.pending[0]!.end <= now) {
       const { end, slots } = this.pending.shift()!
-      const back = slots.map((s) => ({ key: s.key, limit: s.limit, amount: s.cost, at: s.at }))
-      this.store.adjust(back, end, () => undefined) // the in-process store answers at once and never fails
+      this.store.adjust(slots, end, () => undefined) // the in-process store answers at once and never fails
     }
   }
 }

@@ -16,7 +16,8 @@ import type { Plan } from './plan.js'
 
 /** Check `i` takes a concurrency slot its front end gives back when the exchange ends (http/slot-holds.ts), reject or not. */
 function holdsSlot(plan: Plan, i: number): boolean {
-  return plan.held !== undefined && plan.held.some((h) => h.index === i)
+  const p = plan.planned[i]!
+  return p.algorithm.holdRenewS?.(p.limit) !== undefined
 }
 
 /**

@@ -76,15 +76,13 @@ export interface HeldRequest {
 
 /**
  * A slot an allowed request holds on a concurrency limit until its exchange
- * ends (http/slot-holds.ts gives it back, renewing it meanwhile).
+ * ends: the adjustment that gives it back — its key, limit, the slots taken
+ * (`amount`, the rule's fixed_cost) and when (`at`, the decision's clock,
+ * moved on by each renewal) — so http/slot-holds.ts hands it to the store as
+ * it is, renewing it meanwhile.
  */
-export interface HeldSlot {
+export interface HeldSlot extends Adjustment {
   policyId: string
-  key: string
-  limit: Limit
-  /** Slots taken (the rule's fixed_cost, 1 by default). */
-  cost: number
-  /** When it was taken (epoch seconds, the decision's clock): the give-back names it. */
   at: number
   /** Renewed while still held after this many seconds (a third of its lease). */
   renewS: number

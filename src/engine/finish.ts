@@ -30,18 +30,19 @@ function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmRe
   return out.length ? out : undefined
 }
 
-/** The concurrency slots committed (as committedLlm), each with the time it was taken. */
+/** The concurrency slots committed (as committedLlm): checks whose algorithm holds its charge until the exchange ends. */
 function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): HeldSlot[] | undefined {
-  if (plan.held === undefined) return undefined
-  const shadowOk = shadowCommitted(plan, outcomes)
-  const out: HeldSlot[] = []
-  for (const { index, renewS } of plan.held) {
-    const p = plan.planned[index]!
-    if (outcomes[index]?.allowed !== true || !(p.shadow ? shadowOk : enforceOk)) continue
-    const c = plan.checks[index]!
-    out.push({ policyId: p.policy.id, key: c.key, limit: c.limit, cost: c.cost, at: plan.nowMs / 1000, renewS })
+  const { planned, checks } = plan
+  let out: HeldSlot[] | undefined
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i]!
+    if (p.algorithm.holdRenewS === undefined || outcomes[i]?.allowed !== true) continue
+    const renewS = p.algorithm.holdRenewS(p.limit)
+    if (renewS === undefined || !(p.shadow ? shadowCommitted(plan, outcomes) : enforceOk)) continue
+    const c = checks[i]!
+    ;(out ??= []).push({ key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS })
   }
-  return out.length ? out : undefined
+  return out
 }
 
 /** The headers' values with their policy; fields spelled out, not spread (`{ id, ...h }` is a slow generic copy in V8). */

@@ -47,8 +47,6 @@ export class Plan {
   readonly planned: Planned[] = []
   /** LLM reservations (reserve()); undefined when no LLM rule applies. */
   llm: LlmReservation[] | undefined = undefined
-  /** Checks whose charge is a slot held until the exchange ends: index and renewal period; undefined when none. */
-  held: { index: number; renewS: number }[] | undefined = undefined
   early: EarlyReject | undefined = undefined
   /** A planned rule settles on the response's status (count_statuses / refund_statuses). */
   statuses = false
@@ -155,8 +153,6 @@ export class Plan {
     const limit = part?.limit ?? rule.limit
     this.checks.push({ key, limit, cost, shadow })
     if (rule.statuses !== undefined) this.statuses = true
-    const renewS = algorithm.holdRenewS?.(limit)
-    if (renewS !== undefined) (this.held ??= []).push({ index: this.checks.length - 1, renewS })
     this.observer.limitPlanned?.({ policyId: policy.id, ruleName: rule.name, algorithm: algorithm.name, key, composite, cost, shadow })
     this.planned.push({ policy, rule, shadow, composite, algorithm, limit, llm: part?.llm ?? llm })
   }

@@ -64,7 +64,7 @@ describe('concurrency through the engine', () => {
     assert.equal(d.allowed, true)
     assert.deepEqual(d.limit, { policyId: 'p', limit: 2, remaining: 1, resetS: 1, windowS: 1 })
     assert.deepEqual(
-      d.held?.map((s) => [s.policyId, s.key, s.cost, s.at, s.renewS]),
+      d.held?.map((s) => [s.policyId, s.key, s.amount, s.at, s.renewS]),
       [['p', 'cc:cc:l30:acme', 1, T0 / 1000 + 1, 10]],
     )
   })

@@ -57,7 +57,7 @@ function take(store: MemoryStore, leaseS: number, allowed = true, max = 1): Deci
     reason: allowed ? 'all_rules_passed' : 'token_bucket_exceeded',
     mode: 'enforce',
     matchedPolicies: ['p'],
-    held: [{ policyId: 'p', key: KEY, limit, cost: 1, at, renewS: leaseS / 3 }],
+    held: [{ policyId: 'p', key: KEY, limit, amount: 1, at, renewS: leaseS / 3 }],
   }
 }
 
