@@ -199,7 +199,7 @@ function report(
 
 async function main(): Promise<void> {
   let ok = true
-  if (PARTS.has('engine')) ok &&= engineDecisions()
+  if (PARTS.has('engine')) ok = engineDecisions()
   if (!PARTS.has('decision') && !PARTS.has('proxy')) return void (process.exitCode = ok ? 0 : 1)
   const dir = tempDir('fv-bench-concurrency-')
   const bench = await startStoreBench({ bundleFile: bundleFile(dir, 'proxy', PROXY_POLICIES), pin: !noPin })
@@ -226,10 +226,11 @@ async function main(): Promise<void> {
       console.log(
         `\n2. decision service, ${runs.get('memory token bucket')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instance(s) × ${rounds} rounds per store; ${placement}; node ${process.version}\n`,
       )
-      ok &&= report(runs, sides, [
-        ['memory concurrency (lease)', 'memory token bucket', true],
-        ['redis concurrency (lease)', 'redis token bucket', true],
-      ])
+      ok =
+        report(runs, sides, [
+          ['memory concurrency (lease)', 'memory token bucket', true],
+          ['redis concurrency (lease)', 'redis token bucket', true],
+        ]) && ok
     }
     if (PARTS.has('proxy')) {
       const sides = [
@@ -251,13 +252,14 @@ async function main(): Promise<void> {
       console.log(
         `\n3. proxied allow path, ${runs.get('memory no rule')![0]!.tool}, ${connections} connections, ${seconds} s per run; ${instances} instance(s) × ${rounds} rounds per store; ${placement}; node ${process.version}\n`,
       )
-      ok &&= report(runs, sides, [
-        ['memory concurrency', 'memory no rule', true],
-        ['memory concurrency', 'memory token bucket', true],
-        ['memory token bucket', 'memory no rule', false],
-        ['redis concurrency', 'redis token bucket', true],
-        ['redis concurrency', 'redis no rule', false],
-      ])
+      ok =
+        report(runs, sides, [
+          ['memory concurrency', 'memory no rule', true],
+          ['memory concurrency', 'memory token bucket', true],
+          ['memory token bucket', 'memory no rule', false],
+          ['redis concurrency', 'redis token bucket', true],
+          ['redis concurrency', 'redis no rule', false],
+        ]) && ok
     }
   } finally {
     await bench.stop()
