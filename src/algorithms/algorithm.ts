@@ -82,19 +82,12 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
    */
   adjust(state: S | undefined, limit: L, amount: number, now: number, at?: number): Step<S> | undefined
   /**
-   * Optional: `step` of the state packed at `off` (the in-process stores' cells; `live` false: the
-   * cells hold none, a state never seen or expired), done in place — what load, step and (when
-   * allowed) save do, without the objects, for a kind that writes nothing on a reject (no
-   * `commit`). The outcome goes to `out`; returns the new state's expireAt when allowed (the cells
-   * written), NaN when rejected (the cells untouched).
+   * Optional, for a kind that writes nothing on a reject: `step` on the in-process stores' packed
+   * cells in place (`live` false: they hold no state), no objects. Outcome into `out`; returns the
+   * new expireAt when allowed (cells written), NaN when rejected (cells untouched).
    */
   stepCells?(cells: Float64Array, off: number, live: boolean, limit: L, cost: number, now: number, out: CellsOutcome): number
-  /**
-   * Optional: `adjust` of a live state packed at `off` (the in-process stores' cells), done in
-   * place — what load, adjust and save do, without the objects: the new state's expireAt, or NaN
-   * when there is nothing to adjust (the cells untouched). For a kind adjusted once per request
-   * (a concurrency slot given back as its exchange ends), where those objects are the cost.
-   */
+  /** Optional: `adjust` of a live packed state in place: its new expireAt, NaN when there is nothing to adjust (cells untouched). */
   adjustCells?(cells: Float64Array, off: number, limit: L, amount: number, now: number, at?: number): number
   /** In-process store packing: state ↔ up to CELLS doubles at `off`. */
   load(cells: Float64Array, off: number): S
