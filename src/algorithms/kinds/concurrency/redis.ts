@@ -18,11 +18,6 @@ local function slots(v, leaseS)
   if d == 2 then return nb, 0, 0, c0 end
   return nb, 0, 0, 0
 end
-local function free(max, c0, c1, c2)
-  local f = snap(max - (c0 + c1 + c2))
-  if f < 0 then return 0 end
-  return f
-end
 local function saved(leaseS, b, c0, c1, c2)
   local newest
   if c0 > 0 then newest = b elseif c1 > 0 then newest = b - 1 elseif c2 > 0 then newest = b - 2 else newest = nil end
@@ -32,13 +27,15 @@ local function saved(leaseS, b, c0, c1, c2)
 end
 local function step(v, max, leaseS, _, cost)
   local b, c0, c1, c2 = slots(v, leaseS)
-  if c0 + c1 + c2 + cost <= max + ${EPSILON} then
-    c0 = snap(c0 + cost)
-    local state, ttl = saved(leaseS, b, c0, c1, c2)
-    return true, free(max, c0, c1, c2), 0, state, ttl
-  end
-  return false, free(max, c0, c1, c2), 1
+  local ok = c0 + c1 + c2 + cost <= max + ${EPSILON}
+  if ok then c0 = snap(c0 + cost) end
+  local free = snap(max - (c0 + c1 + c2))
+  if free < 0 then free = 0 end
+  if not ok then return false, free, 1 end
+  local state, ttl = saved(leaseS, b, c0, c1, c2)
+  return true, free, 0, state, ttl
 end
+-- Locals, no tables: a give-back comes once per request.
 local function adjust(v, max, leaseS, _, amount, at)
   if not v and amount >= 0 then return nil end
   local b, c0, c1, c2 = slots(v, leaseS)
@@ -46,15 +43,19 @@ local function adjust(v, max, leaseS, _, amount, at)
   local i = b - floor(at * 3 / leaseS)
   if i > 2 then return nil end
   if i < 0 then i = 0 end
-  local c = { c0, c1, c2 }
   local rest = amount
-  for _, j in ipairs({ i, i - 1, i + 1 }) do
-    if j >= 0 and j <= 2 then
-      local t = math.min(rest, c[j + 1])
-      c[j + 1] = snap(c[j + 1] - t)
+  for k = 0, 2 do
+    local j = i
+    if k == 1 then j = i - 1 elseif k == 2 then j = i + 1 end
+    local have = 0
+    if j == 0 then have = c0 elseif j == 1 then have = c1 elseif j == 2 then have = c2 end
+    local t = rest
+    if have < t then t = have end
+    if t > 0 then
+      if j == 0 then c0 = snap(c0 - t) elseif j == 1 then c1 = snap(c1 - t) else c2 = snap(c2 - t) end
       rest = rest - t
     end
   end
-  return saved(leaseS, b, c[1], c[2], c[3])
+  return saved(leaseS, b, c0, c1, c2)
 end
 return step, adjust`
