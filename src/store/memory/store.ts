@@ -7,7 +7,7 @@
  * by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { fullRetryAfter, InProcessStore } from '../in-process.js'
+import { fullRetryAfter, InProcessStore, readOf } from '../in-process.js'
 import type { Adjustment, Check, Outcome, Outcomes, StoreFill } from '../store.js'
 import { storedKey } from '../stored-key.js'
 import { Counters, RESERVED } from './counters.js'
@@ -141,6 +141,18 @@ export class MemoryStore extends InProcessStore {
       if (s >= 0) this.writeAt(s, a.limit, r)
     }
     if (this.reserved.length !== 0) this.reserved.length = 0
+  }
+
+  peek(check: Check, now: number): Outcome {
+    return readOf(check, this.stored(check.key, check.limit, now), now)
+  }
+
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    for (const key of keys) {
+      const slot = this.counters.index.get(storedKey(key))
+      if (slot !== undefined) this.counters.remove(slot)
+    }
+    done(null)
   }
 
   private stored(key: string, limit: Check['limit'], now: number): unknown {

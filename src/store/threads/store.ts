@@ -1,19 +1,16 @@
 /**
- * The in-process store over a SharedArrayBuffer table (table.ts) that every
- * worker thread of the process reads and writes. A call locks the buckets of
- * all its checks (ascending, each once) before reading any of them, so its
- * groups stay all-or-nothing across threads exactly as the single-thread
- * memory store makes them by running on one thread; the maths is the kinds'
- * own `step` / `adjust` on their packed cells, as in memory.ts.
+ * The in-process store over a SharedArrayBuffer table (table.ts) that every worker thread of the process reads and
+ * writes. A call locks the buckets of all its checks (ascending, each once) before reading any of them, so its
+ * groups stay all-or-nothing across threads exactly as the single-thread memory store makes them by running on one
+ * thread; the maths is the kinds' own `step` / `adjust` on their packed cells, as in memory.ts.
  *
- * A check whose key needs a new slot claims it while its buckets are locked,
- * before anything is written; when the table has no slot for it without
- * dropping another key's live counter (table.ts), the check is refused with
+ * A check whose key needs a new slot claims it while its buckets are locked, before anything is written; when the
+ * table has no slot for it without dropping another key's live counter (table.ts), the check is refused with
  * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { InProcessStore } from '../in-process.js'
-import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
+import { InProcessStore, readOf } from '../in-process.js'
+import type { Adjustment, Check, Outcome, Outcomes, StoreFill } from '../store.js'
 import { RESERVED, type SharedTable } from './table.js'
 
 /** slotOf before a check's slot is looked up. */
@@ -97,6 +94,29 @@ export class SharedMemoryStore extends InProcessStore {
     } finally {
       this.unlockAll(held)
     }
+  }
+
+  peek(check: Check, now: number): Outcome {
+    const held = this.locate([check])
+    try {
+      return readOf(check, this.stored(0, check.limit, now), now)
+    } finally {
+      this.unlockAll(held)
+    }
+  }
+
+  /** Drops the keys' counters from the table every worker counts on: each worker's next check of them starts afresh. */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    for (const key of keys) {
+      const held = this.locate([{ key }])
+      try {
+        const slot = this.find(0)
+        if (slot >= 0) this.table.forget(slot)
+      } finally {
+        this.unlockAll(held)
+      }
+    }
+    done(null)
   }
 
   /** Whether `key` holds a state that has not expired by `now` (tests, benchmarks). */
