@@ -32,6 +32,7 @@ import type { LeaseDescription } from '../algorithms/algorithm.js'
 import { FetchWaiters } from './lease-waiters.js'
 import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './threads/leases.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import type { Context } from '@opentelemetry/api'
 
 /** Shortest interval between two sweeps of the table (ended exact modes, expired leases whose opener is gone). */
 const MIN_SWEEP_MS = 100
@@ -67,17 +68,18 @@ export class LeasingStore implements Store {
   }
 
   /** `reads` (store.ts OnReject) go to the remote store with a call that leases nothing; a leased call makes none. */
-  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     let leased = false
     for (let i = 0; i < checks.length && !leased; i++) leased = leaseOf(checks[i]!) !== undefined
     if (!leased) {
       this.calls++
-      return this.inner.apply(checks, now, done, reads)
+      return this.inner.apply(checks, now, done, reads, trace)
     }
-    this.applyLeased(checks, now, done)
+    this.applyLeased(checks, now, done, trace)
   }
 
-  private applyLeased(checks: readonly Check[], now: number, done: ApplyDone): void {
+  /** `trace`: a traced request's decision span context, for the store call it makes (none when its leases answer it). */
+  private applyLeased(checks: readonly Check[], now: number, done: ApplyDone, trace?: Context): void {
     const t = this.leases
     const nowMs = this.clock()
     const out: Outcomes = new Array(checks.length)
@@ -100,7 +102,7 @@ export class LeasingStore implements Store {
         this.giveBack(checks, local)
         for (const key of fetches) t.release(key, 0)
         this.flushReturns()
-        return this.waiting.wait(t.group, t.gen, () => this.applyLeased(checks, now, done))
+        return this.waiting.wait(t.group, t.gen, () => this.applyLeased(checks, now, done, trace))
       }
       remote.push(i)
       if (taken === FETCH) {
@@ -112,54 +114,60 @@ export class LeasingStore implements Store {
     this.flushReturns()
     if (sent.length === 0) return done(null, out)
     this.calls++
-    this.inner.apply(sent, now, (err, o) => {
-      if (err) {
-        this.giveBack(checks, local)
-        for (const key of fetches) t.release(key, 0)
-        this.flushReturns()
-        return done(err)
-      }
-      const rejected = [false, false]
-      let sliceRefused = false
-      for (let k = 0; k < sent.length; k++) {
-        const r = o![k]
-        if (r === undefined || r.allowed) continue
-        rejected[sent[k]!.shadow ? 1 : 0] = true
-        if (sent[k]!.cost !== checks[remote[k]!]!.cost) sliceRefused = true
-      }
-      const at = this.clock()
-      if (sliceRefused) {
-        // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
-        this.giveBack(checks, local)
-        for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
-        this.scheduleSweep()
-        this.flushReturns()
-        return this.applyLeased(checks, now, done)
-      }
-      for (let k = 0; k < sent.length; k++) {
-        const i = remote[k]!
-        const r = o![k]
-        const c = checks[i]!
-        if (r === undefined || !(r.allowed && sent[k]!.cost !== c.cost) || rejected[c.shadow ? 1 : 0]) {
-          out[i] = r
-          continue
+    this.inner.apply(
+      sent,
+      now,
+      (err, o) => {
+        if (err) {
+          this.giveBack(checks, local)
+          for (const key of fetches) t.release(key, 0)
+          this.flushReturns()
+          return done(err)
         }
-        const left = sent[k]!.cost - c.cost
-        this.open(c, left, r.value, at)
-        fetches.delete(c.key)
-        out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
-      }
-      // Fetches that opened no lease (their group was rejected: nothing was taken) end; waiters go on.
-      for (const key of fetches) t.release(key, 0)
-      // A rejected group commits nothing: local takes of that group go back to their leases.
-      this.giveBack(
-        checks,
-        local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
-      )
-      this.cutAfterRejects(checks, out)
-      this.flushReturns()
-      done(null, out)
-    })
+        const rejected = [false, false]
+        let sliceRefused = false
+        for (let k = 0; k < sent.length; k++) {
+          const r = o![k]
+          if (r === undefined || r.allowed) continue
+          rejected[sent[k]!.shadow ? 1 : 0] = true
+          if (sent[k]!.cost !== checks[remote[k]!]!.cost) sliceRefused = true
+        }
+        const at = this.clock()
+        if (sliceRefused) {
+          // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
+          this.giveBack(checks, local)
+          for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
+          this.scheduleSweep()
+          this.flushReturns()
+          return this.applyLeased(checks, now, done, trace)
+        }
+        for (let k = 0; k < sent.length; k++) {
+          const i = remote[k]!
+          const r = o![k]
+          const c = checks[i]!
+          if (r === undefined || !(r.allowed && sent[k]!.cost !== c.cost) || rejected[c.shadow ? 1 : 0]) {
+            out[i] = r
+            continue
+          }
+          const left = sent[k]!.cost - c.cost
+          this.open(c, left, r.value, at)
+          fetches.delete(c.key)
+          out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
+        }
+        // Fetches that opened no lease (their group was rejected: nothing was taken) end; waiters go on.
+        for (const key of fetches) t.release(key, 0)
+        // A rejected group commits nothing: local takes of that group go back to their leases.
+        this.giveBack(
+          checks,
+          local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
+        )
+        this.cutAfterRejects(checks, out)
+        this.flushReturns()
+        done(null, out)
+      },
+      undefined,
+      trace,
+    )
   }
 
   private open(c: Check, tokens: number, left: number, at: number): void {

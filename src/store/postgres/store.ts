@@ -25,10 +25,11 @@ import type pg from 'pg'
 import { adjustValues, readOutcomes, replyLength, takeValues, type TakeRequest } from './codec.js'
 import { PgConnections, type Slot } from './conn.js'
 import { cleanupSql, TAKE_REPLY } from './sql.js'
-import type { PostgresTarget } from './url.js'
+import { postgresSpanAttributes, type PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { batchSpan, endSpan, ending, storeCallSpan, tracer, type Context } from '../../observe/tracing.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
@@ -89,9 +90,11 @@ export class PostgresStore implements Store {
     return this.conns.whenReady(timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     // `_now` is ignored: the function reads the server clock.
     if (checks.length === 0) return done(null, [])
+    const span = trace === undefined ? undefined : storeCallSpan(trace, this.kind, checks.length)
+    if (span !== undefined) done = ending(span, done)
     let b = this.next
     if (b === undefined) {
       b = this.next = new Batch<Pending>('postgres', this.timerMs, this.fail)
@@ -100,7 +103,7 @@ export class PostgresStore implements Store {
         setImmediate(this.flush)
       }
     }
-    b.add({ checks, reads, done, settled: false })
+    b.add({ checks, reads, done, settled: false, span })
   }
 
   /**
@@ -124,10 +127,13 @@ export class PostgresStore implements Store {
     this.send(b, slot)
   }
 
-  /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
+  /** Sends `calls` (by default the batch's unanswered ones) as one statement; traced, with a span of its own (a retry, a split: one more). */
   private send(b: Batch<Pending>, slot: Slot, calls: readonly Pending[] = b.unsettled()): void {
     this.statements++
+    const fn = `${this.opts.prefix}take`
+    const span = tracer === null ? undefined : batchSpan(`SELECT ${fn}`, postgresSpanAttributes(this.opts.target, fn), calls, calls.length)
     this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls), rowMode: 'array' }, (err, res) => {
+      if (span !== undefined) endSpan(span, err)
       const again =
         err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
       if (again) return this.send(b, again, calls)

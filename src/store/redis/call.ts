@@ -24,6 +24,8 @@ import { createHash } from 'node:crypto'
 import { Batch, type Pending as BatchCall } from '../batcher.js'
 import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
+import { batchSpan, endSpan, type Span } from '../../observe/tracing.js'
+import type { Attributes } from '@opentelemetry/api'
 
 /** Called once per call: with the reply bytes, or with the error (a CallTimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
@@ -50,6 +52,8 @@ export class ScriptCaller {
     private readonly lua: string,
     /** Deadline timer of a batch, in ms. */
     private readonly timerMs: number,
+    /** A traced batch's span attributes (db.system.name, server.address, …). */
+    private readonly spanAttributes: Attributes = {},
   ) {
     this.sha = createHash('sha1').update(lua).digest('hex')
     // Loaded on every (re)connection, before any call on it: a first EVALSHA answered NOSCRIPT is
@@ -64,11 +68,11 @@ export class ScriptCaller {
    * Runs the script with `argc` arguments (numkeys, keys…, argv…), given
    * already encoded as RESP bulk strings in `args`; `done` gets its reply as
    * bytes. A callback, not a promise: every promise hop saved is CPU on the
-   * hot path.
+   * hot path. `span`: the call's store-call span when its request is traced (the batch's span links to it).
    */
-  call(argc: number, args: string, done: Done): void {
+  call(argc: number, args: string, done: Done, span?: Span): void {
     const b = this.next ?? this.start()
-    b.add({ argc, args, done, settled: false })
+    b.add({ argc, args, done, settled: false, span })
   }
 
   private evalshaHead(argc: number): string {
@@ -100,6 +104,8 @@ export class ScriptCaller {
       text += this.evalshaHead(p.argc) + p.args
       callbacks.push(this.answer(b, p, false))
     }
+    // Traced requests in it: the batch's span, linked to theirs (undefined at once when tracing is off).
+    b.span = batchSpan('EVALSHA', this.spanAttributes, b.calls, callbacks.length)
     // Not connected: nothing queues, every call fails now and the fail policy applies.
     if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new StoreUnavailableError('redis connection is not ready'))
   }
@@ -121,6 +127,7 @@ export class ScriptCaller {
 
   /** The batch in flight is answered (or expired): the collecting one may leave. */
   private readonly release = (b: Batch<Pending>): void => {
+    if (b.span !== undefined) endSpan(b.span)
     if (this.inflight === b) {
       this.inflight = undefined
       this.flush()
