@@ -2,7 +2,8 @@
  * Traces end to end (docs/tracing.md): gateway processes on 2 worker threads export their spans over
  * OTLP/HTTP to a real receiver (test/helpers/otlp-receiver.ts, decoding the official opentelemetry-proto
  * definitions), with a real backend and real Redis. The client's trace is continued and reaches the
- * backend; the server, decision, store, batch and upstream spans hang together as docs/tracing.md says;
+ * backend; the server, decision, store, batch and upstream spans hang together as docs/tracing.md says
+ * (on Redis and on PostgreSQL);
  * the decision service's and gRPC's (ext_authz, RLS) decisions are spans too. Spans are waited for as
  * they arrive (the exporter's delay is OTEL_BSP_SCHEDULE_DELAY), never for a fixed time.
  */
@@ -17,6 +18,7 @@ import { Client } from 'undici'
 import { checkRequest, grpcClients, type GrpcClients } from '../helpers/grpc-client.js'
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js'
 import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { dropPrefix, PG_URL, uniquePrefix } from '../helpers/postgres-db.js'
 import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 
 const BURST = 2
@@ -379,5 +381,76 @@ describe('traces: decision service and gRPC (ext_authz, RLS), 2 workers', () => 
     assert.ok(rls, 'the configuration limits decided under the call')
     assert.equal(rls.attributes['fairvisor.action'], 'allow')
     assert.ok(childOf(spans, rls, 'fairvisor.store'), 'its store call under it')
+  })
+})
+
+describe('traces: PostgreSQL store', () => {
+  let receiver: OtlpReceiver
+  let backend: Backend
+  let gw: GatewayProcess
+  const prefix = uniquePrefix('otel')
+
+  before(async () => {
+    receiver = await startOtlpReceiver()
+    backend = await startBackend()
+    const { bundle } = writeConfig()
+    gw = await startGateway(
+      {
+        FAIRVISOR_BACKEND_URL: backend.url,
+        FAIRVISOR_CONFIG_FILE: bundle,
+        FAIRVISOR_STORE: PG_URL,
+        FAIRVISOR_PG_TABLE_PREFIX: prefix,
+        FAIRVISOR_PG_POOL_SIZE: '1', // one statement at a time: the calls behind it gather in the next one
+        FAIRVISOR_STORE_TIMEOUT_MS: '5000',
+        FAIRVISOR_WORKERS: '2',
+        FAIRVISOR_OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+      },
+      { timeoutMs: 30_000 },
+    )
+  })
+  after(async () => {
+    await gw?.stop()
+    await Promise.all([backend?.close(), receiver?.close()])
+    await dropPrefix(prefix)
+  })
+
+  test("each request's store call is linked from the statement that carried it", async () => {
+    const traces = Array.from({ length: 6 }, () => clientTrace())
+    await Promise.all(
+      traces.map(async (t) => {
+        const res = await fetch(`${gw.url}/items/${t.traceId}`, {
+          headers: { traceparent: t.traceparent, 'x-user': randomUUID(), connection: 'close' },
+        })
+        assert.equal(res.status, 200)
+        await res.text()
+      }),
+    )
+    const ids = new Set(traces.map((t) => t.traceId))
+    const take = `${prefix}take`
+    const { stores, statements } = await receiver.waitFor('the statements', (all) => {
+      const stores = all.filter((s) => ids.has(s.traceId) && s.name === 'fairvisor.store')
+      const statements = all.filter((s) => s.name === `SELECT ${take}`)
+      const linked = new Set(statements.flatMap((b) => b.links.map((l) => l.spanId)))
+      return stores.length === traces.length && stores.every((s) => linked.has(s.spanId)) ? { stores, statements } : undefined
+    })
+    for (const s of stores) assert.equal(s.attributes['fairvisor.store'], 'postgres')
+    for (const st of statements.filter((x) => x.links.some((l) => ids.has(l.traceId)))) {
+      assert.equal(st.kind, 'SPAN_KIND_CLIENT')
+      assert.ok(
+        st.links.some((l) => l.spanId === st.parentSpanId),
+        "a child of one of its requests' store calls",
+      )
+      assert.deepEqual(
+        [
+          st.attributes['db.system.name'],
+          st.attributes['db.stored_procedure.name'],
+          st.attributes['db.namespace'],
+          st.attributes['server.port'],
+        ],
+        ['postgresql', take, new URL(PG_URL).pathname.slice(1), Number(new URL(PG_URL).port || 5432)],
+      )
+      assert.equal(st.attributes['db.operation.batch.size'], st.links.length > 1 ? st.links.length : undefined)
+    }
   })
 })
