@@ -52,8 +52,11 @@ export function rpcSpan(
 ): RpcSpan {
   const parent = parentFromRecord(headers) ?? parentFromRecord(described) ?? ROOT_CONTEXT
   const name = method.slice(1)
-  const span = startSpan(name, SpanKind.SERVER, parent, { [ATTR_RPC_SYSTEM_NAME]: 'grpc', [ATTR_RPC_METHOD]: name })
-  if (worker !== undefined) span.setAttribute(ATTR.worker, worker)
+  const span = startSpan(name, SpanKind.SERVER, parent)
+  if (span.isRecording()) {
+    span.setAttributes({ [ATTR_RPC_SYSTEM_NAME]: 'grpc', [ATTR_RPC_METHOD]: name })
+    if (worker !== undefined) span.setAttribute(ATTR.worker, worker)
+  }
   let ended = false
   return {
     ctx: under(parent, span),

@@ -18,7 +18,7 @@ import type { RequestInput } from '../request/view.js'
 import type { Decide } from '../decision/decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
-import { inputFromDecisionCall } from './decision-call.js'
+import { DECISION_PATH, inputFromDecisionCall } from './decision-call.js'
 import { afterDelay, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 import { serverSpan } from './spans.js'
@@ -33,6 +33,9 @@ export interface DecisionApiOptions {
   /** This worker thread's id, on its spans (tracing on). */
   worker?: number
 }
+
+/** Envoy's HTTP ext_authz `path_prefix` calls: the described path follows (the span's route is this prefix and `*`). */
+const PREFIXED = `${DECISION_PATH}/`
 
 /**
  * What every 200 of the decision API carries after the decision's own headers. Not frozen:
@@ -72,7 +75,7 @@ export function decisionHandler({ decide, exposeReason, debug, encodedSlashes, w
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
     // Tracing on: the call's server span, under the traceparent the calling proxy sent (http/spans.ts).
-    const trace = tracer === null ? undefined : serverSpan(req, res, worker)
+    const trace = tracer === null ? undefined : serverSpan(req, res, worker, req.url?.startsWith(PREFIXED) ? `${PREFIXED}*` : DECISION_PATH)
     let input: RequestInput
     try {
       input = inputFromDecisionCall(

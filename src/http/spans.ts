@@ -11,6 +11,7 @@ import {
   ATTR_ERROR_TYPE,
   ATTR_HTTP_REQUEST_METHOD,
   ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_HTTP_ROUTE,
   ATTR_NETWORK_PEER_ADDRESS,
   ATTR_SERVER_ADDRESS,
   ATTR_SERVER_PORT,
@@ -20,7 +21,18 @@ import {
   ATTR_USER_AGENT_ORIGINAL,
 } from '@opentelemetry/semantic-conventions'
 import { rawHeader } from '../request/raw-headers.js'
-import { ATTR, type Context, endSpan, injectInto, parentFromRaw, type Span, SpanKind, startSpan, under } from '../observe/tracing.js'
+import {
+  ATTR,
+  type Context,
+  endSpan,
+  injectInto,
+  parentFromRaw,
+  recording,
+  type Span,
+  SpanKind,
+  startSpan,
+  under,
+} from '../observe/tracing.js'
 
 const pathOnly = (target: string): string => {
   const q = target.indexOf('?')
@@ -37,12 +49,16 @@ function hostOf(host: string): string {
 /**
  * A request's server span, under the trace context its client sent (W3C traceparent / tracestate; a
  * new trace without one), ended when its response is (5xx, or a client gone first, is an error).
+ * `route`: the path template when there is one (the decision API's; a proxied path has none).
  * Returns the context its decision and upstream call go under.
  */
-export function serverSpan(req: IncomingMessage, res: ServerResponse, worker: number | undefined): Context {
+export function serverSpan(req: IncomingMessage, res: ServerResponse, worker: number | undefined, route?: string): Context {
   const parent = parentFromRaw(req.rawHeaders)
   const method = req.method ?? 'GET'
-  const span = startSpan(method, SpanKind.SERVER, parent, {
+  const span = startSpan(route === undefined ? method : `${method} ${route}`, SpanKind.SERVER, parent)
+  // A request not sampled carries its trace on and nothing more: no attribute is read for it.
+  if (!span.isRecording()) return under(parent, span)
+  span.setAttributes({
     [ATTR_HTTP_REQUEST_METHOD]: method,
     [ATTR_URL_PATH]: pathOnly(req.url ?? '/'),
     [ATTR_URL_SCHEME]: 'http',
@@ -53,6 +69,7 @@ export function serverSpan(req: IncomingMessage, res: ServerResponse, worker: nu
   const ua = rawHeader(req.rawHeaders, 'user-agent')
   if (ua !== undefined) span.setAttribute(ATTR_USER_AGENT_ORIGINAL, ua)
   if (worker !== undefined) span.setAttribute(ATTR.worker, worker)
+  if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route)
   res.once('close', () => {
     if (!res.writableFinished) return endSpan(span, null, 'client_closed')
     span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, res.statusCode)
@@ -64,8 +81,10 @@ export function serverSpan(req: IncomingMessage, res: ServerResponse, worker: nu
 /**
  * The upstream call's client span, under the request's server span; `headers` (the upstream request's
  * flat list) get its trace context in place of any the client sent, so the backend's spans go under it.
+ * A request not sampled makes none: the backend gets its trace as the server span carries it.
  */
-export function upstreamSpan(parent: Context, method: string, origin: URL, target: string, headers: string[]): Span {
+export function upstreamSpan(parent: Context, method: string, origin: URL, target: string, headers: string[]): Span | undefined {
+  if (!recording(parent)) return void injectInto(parent, headers)
   const port = origin.port === '' ? (origin.protocol === 'https:' ? 443 : 80) : Number(origin.port)
   const span = startSpan(method, SpanKind.CLIENT, parent, {
     [ATTR_HTTP_REQUEST_METHOD]: method,
@@ -92,6 +111,7 @@ export function upstreamEnd(span: Span, err: (Error & { code?: unknown }) | null
 }
 
 /** The wait of a delayed request (a throttle, a token bucket's debt) before it is forwarded; `end()` when it is over or abandoned. */
-export function delaySpan(parent: Context, delayMs: number): Span {
+export function delaySpan(parent: Context, delayMs: number): Span | undefined {
+  if (!recording(parent)) return undefined
   return startSpan('fairvisor.delay', SpanKind.INTERNAL, parent, { [ATTR.delayMs]: delayMs })
 }

@@ -7,7 +7,7 @@
 import type { Decide, DecideLimits } from '../decision/decide.js'
 import type { Decision } from '../engine/decision.js'
 import type { Settlement } from '../llm/exchange.js'
-import { ATTR, type Context, type Span, SpanKind, spanOf, startSpan, tracer, under } from './tracing.js'
+import { ATTR, type Context, recording, type Span, SpanKind, spanOf, startSpan, tracer, under } from './tracing.js'
 
 export interface DecisionSpanOptions {
   /** The store's kind (FAIRVISOR_STORE: memory, shared-memory, redis, postgres, …). */
@@ -46,7 +46,8 @@ function start(parent: Context, o: DecisionSpanOptions): Span {
 export function tracedDecide(decide: Decide, o: DecisionSpanOptions): Decide {
   return (input, collectDescriptors, then) => {
     const parent = input.trace
-    if (parent === undefined || tracer === null) return decide(input, collectDescriptors, then)
+    // Not kept (sampled out): decided as it is, and its store call, under a span not kept, makes none either.
+    if (parent === undefined || tracer === null || !recording(parent)) return decide(input, collectDescriptors, then)
     const span = start(parent, o)
     decide({ ...input, trace: under(parent, span) }, collectDescriptors, (d) => {
       decisionAttributes(span, d)
@@ -59,7 +60,7 @@ export function tracedDecide(decide: Decide, o: DecisionSpanOptions): Decide {
 /** `decideLimits` (Rate Limit Service calls) with a decision span for each traced call. */
 export function tracedDecideLimits(decideLimits: DecideLimits, o: DecisionSpanOptions): DecideLimits {
   return (target, limits, then, charge, trace) => {
-    if (trace === undefined || tracer === null) return decideLimits(target, limits, then, charge, trace)
+    if (trace === undefined || tracer === null || !recording(trace)) return decideLimits(target, limits, then, charge, trace)
     const span = start(trace, o)
     decideLimits(
       target,

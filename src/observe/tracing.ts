@@ -58,9 +58,16 @@ export async function startTracing(settings: TraceSettings, worker: number | und
   return async () => {
     tracer = null
     propagator = null
-    await t.shutdown()
+    // The spans still queued leave now, but a collector that does not answer must not hold the exit.
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<void>((r) => (timer = setTimeout(r, FLUSH_MS)))
+    await Promise.race([t.shutdown().catch(() => undefined), late])
+    clearTimeout(timer)
   }
 }
+
+/** The longest the last export may take at shutdown; what it has not sent by then is dropped. */
+const FLUSH_MS = 2000
 
 /** A flat [name, value, …] header list (IncomingMessage.rawHeaders) read as a propagation carrier; names are case-insensitive. */
 const RAW_HEADERS: TextMapGetter<readonly string[]> = {
@@ -121,6 +128,16 @@ export function spanOf(ctx: Context): Span | undefined {
   return trace.getSpan(ctx)
 }
 
+/**
+ * Whether the span of the gateway's own that `ctx` carries (a server or decision span) is kept
+ * (sampled; a caller's remote span is never recording). Under one that is not, no sampler the settings
+ * take keeps a child (a parent-based one follows it; a ratio one decides alike on the same trace id),
+ * so a request not sampled makes no span past its first, which still carries its trace on.
+ */
+export function recording(ctx: Context): boolean {
+  return trace.getSpan(ctx)?.isRecording() === true
+}
+
 /** Ends `span`, an error status and error.type first when `err` is set (its code, else its class name). */
 export function endSpan(span: Span, err?: (Error & { code?: unknown }) | null, errorType?: string): void {
   if (err) {
@@ -136,9 +153,11 @@ export function endSpan(span: Span, err?: (Error & { code?: unknown }) | null, e
 /**
  * One request's call to a remote store (Redis, PostgreSQL), under its decision span: from the call to
  * its answer, time spent waiting for its batch included. The batch itself is a span of its own (batchSpan).
+ * undefined under a span not kept (recording()).
  */
-export function storeCallSpan(parent: Context, store: string, checks: number): Span {
-  return tracer!.startSpan(
+export function storeCallSpan(parent: Context, store: string, checks: number): Span | undefined {
+  if (tracer === null || !recording(parent)) return undefined
+  return tracer.startSpan(
     'fairvisor.store',
     { kind: SpanKind.INTERNAL, attributes: { [ATTR.store]: store, [ATTR.checks]: checks } },
     parent,

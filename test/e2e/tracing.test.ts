@@ -321,7 +321,8 @@ describe('traces: decision service and gRPC (ext_authz, RLS), 2 workers', () => 
     })
     assert.equal(res.status, 200)
     const { server, decisions, spans } = await callSpans(t, 'the decision call')
-    assert.equal(server.name, 'POST')
+    assert.equal(server.name, 'POST /v1/decision')
+    assert.equal(server.attributes['http.route'], '/v1/decision')
     assert.equal(server.attributes['http.response.status_code'], 200)
     const [d] = decisions
     assert.equal(d!.attributes['fairvisor.policy'], 'api')

@@ -95,7 +95,8 @@ export class RedisClusterStore implements Store {
 
   apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     // Traced: the call's span (ioredis sends it: there is no batch of ours to link).
-    if (trace !== undefined) done = ending(storeCallSpan(trace, this.kind, checks.length), done)
+    const span = trace === undefined ? undefined : storeCallSpan(trace, this.kind, checks.length)
+    if (span !== undefined) done = ending(span, done)
     const groups = bySlot(checks)
     // Read-backs only within one slot: over several, a group's reject is known after the slots committed theirs.
     const back = reads !== undefined && groups.length === 1 && asksReads(checks) ? reads : undefined

@@ -15,6 +15,7 @@ import { startOtlpReceiver, type OtlpReceiver } from '../../helpers/otlp-receive
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const CLIENT_SPAN = '00f067aa0ba902b7'
+const QUIET = 'a'.repeat(32)
 
 describe('HTTP spans', () => {
   let receiver: OtlpReceiver
@@ -42,9 +43,14 @@ describe('HTTP spans', () => {
       const headers = ['traceparent', 'from-the-client', 'x-user', 'a']
       const up = upstreamSpan(ctx, 'GET', new URL('http://backend.internal'), '/items?key=secret', headers)
       upstreamHeaders.push(headers)
+      if (up === undefined) {
+        // Not sampled: no span past the server's, whose context the backend gets.
+        assert.equal(delaySpan(ctx, 40), undefined)
+        return void res.writeHead(200).end()
+      }
       upstreamStatus(up, req.url === '/fail' ? 503 : 200)
       upstreamEnd(up, null)
-      delaySpan(ctx, 40).end()
+      delaySpan(ctx, 40)!.end()
       res.writeHead(req.url === '/fail' ? 502 : 200).end()
     }
     const server = createServer(handler)
@@ -66,6 +72,7 @@ describe('HTTP spans', () => {
     )
     assert.equal(await get('/fail', {}), 502)
     await get('/gone', {}).catch(() => undefined)
+    assert.equal(await get('/quiet', { traceparent: `00-${QUIET}-${CLIENT_SPAN}-00` }), 200)
     await Promise.all(closed)
     server.close()
     await stop()
@@ -98,6 +105,9 @@ describe('HTTP spans', () => {
     })
     assert.deepEqual(upstreamHeaders[0], ['x-user', 'a', 'traceparent', `00-${TRACE}-${upstream[0]!.spanId}-01`])
     assert.deepEqual([upstream[1]!.status, upstream[1]!.attributes['error.type']], ['STATUS_CODE_ERROR', '503'])
+    assert.match(upstreamHeaders[2]![3]!, new RegExp(`^00-${QUIET}-[0-9a-f]{16}-00$`))
+    assert.notEqual(upstreamHeaders[2]![3]!.split('-')[2], CLIENT_SPAN)
+    assert.equal(receiver.spans.filter((s) => s.traceId === QUIET).length, 0, 'a request not sampled exports nothing')
     const delay = receiver.spans.find((s) => s.name === 'fairvisor.delay' && s.traceId === TRACE)!
     assert.deepEqual([delay.parentSpanId, delay.attributes['fairvisor.delay_ms']], [ok!.spanId, 40])
   })

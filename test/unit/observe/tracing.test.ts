@@ -4,6 +4,9 @@
  * spans ended with their errors, a batch's span linked to its sampled calls. Stopping flushes every span.
  */
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { trace } from '@opentelemetry/api'
 import {
@@ -31,6 +34,21 @@ describe('tracing off', () => {
     const settings: TraceSettings = { otlpTracesUrl: undefined, serviceName: 'x', sampler: 'always_on', samplerRatio: 1 }
     assert.equal(await startTracing(settings, undefined), undefined)
     assert.equal(tracer, null)
+  })
+})
+
+describe('a collector that never answers', () => {
+  test('does not hold the shutdown: the last export is given up', { timeout: 30_000 }, async () => {
+    const server = createServer(() => {}) // takes the export, never answers it
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`
+    const stop = (await startTracing({ otlpTracesUrl: url, serviceName: 'x', sampler: 'always_on', samplerRatio: 1 }, undefined))!
+    const exported = once(server, 'request')
+    startSpan('GET', SpanKind.SERVER, parentFromRaw([])).end()
+    await Promise.all([stop(), exported])
+    assert.equal(tracer, null)
+    server.closeAllConnections()
+    server.close()
   })
 })
 
@@ -75,14 +93,18 @@ describe('tracing on', () => {
   })
 
   test("a batch's span: a child of its first sampled call, linked to each sampled call not yet settled", () => {
-    const sampled = parentFromRaw(['traceparent', `00-${TRACE}-${PARENT}-01`])
-    const unsampled = parentFromRaw(['traceparent', `00-${'1'.repeat(32)}-${PARENT}-00`])
-    const a = storeCallSpan(sampled, 'redis', 2)
-    const b = storeCallSpan(sampled, 'redis', 1)
-    const quiet = storeCallSpan(unsampled, 'redis', 1)
+    // The store call goes under a decision span of the gateway's own, kept or not as its caller said.
+    const remote = parentFromRaw(['traceparent', `00-${TRACE}-${PARENT}-01`])
+    const sampled = under(remote, startSpan('fairvisor.decision', SpanKind.INTERNAL, remote))
+    const quietRemote = parentFromRaw(['traceparent', `00-${'1'.repeat(32)}-${PARENT}-00`])
+    const unsampled = under(quietRemote, startSpan('fairvisor.decision', SpanKind.INTERNAL, quietRemote))
+    const a = storeCallSpan(sampled, 'redis', 2)!
+    const b = storeCallSpan(sampled, 'redis', 1)!
+    assert.equal(storeCallSpan(unsampled, 'redis', 1), undefined, 'a request not sampled makes no store-call span')
+    const quiet = startSpan('x', SpanKind.INTERNAL, unsampled)
     assert.equal(quiet.isRecording(), false)
     assert.equal(batchSpan('EVALSHA', {}, [{ settled: false }, { span: quiet, settled: false }], 2), undefined, 'nothing sampled: no span')
-    const gone = storeCallSpan(sampled, 'redis', 1)
+    const gone = storeCallSpan(sampled, 'redis', 1)!
     const batch = batchSpan(
       'EVALSHA',
       { 'db.system.name': 'redis' },
