@@ -15,9 +15,20 @@
  * ratio of their throughputs is the inverse ratio of their CPU per request; the median of the rounds.
  *
  *   flock /tmp/fv-heavy.lock node --import tsx test/bench/tracing.bench.ts [seconds=5] [rounds=5] [connections=32]
+ *
+ * With FV_BASELINE_DIR (a built checkout of another commit, as single-thread.bench.ts takes it), it
+ * measures instead what traces cost while OFF: this build against that one, traces off in both. Two
+ * processes of the same code measure several per cent apart in one pair (where each lands in memory,
+ * which starts first), so that is measured over `pairs` pairs of fresh processes, which one starts
+ * first alternating, each pair's ratio the median of its rounds; the verdict is the median of the pairs.
+ *
+ *   flock /tmp/fv-heavy.lock env FV_BASELINE_DIR=<checkout> node --import tsx test/bench/tracing.bench.ts 3 3 32 [pairs=8]
  */
+import { existsSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import {
   allowRejectBundle,
+  CLI,
   cpuMicros,
   median,
   pinCpus,
@@ -34,6 +45,8 @@ import {
 const SECONDS = Number(process.argv[2] ?? 5)
 const ROUNDS = Number(process.argv[3] ?? 5)
 const CONNECTIONS = Number(process.argv[4] ?? 32)
+const PAIRS = Number(process.argv[5] ?? 8)
+const BASELINE = process.env.FV_BASELINE_DIR
 
 type Scenario = 'decision allow' | 'proxied allow'
 type Mode = 'off' | 'on, none sampled' | 'on, all sampled'
@@ -69,13 +82,65 @@ function load(scenario: Scenario, gw: Running, seconds: number): Promise<LoadRes
   })
 }
 
+/**
+ * Every answer a 2xx, so a wrong setup cannot pass silently. A few socket errors are let through (at most
+ * one request in a thousand, counted): on a loaded two-core machine, two gateways sharing one CPU under
+ * 32 connections each leave an odd request past wrk's 2 s timeout.
+ */
 function check(name: string, gw: Running, r: LoadResult): void {
   if (gw.proc.exitCode !== null || gw.proc.signalCode !== null) throw new Error(`${name}: the gateway exited`)
-  if (r.errors !== 0 || r.non2xx !== 0) throw new Error(`${name}: ${r.errors} socket errors, ${r.non2xx} non-2xx answers`)
+  if (r.non2xx !== 0 || r.errors > r.requests / 1000) throw new Error(`${name}: ${r.errors} socket errors, ${r.non2xx} non-2xx answers`)
+  if (r.errors !== 0) console.error(`${name}: ${r.errors} socket errors of ${r.requests} requests (wrk timeouts on a loaded machine)`)
+}
+
+/** Traces off in both: this build against `baselineCli`, over PAIRS pairs of fresh processes (see the header). */
+async function offAgainstBaseline(baselineCli: string, cpus: ReturnType<typeof pinCpus>): Promise<void> {
+  const backend = await startBackendProcess()
+  const bundle = allowRejectBundle(tempDir('fv-bench-tracing-off-'))
+  const pairs = new Map<Scenario, number[]>(SCENARIOS.map((s) => [s, []]))
+  for (let pair = 0; pair < PAIRS; pair++)
+    for (const scenario of SCENARIOS) {
+      const env = {
+        FAIRVISOR_CONFIG_FILE: bundle,
+        ...(scenario === 'proxied allow' ? { FAIRVISOR_BACKEND_URL: backend.url } : { FAIRVISOR_MODE: 'decision_service' }),
+      }
+      const first = pair % 2 === 0 ? CLI : baselineCli
+      const a = await startGatewayProcess(env, [], cpus?.gateway, first)
+      const b = await startGatewayProcess(env, [], cpus?.gateway, first === CLI ? baselineCli : CLI)
+      const [current, baseline] = first === CLI ? [a, b] : [b, a]
+      await Promise.all([load(scenario, current, 1), load(scenario, baseline, 1)]) // warm-up: JIT, connection pools
+      const ratios: number[] = []
+      for (let round = 0; round < ROUNDS; round++) {
+        const [rc, rb] = await Promise.all([load(scenario, current, SECONDS), load(scenario, baseline, SECONDS)])
+        check(`current ${scenario}`, current, rc)
+        check(`baseline ${scenario}`, baseline, rb)
+        ratios.push(rc.rps / rb.rps)
+      }
+      pairs.get(scenario)!.push(median(ratios))
+      await Promise.all([current.stop(), baseline.stop()])
+    }
+  console.log(
+    `\n${PAIRS} pairs of processes × ${ROUNDS} rounds × ${SECONDS} s, wrk -c${CONNECTIONS}, node ${process.version}; traces off; ` +
+      `both gateways of a pair at the same time on CPU ${cpus?.gateway ?? '(unpinned)'}; baseline ${BASELINE}\n`,
+  )
+  for (const [scenario, rs] of pairs)
+    console.log(
+      `${`current / baseline, ${scenario}`.padEnd(36)} = ${median(rs).toFixed(3)} (median of pairs; mean ${(rs.reduce((x, y) => x + y, 0) / rs.length).toFixed(3)}; ` +
+        `per pair, current first on the even ones: ${rs.map((r) => r.toFixed(3)).join(', ')})`,
+    )
 }
 
 async function main(): Promise<void> {
   const cpus = pinCpus()
+  if (BASELINE !== undefined) {
+    const baselineCli = join(resolve(BASELINE), 'dist/cli.js')
+    if (!existsSync(baselineCli)) throw new Error(`${baselineCli} is missing: build that checkout first`)
+    try {
+      return await offAgainstBaseline(baselineCli, cpus)
+    } finally {
+      await stopAll()
+    }
+  }
   if (cpus === undefined) console.error('taskset or a second CPU is missing: nothing pinned')
   try {
     const [backend, sink] = await Promise.all([startBackendProcess(), startSink()])
