@@ -78,7 +78,7 @@ export class LeasingStore implements Store {
     this.applyLeased(checks, now, done, trace)
   }
 
-  /** `trace`: a traced request's decision span context, for the store call it makes (none when its leases answer it). */
+  /** `trace`: a traced request's decision span context, for its store call (none when its leases answer it). */
   private applyLeased(checks: readonly Check[], now: number, done: ApplyDone, trace?: Context): void {
     const t = this.leases
     const nowMs = this.clock()
@@ -114,60 +114,55 @@ export class LeasingStore implements Store {
     this.flushReturns()
     if (sent.length === 0) return done(null, out)
     this.calls++
-    this.inner.apply(
-      sent,
-      now,
-      (err, o) => {
-        if (err) {
-          this.giveBack(checks, local)
-          for (const key of fetches) t.release(key, 0)
-          this.flushReturns()
-          return done(err)
-        }
-        const rejected = [false, false]
-        let sliceRefused = false
-        for (let k = 0; k < sent.length; k++) {
-          const r = o![k]
-          if (r === undefined || r.allowed) continue
-          rejected[sent[k]!.shadow ? 1 : 0] = true
-          if (sent[k]!.cost !== checks[remote[k]!]!.cost) sliceRefused = true
-        }
-        const at = this.clock()
-        if (sliceRefused) {
-          // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
-          this.giveBack(checks, local)
-          for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
-          this.scheduleSweep()
-          this.flushReturns()
-          return this.applyLeased(checks, now, done, trace)
-        }
-        for (let k = 0; k < sent.length; k++) {
-          const i = remote[k]!
-          const r = o![k]
-          const c = checks[i]!
-          if (r === undefined || !(r.allowed && sent[k]!.cost !== c.cost) || rejected[c.shadow ? 1 : 0]) {
-            out[i] = r
-            continue
-          }
-          const left = sent[k]!.cost - c.cost
-          this.open(c, left, r.value, at)
-          fetches.delete(c.key)
-          out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
-        }
-        // Fetches that opened no lease (their group was rejected: nothing was taken) end; waiters go on.
+    const answered: ApplyDone = (err, o) => {
+      if (err) {
+        this.giveBack(checks, local)
         for (const key of fetches) t.release(key, 0)
-        // A rejected group commits nothing: local takes of that group go back to their leases.
-        this.giveBack(
-          checks,
-          local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
-        )
-        this.cutAfterRejects(checks, out)
         this.flushReturns()
-        done(null, out)
-      },
-      undefined,
-      trace,
-    )
+        return done(err)
+      }
+      const rejected = [false, false]
+      let sliceRefused = false
+      for (let k = 0; k < sent.length; k++) {
+        const r = o![k]
+        if (r === undefined || r.allowed) continue
+        rejected[sent[k]!.shadow ? 1 : 0] = true
+        if (sent[k]!.cost !== checks[remote[k]!]!.cost) sliceRefused = true
+      }
+      const at = this.clock()
+      if (sliceRefused) {
+        // The slice did not fit: decide this request exactly, and stay exact on those keys for a lease period.
+        this.giveBack(checks, local)
+        for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
+        this.scheduleSweep()
+        this.flushReturns()
+        return this.applyLeased(checks, now, done, trace)
+      }
+      for (let k = 0; k < sent.length; k++) {
+        const i = remote[k]!
+        const r = o![k]
+        const c = checks[i]!
+        if (r === undefined || !(r.allowed && sent[k]!.cost !== c.cost) || rejected[c.shadow ? 1 : 0]) {
+          out[i] = r
+          continue
+        }
+        const left = sent[k]!.cost - c.cost
+        this.open(c, left, r.value, at)
+        fetches.delete(c.key)
+        out[i] = { allowed: true, value: r.value + left, retryAfter: 0 }
+      }
+      // Fetches that opened no lease (their group was rejected: nothing was taken) end; waiters go on.
+      for (const key of fetches) t.release(key, 0)
+      // A rejected group commits nothing: local takes of that group go back to their leases.
+      this.giveBack(
+        checks,
+        local.filter((i) => rejected[checks[i]!.shadow ? 1 : 0]),
+      )
+      this.cutAfterRejects(checks, out)
+      this.flushReturns()
+      done(null, out)
+    }
+    this.inner.apply(sent, now, answered, undefined, trace)
   }
 
   private open(c: Check, tokens: number, left: number, at: number): void {
