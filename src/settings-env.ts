@@ -33,6 +33,17 @@ export function bool(env: Env, name: string, dflt: boolean): boolean {
   throw new SettingError(name, `"${raw}" is not a boolean; use true or false`)
 }
 
+/** A boolean the program may choose: unset or `auto` leaves it to the program, else as bool(). */
+export function boolOrAuto(env: Env, name: string): boolean | 'auto' {
+  const raw = env[name]
+  if (raw === undefined || raw === '' || raw.trim().toLowerCase() === 'auto') return 'auto'
+  try {
+    return bool(env, name, false)
+  } catch {
+    throw new SettingError(name, `"${raw}" is not allowed; use auto, true or false`)
+  }
+}
+
 export function optional(env: Env, name: string): string | undefined {
   const raw = env[name]
   return raw === undefined || raw === '' ? undefined : raw

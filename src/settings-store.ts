@@ -1,6 +1,6 @@
 /** The store's settings (FAIRVISOR_STORE and the sizes, deadline and PostgreSQL options that go with it), parsed as settings.ts parses the rest. */
 import { SettingError } from './errors.js'
-import { bool, integer, optional, size, type Env } from './settings-env.js'
+import { boolOrAuto, integer, optional, size, type Env } from './settings-env.js'
 import { PREFIX_RE } from './store/postgres/sql.js'
 import { parseStoreUrl, type StoreConfig, type StoreTarget } from './store/config.js'
 import { DEFAULT_CELLS, MAX_CELLS, MIN_CELLS } from './store/threads/leases.js'
@@ -16,10 +16,10 @@ export interface StoreSettings {
   leaseTableKeys: number
   /** Deadline of each store call in ms: FAIRVISOR_STORE_TIMEOUT_MS, else FAIRVISOR_REDIS_TIMEOUT_MS (its older name), default 50 (PostgreSQL: 500). */
   storeTimeoutMs: number
-  /** PostgreSQL store: connections, table/function name prefix, UNLOGGED table. */
+  /** PostgreSQL store: connections, table/function name prefix, UNLOGGED table (`auto`: except on YugabyteDB). */
   pgPoolSize: number
   pgTablePrefix: string
-  pgUnlogged: boolean
+  pgUnlogged: boolean | 'auto'
 }
 
 /**
@@ -60,7 +60,7 @@ export function storeSettings(env: Env): StoreSettings {
     leaseTableKeys: integer(env, 'FAIRVISOR_LEASE_TABLE_KEYS', DEFAULT_CELLS, MIN_CELLS, MAX_CELLS),
     pgPoolSize: integer(env, 'FAIRVISOR_PG_POOL_SIZE', 4, 1, 64),
     pgTablePrefix: tablePrefix(env),
-    pgUnlogged: bool(env, 'FAIRVISOR_PG_UNLOGGED', true),
+    pgUnlogged: boolOrAuto(env, 'FAIRVISOR_PG_UNLOGGED'),
   }
   return { store, storeConfig: storeConfig(target, sizes), ...sizes }
 }

@@ -3,13 +3,14 @@
  * normalisation, selector paths in normalised form, descriptor keys, each algorithm's own config checks
  * (RuleAlgorithm.check: burst ≥ rate, budget stages, enabled guards with
  * their required fields, …), and the warnings for policies whose
- * every rule needs a JWT claim or whose circuit breaker one request can open.
+ * every rule needs a JWT claim, whose fallback_limit keys on a value a request may lack, or whose
+ * circuit breaker one request can open.
  */
 import type { ConfigIssue, RuleAlgorithm } from '../algorithms/algorithm.js'
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
-import { compileDescriptor } from '../request/descriptors.js'
+import { compileDescriptor, mayBeMissing } from '../request/descriptors.js'
 import { breakerReach } from './breaker-reach.js'
 import { readPath } from '../request/normalise.js'
 import { hostProblem } from './hosts.js'
@@ -64,6 +65,22 @@ function needsJwt(r: RawRule): boolean {
 }
 
 /**
+ * The fallback_limit is the policy's last word on a request no rule could limit: a limit key
+ * such a request may lack (a header, a query parameter, a claim: docs/behaviour.md §4) leaves it
+ * unlimited by the policy, the very request the fallback was written for.
+ */
+function checkFallbackKeys(fallback: RawRule, base: string, out: BundleIssue[]): void {
+  const keys = (fallback.limit_keys ?? []).filter((k) => compileDescriptor(k).ok && mayBeMissing(k))
+  if (keys.length === 0) return
+  const named = keys.map((k) => `"${k}"`).join(' and ')
+  out.push({
+    pointer: `${base}/limit_keys`,
+    message: `the fallback_limit keys on ${named}, which a request matching this policy may lack (a selector matches on path, method and host only): such a request is then unlimited by this policy; key the fallback_limit on "ip:address", or add a policy that limits by "ip:address"`,
+    warning: true,
+  })
+}
+
+/**
  * Semantic checks of one policy. `clean(pointer)`: the schema found nothing wrong at, above
  * or below that pointer, so its shape is known; parts that are not clean were already reported.
  */
@@ -109,6 +126,7 @@ export function checkPolicy(
       })
     }
   }
+  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkFallbackKeys(p.spec.fallback_limit, `${base}/fallback_limit`, out)
   const cb = p.spec.circuit_breaker
   if (cb && clean(`${base}/circuit_breaker`)) {
     checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)

@@ -59,6 +59,11 @@ export function parseSample(text: string, line: number, prevAt: number, slashes:
   for (const k of Object.keys(r)) {
     if (!FIELDS.has(k)) throw new LineError(`unknown field "${k}" (known: ${[...FIELDS].join(', ')})`)
   }
+  return sampleOf(r, line, prevAt, slashes)
+}
+
+/** A sample line's fields (parseSample) or an access-log line's (test-access-log.ts) → a request description. */
+export function sampleOf(r: Record<string, unknown>, line: number, prevAt: number, slashes: EncodedSlashes = 'reject'): SampleRequest {
   const method = r.method === undefined ? 'GET' : str(r.method, 'method')
   const fullPath = r.path === undefined ? '/' : str(r.path, 'path')
   if (!fullPath.startsWith('/')) throw new LineError(`"path" must start with / (got ${JSON.stringify(fullPath)})`)

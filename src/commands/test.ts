@@ -21,30 +21,21 @@
  * token's claims count here no more than at the gateway, and without a key
  * source each report says its claims were not verified. Exit 0 when every request ran (whatever the
  * decisions), 1 on a bad bundle or a bad line (named), 2 on a bad command line
- * or a bad data-file setting.
+ * or a bad data-file setting. With `--access-log` it replays a log instead (test-replay.ts).
  */
-import type { Decision, EngineObserver, PlannedLimit } from '../engine/decision.js'
-import { RecordingStore, responseHeaders, table, type RequestReport } from './test-report.js'
 import { ALGORITHMS } from '../algorithms/index.js'
-import { Engine } from '../engine/evaluate.js'
-import { loadBundleFile } from '../bundle/load.js'
 import { parseTimestamp } from '../bundle/validate.js'
-import { bearerToken, createJwtVerifier, type JwtVerifier } from '../request/jwt-verify.js'
-import { NetworkData } from '../request/network-data.js'
+import { bearerToken } from '../request/jwt-verify.js'
 import { rawHeader } from '../request/raw-headers.js'
-import { RequestView } from '../request/view.js'
-import { SettingError } from '../errors.js'
-import type { PathSettings } from '../request/target.js'
-import { jwtSettings, maxDelayedSetting, modeSetting, networkFiles, pathSettings } from '../settings.js'
-import { MemoryStore } from '../store/memory/store.js'
 import { parseArgs, readInput, UsageError } from './args.js'
-import { llmReport } from './test-llm.js'
-import { SimulatedHolds, settleStatus } from './test-response.js'
+import { NOT_VERIFIED, OfflineGateway } from './test-engine.js'
+import { runReplay } from './test-replay.js'
+import { type RequestReport, responseHeaders, table } from './test-report.js'
 import { LineError, parseSample, type SampleRequest } from './test-samples.js'
 
-const NOT_VERIFIED = 'claims not verified (no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL)'
 const USAGE = 'usage: fairvisor test <bundle> --requests <file.jsonl|-> [--format table|json] [--start 2026-01-01T00:00:00Z]'
 export async function run(args: string[]): Promise<number> {
+  if (args.some((a) => a === '--access-log' || a.startsWith('--access-log='))) return runReplay(args)
   let bundlePath: string, requestsPath: string, format: string, start: number
   try {
     const a = parseArgs(args, ['requests', 'format', 'start'])
@@ -68,31 +59,8 @@ export async function run(args: string[]): Promise<number> {
     return 2
   }
 
-  let net: NetworkData
-  let paths: PathSettings
-  let jwt: JwtVerifier | undefined
-  let mode: ReturnType<typeof modeSetting>
-  let holds: SimulatedHolds
-  try {
-    paths = pathSettings()
-    mode = modeSetting()
-    holds = new SimulatedHolds(maxDelayedSetting())
-    net = new NetworkData(networkFiles())
-    jwt = createJwtVerifier(jwtSettings())
-  } catch (err) {
-    if (!(err instanceof SettingError)) throw err
-    process.stderr.write(`fairvisor test: invalid setting ${err.message}\n`)
-    return 2
-  }
-
-  const loaded = loadBundleFile(bundlePath, start, { mode })
-  if (!loaded.ok) {
-    for (const e of loaded.errors) process.stderr.write(`error: ${e}\n`)
-    process.stderr.write(`fairvisor test: the bundle is invalid; run fairvisor validate ${bundlePath}\n`)
-    return 1
-  }
-  for (const d of loaded.dropped) process.stderr.write(`warning: policy dropped: ${d}\n`)
-  for (const w of loaded.warnings) process.stderr.write(`warning: ${w}\n`)
+  const gw = OfflineGateway.open(bundlePath, start, () => 64 * 1024 * 1024)
+  if (typeof gw === 'number') return gw
 
   // Parse the whole file first, so a bad line fails before any output.
   let text: string
@@ -109,7 +77,7 @@ export async function run(args: string[]): Promise<number> {
     const raw = lines[i]!.trim()
     if (raw === '' || raw.startsWith('#')) continue
     try {
-      const s = parseSample(raw, i + 1, prevAt, paths.encodedSlashes)
+      const s = parseSample(raw, i + 1, prevAt, gw.paths.encodedSlashes)
       prevAt = s.at
       samples.push(s)
     } catch (err) {
@@ -122,23 +90,9 @@ export async function run(args: string[]): Promise<number> {
     process.stderr.write(`fairvisor test: ${requestsPath} holds no requests\n`)
     return 1
   }
-  const tokenOf = (s: SampleRequest) => bearerToken(rawHeader(s.input.rawHeaders, 'authorization'))
-  if (jwt === undefined && samples.some((s) => tokenOf(s) !== undefined))
+  if (!gw.verifiesJwt && samples.some((s) => bearerToken(rawHeader(s.input.rawHeaders, 'authorization')) !== undefined))
     process.stderr.write(`warning: ${NOT_VERIFIED}: bearer tokens are decoded, as the gateway would decode them\n`)
 
-  let planned: PlannedLimit[] = []
-  let skipped: RequestReport['skipped'] = []
-  let shadowRejects: RequestReport['shadow_rejects'] = []
-  let details: (string | undefined)[] = []
-  const observer: EngineObserver = {
-    outcome: (i, _allowed, _value, detail) => (details[i] = detail),
-    descriptorMissing: (key, policy, rule) => skipped.push({ policy, rule, missing_key: key }),
-    shadowReject: (r) => shadowRejects.push({ policy: r.policyId, rule: r.ruleName, key: r.key }),
-    storeError: (err) => process.stderr.write(`fairvisor test: store error: ${err.message}\n`),
-    limitPlanned: (l) => planned.push(l),
-  }
-  const store = new RecordingStore(new MemoryStore({ maxBytes: 64 * 1024 * 1024 }))
-  const engine = new Engine({ store, failPolicy: 'open', observer })
   let n = 0
   let allowed = 0
   const out: string[] = []
@@ -148,34 +102,10 @@ export async function run(args: string[]): Promise<number> {
   }
   for (const s of samples) {
     for (let k = 0; k < s.repeat; k++) {
-      planned = []
-      skipped = []
-      shadowRejects = []
-      details = []
-      store.last = []
-      const nowMs = start + s.at * 1000
-      const token = tokenOf(s)
-      let input = s.input
-      let jwtNote: string | undefined
-      if (token !== undefined && jwt === undefined) jwtNote = NOT_VERIFIED
-      else if (token !== undefined) {
-        const r = await jwt!.verify(token, nowMs)
-        input = { ...s.input, verifiedClaims: r.claims }
-        jwtNote = r.claims === null ? `rejected: ${r.rejected}, its claims are not read` : 'verified'
-      }
-      const evaluated = await new Promise<Decision>((resolve) =>
-        engine.evaluate(loaded.bundle, new RequestView(input, undefined, net), nowMs, true, resolve),
-      )
-      const outcomes = planned.length ? store.last : []
-      const nowS = start / 1000 + s.at
-      const d = holds.hold(evaluated, s.at, store, nowS)
-      /** Refused for want of a hold (FAIRVISOR_MAX_DELAYED): its enforce charges were given back. */
-      const refused = d !== evaluated
+      const { decision: d, refused, planned, outcomes, details, skipped, shadowRejects, jwtNote, llm, settled } = await gw.run(s, start)
       n++
       if (d.allowed) allowed++
       const hold = d.delayMs ? { delay_ms: d.delayMs, ...(d.debt ? { debt: true } : {}) } : refused ? { hold_refused: true } : {}
-      const llm = llmReport(d, s.response, store, nowS)
-      const settled = settleStatus(d, s.status, store, nowS)
       const report: RequestReport = {
         n,
         line: s.line,
@@ -201,7 +131,7 @@ export async function run(args: string[]): Promise<number> {
         }),
         descriptors: Object.fromEntries([...(d.descriptors ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
         skipped,
-        shadow_rejects: shadowRejects,
+        shadow_rejects: shadowRejects.map((r) => ({ policy: r.policyId, rule: r.ruleName, key: r.key })),
         decision: d.allowed ? 'allow' : d.status === 503 ? 'error' : 'reject',
         status: d.status,
         reason: d.reason,
@@ -218,6 +148,6 @@ export async function run(args: string[]): Promise<number> {
   }
   if (format === 'table') out.push(`${n} request${n === 1 ? '' : 's'}: ${allowed} allowed, ${n - allowed} rejected`)
   flush()
-  await store.close()
+  await gw.close()
   return 0
 }

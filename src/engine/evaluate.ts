@@ -99,7 +99,8 @@ export class Engine {
     }
     if (plan.early !== undefined) {
       // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call.
-      const { policy, rule, reason } = plan.early
+      const { policy, rule, reason, composite } = plan.early
+      this.opts.observer.rejected?.(policy, rule, reason, composite, nowMs)
       return then({
         allowed: false,
         status: 429,

@@ -22,7 +22,7 @@ export interface LlmPlanTarget {
   readonly observer: EngineObserver
   /** Adds a reservation; its index. */
   reserve(r: LlmReservation): number
-  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason } | undefined
+  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason; composite: string } | undefined
   push(
     policy: CompiledPolicy,
     rule: CompiledRule,
@@ -46,14 +46,15 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
   else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
   if (early !== undefined) {
-    if (shadow)
+    if (shadow) {
       plan.observer.shadowReject({
         policyId: policy.id,
         ruleName: rule.name,
         reason: early,
         key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite),
       })
-    else plan.early ??= { policy, rule, reason: early }
+      plan.observer.rejected?.(policy, rule, early, composite, plan.nowMs)
+    } else plan.early ??= { policy, rule, reason: early, composite }
     return
   }
   const minuteKey = (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite

@@ -35,6 +35,8 @@ export interface EarlyReject {
   policy: CompiledPolicy
   rule: CompiledRule
   reason: RejectReason
+  /** The rule's limit-key values. */
+  composite: string
 }
 
 /**

@@ -5,9 +5,10 @@
  * stream_options.include_usage), the Responses API (`usage.input_tokens` /
  * `output_tokens`, SSE `response.completed` / `response.incomplete`),
  * Anthropic Messages (`usage.input_tokens` + cache tokens / `output_tokens`;
- * SSE `message_start`, then cumulative `message_delta`). Also the completion
- * tokens' text of one stream event.
+ * SSE `message_start`, then cumulative `message_delta`); Gemini, Bedrock and Ollama through
+ * providers/. Also the completion tokens' text of one stream event.
  */
+import { providerText, providerUsage } from './providers/index.js'
 
 export interface Usage {
   prompt: number | undefined
@@ -43,6 +44,7 @@ export function collectUsage(obj: unknown, into: Usage): void {
   mergeUsage(o.usage, into)
   const inner = (o.response ?? o.message) as Record<string, unknown> | undefined // response.completed, message_start
   if (inner !== null && typeof inner === 'object') mergeUsage(inner.usage, into)
+  providerUsage(o, into)
 }
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '')
@@ -80,16 +82,18 @@ export function deltaText(obj: unknown): string {
     case 'response.refusal.delta':
       return str(o.delta)
   }
-  return ''
+  return providerText(o)
 }
 
 /**
  * The `usage` object of a JSON body seen only in part (larger than what is
  * kept): the last `"usage":{…}` in its tail, braces matched. Both OpenAI and
- * Anthropic put usage at the end of the body.
+ * Anthropic put usage at the end of the body (Bedrock too; Gemini its `"usageMetadata"`,
+ * after an image's data).
  */
 export function usageFromTail(tail: string, into: Usage): void {
-  const at = tail.lastIndexOf('"usage"')
+  const name = tail.lastIndexOf('"usage"') === -1 ? 'usageMetadata' : 'usage'
+  const at = tail.lastIndexOf(`"${name}"`)
   if (at === -1) return
   const open = tail.indexOf('{', at)
   if (open === -1) return
@@ -104,7 +108,7 @@ export function usageFromTail(tail: string, into: Usage): void {
     else if (ch === '{') depth++
     else if (ch === '}' && --depth === 0) {
       try {
-        mergeUsage(JSON.parse(tail.slice(open, i + 1)), into)
+        collectUsage({ [name]: JSON.parse(tail.slice(open, i + 1)) }, into)
       } catch {
         // not a usage object after all
       }

@@ -23,6 +23,8 @@ export interface LiveState {
   storeFill?(): StoreFill | undefined
   /** Checks of leased limits decided exactly for want of a lease table cell (this thread's), undefined without leasing. */
   leaseTableFull?(): number | undefined
+  /** Failed clean-ups of expired rows (this thread's store: PostgreSQL), undefined for the other stores. */
+  storeCleanupErrors?(): number | undefined
   /** Requests the process holds for their debt now (decision/hold-slots.ts). */
   delayedHeld?(): number
 }
@@ -77,7 +79,7 @@ export function bundleGauges(r: Registry[], live: () => LiveState | undefined) {
   }
 }
 
-/** The in-process store's room and the lease table's, read from the store at scrape time. */
+/** The in-process store's room, the lease table's and the PostgreSQL clean-up's failures, read from the store at scrape time. */
 export function storeGauges(r: Registry[], live: () => LiveState | undefined) {
   return {
     // The in-process store never drops a live counter for a new key: the new key's request is refused instead, and counted here.
@@ -108,6 +110,18 @@ export function storeGauges(r: Registry[], live: () => LiveState | undefined) {
       registers: r,
       collect() {
         const n = live()?.leaseTableFull?.()
+        if (n === undefined) return
+        this.reset()
+        this.inc(n)
+      },
+    }),
+    // Expired rows read as absent, so nothing is decided wrong, but a table that is never cleaned grows with every key seen.
+    storeCleanupErrors: new Counter({
+      name: 'fairvisor_store_cleanup_errors_total',
+      help: 'Runs of the PostgreSQL store clean-up of expired rows that failed (each also logged, at most once a minute).',
+      registers: r,
+      collect() {
+        const n = live()?.storeCleanupErrors?.()
         if (n === undefined) return
         this.reset()
         this.inc(n)

@@ -40,6 +40,7 @@ export const ATTR = {
   failOpen: 'fairvisor.fail_open',
   delayMs: 'fairvisor.delay_ms',
   checks: 'fairvisor.store.checks',
+  retries: 'fairvisor.store.retries',
   tokensReserved: 'fairvisor.llm.tokens_reserved',
   tokensSettled: 'fairvisor.llm.tokens_settled',
   worker: 'fairvisor.worker',

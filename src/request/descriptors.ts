@@ -21,6 +21,19 @@ function torFlag(v: string | undefined): string {
   return t === '1' || t === 'true' || t === 'yes' ? 'true' : 'false'
 }
 
+/**
+ * The descriptors every request has a value for: the client address (only a gRPC Check that
+ * names no source address lacks it) and those that default (`ip:type` unknown, `ip:tor` and
+ * `ua:bot` false). Any other can be missing, and a selector matches on path, method and host
+ * only, so no policy guarantees one (`fairvisor validate` warns of a fallback_limit keyed on one).
+ */
+const ALWAYS_PRESENT: ReadonlySet<string> = new Set(['ip:address', 'ip:type', 'ip:tor', 'ua:bot'])
+
+/** Whether a request can lack the value of the descriptor `key` (a rule keyed on it is then skipped). */
+export function mayBeMissing(key: string): boolean {
+  return !ALWAYS_PRESENT.has(key)
+}
+
 export function compileDescriptor(key: string): DescriptorCompile {
   const colon = key.indexOf(':')
   const source = colon === -1 ? key : key.slice(0, colon)

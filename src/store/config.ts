@@ -12,7 +12,15 @@ export type StoreConfig =
   | { kind: 'memory'; maxBytes: number }
   /** Redis standalone or Redis Cluster (target.kind). `leaseKeys`: the size of the lease table (leasing.ts) in front of a remote store. */
   | { kind: 'redis'; target: RedisTarget; timeoutMs: number; leaseKeys: number }
-  | { kind: 'postgres'; target: PostgresTarget; timeoutMs: number; leaseKeys: number; poolSize: number; prefix: string; unlogged: boolean }
+  | {
+      kind: 'postgres'
+      target: PostgresTarget
+      timeoutMs: number
+      leaseKeys: number
+      poolSize: number
+      prefix: string
+      unlogged: boolean | 'auto'
+    }
 
 /** The target FAIRVISOR_STORE names, parsed; `memory` is no target. */
 export type StoreTarget = { kind: 'memory' } | { kind: 'redis'; target: RedisTarget } | { kind: 'postgres'; target: PostgresTarget }

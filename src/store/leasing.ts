@@ -47,6 +47,8 @@ export class LeasingStore implements Store {
   private sweepTimer: NodeJS.Timeout | undefined
   /** Calls made to the remote store by apply() (tests and benchmarks read it). */
   calls = 0
+  /** The remote store's reset (admin API): slices leased before it lapse as usual, and never refill past burst. */
+  readonly reset: Store['reset']
 
   constructor(
     private readonly inner: Store,
@@ -58,6 +60,7 @@ export class LeasingStore implements Store {
     private readonly onFull: () => void = noop,
   ) {
     this.kind = inner.kind
+    this.reset = inner.reset?.bind(inner)
     this.leases = leases ?? LeaseTable.create()
     this.waiting = new FetchWaiters(this.leases.gens)
   }
@@ -65,6 +68,10 @@ export class LeasingStore implements Store {
   /** Requests of this thread on leased limits decided exactly because the lease table had no cell for their key. */
   leaseTableFull(): number {
     return this.leases.full
+  }
+
+  cleanupErrors(): number | undefined {
+    return this.inner.cleanupErrors?.()
   }
 
   /** `reads` (store.ts OnReject) go to the remote store with a call that leases nothing; a leased call makes none. */

@@ -3,6 +3,7 @@
  * auth, database `test`, or FAIRVISOR_TEST_PG_URL), a table prefix unique to
  * the run, and dropping everything that prefix created afterwards.
  */
+import assert from 'node:assert/strict'
 import pg from 'pg'
 import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/store.js'
 import { parsePostgresUrl } from '../../src/store/postgres/url.js'
@@ -36,6 +37,17 @@ export async function sql<R extends pg.QueryResultRow = pg.QueryResultRow>(
 /** Whether `key` has a row at all (live or awaiting clean-up). */
 export async function anyRow(prefix: string, key: string, url = PG_URL): Promise<boolean> {
   return (await sql(`SELECT 1 FROM ${prefix}counters WHERE key = $1`, [key], url)).length === 1
+}
+
+/** The take function's pg_proc row version (a new one with every CREATE OR REPLACE) and its comment (the schema version). */
+export async function takeFunctionRow(prefix: string, url = PG_URL): Promise<{ x: string; c: string | null }> {
+  const [r] = await sql<{ x: string; c: string | null }>(
+    `SELECT xmin::text AS x, obj_description(oid, 'pg_proc') AS c FROM pg_proc WHERE proname = $1`,
+    [`${prefix}take`],
+    url,
+  )
+  assert.ok(r, `${prefix}take exists`)
+  return r
 }
 
 /** Drops the table and functions of `prefix`. */

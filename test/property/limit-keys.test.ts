@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import { AmbiguousRequest } from '../../src/errors.js'
-import { compileDescriptor } from '../../src/request/descriptors.js'
+import { compileDescriptor, mayBeMissing } from '../../src/request/descriptors.js'
 import { RequestView } from '../../src/request/view.js'
 
 const RUNS = { numRuns: 3000 }
@@ -83,5 +83,19 @@ test('llm:api_key on any path and any headers is a string, missing, or Ambiguous
       assert.ok(k === undefined || typeof k === 'string')
     }),
     RUNS,
+  )
+})
+
+test("mayBeMissing (validate's fallback_limit warning) agrees with the extractors: a bare request has exactly the values it says every request has", () => {
+  const keys = ['jwt:sub', 'header:x-api-key', 'query:tenant', 'descriptor:remote_address', 'llm:api_key', 'ua:bot', 'ua:bot_category']
+  keys.push('ip:address', 'ip:country', 'ip:asn', 'ip:type', 'ip:tor')
+  fc.assert(
+    fc.property(fc.constantFrom('/x', '/v1/chat/completions', '/v1/messages'), fc.constantFrom(...keys), (path, key) => {
+      const d = compileDescriptor(key)
+      assert.ok(d.ok, key)
+      const value = d.extract(view(path, [['user-agent', 'Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0']]))
+      assert.equal(value === undefined, mayBeMissing(key), `${key} on ${path}: ${value}`)
+    }),
+    { numRuns: 200 },
   )
 })

@@ -71,6 +71,12 @@ export function adjustValues(adjustments: readonly Adjustment[]): string[] {
   return [textArray(l.keys), `{${l.nums.join(',')}}`]
 }
 
+/** The statement that deletes the keys' rows (the admin API's reset), the keys as stored. */
+export const resetQuery = (prefix: string, keys: readonly string[]): { text: string; values: [string[]] } => ({
+  text: `DELETE FROM ${prefix}counters WHERE key = ANY($1::text[])`,
+  values: [keys.map(storedKey)],
+})
+
 /** Outcomes of the `n` checks whose reply starts at `off` (status -1: not evaluated), into `out`. */
 export function readOutcomes(reply: readonly number[], off: number, n: number, out: Outcomes = new Array(n)): Outcomes {
   for (let i = 0; i < n; i++) {
@@ -79,4 +85,27 @@ export function readOutcomes(reply: readonly number[], off: number, n: number, o
     if (status >= 0) out[i] = { allowed: status === 1, value: reply[o + 1]!, retryAfter: reply[o + 2]! }
   }
   return out
+}
+
+/**
+ * Each unanswered request's part of a `take` reply, in order: `answer(r, outcomes)`, its read-backs (which follow
+ * its outcomes) written to its `reads`; outcomes undefined when the reply is no array long enough to hold them.
+ */
+export function eachTakeReply<R extends TakeRequest & { readonly settled: boolean }>(
+  requests: readonly R[],
+  reply: unknown,
+  answer: (r: R, out: Outcomes | undefined) => void,
+): void {
+  let off = 0
+  for (const r of requests) {
+    const n = r.checks.length
+    const at = off
+    off += replyLength(r)
+    if (r.settled) continue
+    if (!Array.isArray(reply) || reply.length < off) answer(r, undefined)
+    else {
+      if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, r.reads)
+      answer(r, readOutcomes(reply, at, n))
+    }
+  }
 }

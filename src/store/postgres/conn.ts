@@ -5,13 +5,17 @@
  * that). A slot whose connection fails reconnects in the background every
  * 100–500 ms; calls never wait for a reconnect (the fail policy applies).
  *
- * On the first connection (and again after every connection was lost) the schema is created if missing,
- * under a transaction-scoped advisory lock, so instances starting together
- * run CREATE one after the other instead of racing on the catalog.
+ * On the first connection (and again after every connection was lost) the
+ * schema is checked and set up when it is not the current one (schema.ts).
+ * Each session then sets what the store relies on: no wait for the WAL flush,
+ * `statement_timeout` at the store deadline (a statement stuck on a lock or in
+ * a server-side retry loop is cancelled, its locks released, when its caller
+ * has given up on it), and on YugabyteDB row locks taken one at a time, in the
+ * order the lock function asks for (sql.ts).
  */
 import pg from 'pg'
 import { reconnectDelay, type StoreLog } from '../remote.js'
-import { schemaSql } from './sql.js'
+import { type ServerInfo, setUpSchema, type UnloggedSetting } from './schema.js'
 import type { PostgresTarget } from './url.js'
 import { StoreUnavailableError } from '../../errors.js'
 
@@ -25,20 +29,19 @@ export interface Slot {
   attempt: number
 }
 
-/** Advisory lock key for schema creation: a constant of ours ("fvsc"), shared by every instance. */
-const SCHEMA_LOCK = 0x66767363
-
 /**
  * SQLSTATEs that mean the store URL is wrong, not that the server is away:
  * bad password (28P01), unknown role or no right to log in (28000), unknown
- * database (3D000), no right to create the schema (42501). Waiting does not
- * fix them, so before the first connection they fail start-up (whenReady).
+ * database (3D000), no right to create the schema (42501), a feature of the
+ * schema the server does not have (0A000: UNLOGGED forced on YugabyteDB before
+ * 2024.2, CockroachDB's PL/pgSQL). Waiting does not fix them, so before the
+ * first connection they fail start-up (whenReady).
  */
-const REFUSED = new Set(['28P01', '28000', '3D000', '42501'])
+const REFUSED = new Set(['28P01', '28000', '3D000', '42501', '0A000'])
 
 export class PgConnections {
   readonly slots: Slot[]
-  private schema: Promise<void> | undefined
+  private server: Promise<ServerInfo> | undefined
   private closed = false
   private lastError = ''
   private readonly readyWaiters = new Set<(refused?: Error) => void>()
@@ -51,7 +54,9 @@ export class PgConnections {
     private readonly target: PostgresTarget,
     size: number,
     private readonly prefix: string,
-    private readonly unlogged: boolean,
+    private readonly unlogged: UnloggedSetting,
+    /** Each session's statement_timeout in ms (the store deadline). */
+    private readonly statementTimeoutMs: number,
     private readonly log?: StoreLog,
   ) {
     this.slots = Array.from({ length: size }, (_, id) => ({ id, client: undefined, ready: false, busy: false, attempt: 0 }))
@@ -117,20 +122,23 @@ export class PgConnections {
     })
   }
 
-  /** Session settings, and the schema once per process. */
+  /** The schema once per process, then the session's settings. */
   private async prepare(client: pg.Client): Promise<void> {
     // Counters lose little if the last few ms of commits are lost in a crash; not waiting for the WAL flush halves a commit.
     await client.query('SET synchronous_commit = off')
-    this.schema ??= client
-      .query(`BEGIN; SELECT pg_advisory_xact_lock(${SCHEMA_LOCK}); ${schemaSql(this.prefix, this.unlogged)} COMMIT;`)
-      .then(() => undefined)
-      .catch((e: Error) => {
-        this.schema = undefined // the next connection tries again
-        throw e
-      })
-    await this.schema
-    // Compile the functions in this session now, so the first request does not pay for it within its deadline.
+    this.server ??= setUpSchema(client, this.prefix, this.unlogged, this.log).catch((e: Error) => {
+      this.server = undefined // the next connection tries again
+      throw e
+    })
+    const { yugabyte } = await this.server
+    // Compile the functions in this session now (before the timeout), so the first request does not pay for it within its deadline.
     await client.query(`SELECT ${this.prefix}take('{}', '{}', '{}')`)
+    await client.query(`SET statement_timeout = ${Math.max(1, Math.ceil(this.statementTimeoutMs))}`)
+    // Batched row locks are taken in no set order: the lock order (sql.ts) needs them one at a time. A server without batching knows no such setting.
+    if (yugabyte)
+      await client.query('SET yb_explicit_row_locking_batch_size = 1').catch((e: { code?: string }) => {
+        if (e.code !== '42704') throw e
+      })
   }
 
   /** Forget a failed connection and open a new one after a pause. */
@@ -144,7 +152,7 @@ export class PgConnections {
     client.on('error', () => undefined) // late socket errors of a dropped client
     client.end().catch(() => undefined)
     if (this.closed) return
-    if (!this.anyReady) this.schema = undefined // a server that comes back may be a new one: check the schema again
+    if (!this.anyReady) this.server = undefined // a server that comes back may be a new one: check the schema again
     if (wasReady && !this.anyReady)
       this.log?.('warn', { store: 'postgres' }, 'postgres store connection lost; reconnecting (fail policy applies meanwhile)')
     const code = (err as { code?: unknown } | undefined)?.code

@@ -7,7 +7,8 @@
  * functions are assembled from the kind table (algorithms/kinds/index.ts)
  * when a store opens, one branch per kind id, and installed with CREATE OR
  * REPLACE under the same signatures, so a gateway that knows more kinds
- * upgrades the functions of an existing deployment in place.
+ * upgrades the functions of an existing deployment in place (schema.ts: only
+ * when the installed version differs from these statements').
  *
  * One table, `<prefix>counters`: a row per counter key, the kind's state in
  * s0..s3 (each kind's twin says what they hold) and `expire_at` (epoch seconds): a row
@@ -33,6 +34,8 @@
  * SELECT … ORDER BY key FOR UPDATE (LockRows sits above the sort, so rows are
  * locked in key order). Every request takes its locks in the same order, so
  * two requests naming the same keys in different orders queue, never cycle.
+ * (YugabyteDB sends row locks in batches, in no set order, unless the session
+ * sets yb_explicit_row_locking_batch_size to 1: conn.ts does so there.)
  * Under READ COMMITTED each statement sees the latest committed rows, and
  * FOR UPDATE re-reads a row updated meanwhile. A row the clean-up deleted
  * between the two statements comes back absent and is re-inserted on write.
@@ -58,32 +61,37 @@ export const ON_REJECT_MODE = { read: 1, charge: 2, over: 3 } as const
 /** A prefix is spliced into identifiers: only these characters (settings validate it). */
 export const PREFIX_RE = /^[a-z_][a-z0-9_]{0,40}$/
 
-/** Schema statements, run once at start-up under an advisory lock (postgres.ts). */
-export function schemaSql(prefix: string, unlogged: boolean): string {
+/**
+ * The schema, one statement per entry (without a trailing semicolon): the table, then the
+ * functions. Set up by schema.ts, which records their version with them.
+ */
+export function schemaStatements(prefix: string, unlogged: boolean): string[] {
   const p = prefix
-  return `
-CREATE ${unlogged ? 'UNLOGGED ' : ''}TABLE IF NOT EXISTS ${p}counters (
+  return [
+    `CREATE ${unlogged ? 'UNLOGGED ' : ''}TABLE IF NOT EXISTS ${p}counters (
   key text COLLATE "C" PRIMARY KEY,
   s0 float8 NOT NULL DEFAULT 0, s1 float8 NOT NULL DEFAULT 0, s2 float8 NOT NULL DEFAULT 0, s3 float8 NOT NULL DEFAULT 0,
   expire_at float8 NOT NULL DEFAULT 0
-) WITH (fillfactor = 50);
-
-CREATE OR REPLACE FUNCTION ${p}snap(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS
-$$ SELECT CASE WHEN abs(x - round(x)) < ${EPSILON} THEN round(x) ELSE x END $$;
-
-CREATE OR REPLACE FUNCTION ${p}lock(ks text[]) RETURNS TABLE (i int, s0 float8, s1 float8, s2 float8, s3 float8, ex float8) LANGUAGE sql AS $$
+) WITH (fillfactor = 50)`,
+    `CREATE OR REPLACE FUNCTION ${p}snap(x float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS
+$$ SELECT CASE WHEN abs(x - round(x)) < ${EPSILON} THEN round(x) ELSE x END $$`,
+    `CREATE OR REPLACE FUNCTION ${p}lock(ks text[]) RETURNS TABLE (i int, s0 float8, s1 float8, s2 float8, s3 float8, ex float8) LANGUAGE sql AS $$
   INSERT INTO ${p}counters (key) SELECT k FROM unnest(ks) k ORDER BY k COLLATE "C" ON CONFLICT (key) DO NOTHING;
   SELECT u.i::int, c.s0, c.s1, c.s2, c.s3, c.expire_at FROM unnest(ks) WITH ORDINALITY u(k, i)
     JOIN ${p}counters c ON c.key = u.k ORDER BY c.key FOR UPDATE OF c;
-$$;
-
-CREATE OR REPLACE FUNCTION ${p}save(ks text[], d bool[], a float8[], b float8[], c float8[], e float8[], x float8[]) RETURNS void LANGUAGE sql AS $$
+$$`,
+    `CREATE OR REPLACE FUNCTION ${p}save(ks text[], d bool[], a float8[], b float8[], c float8[], e float8[], x float8[]) RETURNS void LANGUAGE sql AS $$
   INSERT INTO ${p}counters AS t (key, s0, s1, s2, s3, expire_at)
     SELECT u.k, u.s0, u.s1, u.s2, u.s3, u.ex FROM unnest(ks, d, a, b, c, e, x) u(k, dirty, s0, s1, s2, s3, ex) WHERE u.dirty ORDER BY u.k COLLATE "C"
   ON CONFLICT (key) DO UPDATE SET s0 = excluded.s0, s1 = excluded.s1, s2 = excluded.s2, s3 = excluded.s3, expire_at = excluded.expire_at;
-$$;
-${takeSql(p)}${adjustSql(p)}`
+$$`,
+    takeSql(p),
+    adjustSql(p),
+  ]
 }
+
+/** The schema as one script (tests that install the functions by hand). */
+export const schemaSql = (prefix: string, unlogged: boolean): string => `${schemaStatements(prefix, unlogged).join(';\n')};\n`
 
 /** Declarations and state loading shared by take and adjust: c0..c3/cx are the committed state per key index. */
 const LOAD = `
@@ -144,8 +152,7 @@ const READ_BACK = (p: string): string => `
     END IF;`
 
 function takeSql(p: string): string {
-  return `
-CREATE OR REPLACE FUNCTION ${p}take(ks text[], nums float8[], reqs int[]) RETURNS float8[] LANGUAGE plpgsql AS $f$
+  return `CREATE OR REPLACE FUNCTION ${p}take(ks text[], nums float8[], reqs int[]) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE ${LOAD}
   n int := coalesce(array_length(nums, 1), 0) / ${TAKE_NUMS};
   nq int := coalesce(array_length(reqs, 1), 0);
@@ -195,13 +202,11 @@ BEGIN ${LOCK(p)}
     lo := hi + 1;
   END LOOP; ${SAVE(p)}
   RETURN res;
-END $f$;
-`
+END $f$`
 }
 
 function adjustSql(p: string): string {
-  return `
-CREATE OR REPLACE FUNCTION ${p}adjust(ks text[], nums float8[]) RETURNS void LANGUAGE plpgsql AS $f$
+  return `CREATE OR REPLACE FUNCTION ${p}adjust(ks text[], nums float8[]) RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE ${LOAD}
   o int; amount float8; ok bool;
 BEGIN ${LOCK(p)}
@@ -211,10 +216,5 @@ BEGIN ${LOCK(p)}
     ${dispatch('adjust', p)}
     IF ok THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := greatest(nx, now + 1); dirty[k] := true; END IF;
   END LOOP; ${SAVE(p)}
-END $f$;
-`
+END $f$`
 }
-
-/** The bounded clean-up: expired rows, at most `$1` per statement, skipping rows a request holds. */
-export const cleanupSql = (p: string): string =>
-  `DELETE FROM ${p}counters WHERE ctid IN (SELECT ctid FROM ${p}counters WHERE expire_at < extract(epoch FROM clock_timestamp())::float8 LIMIT $1 FOR UPDATE SKIP LOCKED)`

@@ -1,35 +1,32 @@
 /**
- * PostgreSQL store: every limit of a request is checked and committed by one
- * call of the `take` function (sql.ts), atomically, all or nothing
- * per group, on the server's clock.
+ * PostgreSQL store: every limit of a request is checked and committed by one call of
+ * the `take` function (sql.ts), atomically, all or nothing per group, on the server's clock.
  *
- * Batching (group commit, as ../redis/call.ts): calls made in one event-loop
- * turn leave together as ONE statement on a free connection; while every
- * connection is busy, calls collect and leave together when one frees up.
- * The function evaluates the requests of a batch one after the other, each
- * all or nothing on its own, so batching changes the number of statements,
- * not any outcome. Under light load a call waits for nothing.
+ * Batching (group commit, as ../redis/call.ts): calls made in one event-loop turn leave together as ONE statement on
+ * a free connection; while every connection is busy, calls collect and leave together when one frees up. The
+ * function evaluates the requests of a batch one after the other, each all or nothing on its own, so batching
+ * changes the number of statements, not any outcome. Under light load a call waits for nothing.
  *
- * Deadline: one timer per batch (../batcher.ts), armed at its first call
- * (time spent waiting for a connection counts). When it fires, the batch's
- * unanswered calls fail with a timeout (the fail policy applies); a late
- * answer is ignored (the statement ran whole or not at all). A connection whose statement is still
- * unanswered long after the deadline (a hung server) is dropped and opened
- * again. Serialization failures and deadlocks (40001, 40P01; the lock order
- * rules deadlocks out, but a DBA's own statements may not) are retried, at
- * most RETRIES times, within the same deadline. A statement that fails on
- * one request's data is split until that request stands alone (split()).
+ * Deadline: one timer per batch (../batcher.ts), armed at its first call (time spent waiting for a connection
+ * counts). When it fires, the batch's unanswered calls fail with a timeout (the fail policy applies); a late answer
+ * is ignored (the statement ran whole or not at all). A connection whose statement is still unanswered long after
+ * the deadline (a hung server) is dropped and opened again. Serialization failures and deadlocks (40001, 40P01:
+ * others' statements, distributed SQL's conflict detection) are sent again after a jittered pause while the deadline
+ * leaves room (retry.ts), `take` and `adjust` alike. A statement that fails on one request's data is split until
+ * that request stands alone (split()).
  */
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
-import { adjustValues, readOutcomes, replyLength, takeValues, type TakeRequest } from './codec.js'
+import { adjustValues, eachTakeReply, resetQuery, takeValues, type TakeRequest } from './codec.js'
+import { Cleanup } from './cleanup.js'
 import { PgConnections, type Slot } from './conn.js'
-import { cleanupSql, TAKE_REPLY } from './sql.js'
+import { retryable, retryPause } from './retry.js'
+import type { UnloggedSetting } from './schema.js'
 import { postgresSpanAttributes, type PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
-import { batchSpan, endSpan, ending, storeCallSpan, tracer, type Context } from '../../observe/tracing.js'
+import { ATTR, batchSpan, endSpan, ending, storeCallSpan, tracer, type Context } from '../../observe/tracing.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
@@ -39,16 +36,13 @@ export interface PostgresStoreOptions {
   poolSize: number
   /** Table and function name prefix (FAIRVISOR_PG_TABLE_PREFIX, default `fairvisor_`). */
   prefix: string
-  /** UNLOGGED table: no WAL, emptied after a crash (FAIRVISOR_PG_UNLOGGED, default true). */
-  unlogged: boolean
-  /** Clean-up period in ms (default 10000) and rows per statement (default 1000). */
+  /** UNLOGGED table: no WAL, emptied after a crash (FAIRVISOR_PG_UNLOGGED, default auto: except on YugabyteDB). */
+  unlogged: UnloggedSetting
+  /** Clean-up period in ms (default 10000) and rows per statement (default 1000): cleanup.ts. */
   cleanupEveryMs?: number
   cleanupBatch?: number
   log?: StoreLog
 }
-
-const RETRIES = 3
-const RETRYABLE = new Set(['40001', '40P01'])
 
 /** SQLSTATE classes of errors caused by a statement's data (out of range, a program limit, a raise), not by the server: isolated (split()). */
 const DATA_CLASSES = new Set(['22', '23', '54', 'P0'])
@@ -72,18 +66,17 @@ export class PostgresStore implements Store {
   private readonly stuckMs: number
   private readonly take: string
   private readonly adjuster: string
-  private readonly cleaner: NodeJS.Timeout
+  private readonly cleaner: Cleanup
 
   constructor(private readonly opts: PostgresStoreOptions) {
-    this.conns = new PgConnections(opts.target, opts.poolSize, opts.prefix, opts.unlogged, opts.log)
+    this.conns = new PgConnections(opts.target, opts.poolSize, opts.prefix, opts.unlogged, opts.timeoutMs, opts.log)
     this.conns.onFree = () => this.flush()
     this.timerMs = callTimerMs(opts.timeoutMs)
     // Long enough that a short stall (a pause, a checkpoint) resolves on its own; a dead peer is dropped.
     this.stuckMs = Math.max(5000, 20 * opts.timeoutMs)
     this.take = `SELECT ${opts.prefix}take($1::text[], $2::float8[], $3::int[])`
     this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[])`
-    this.cleaner = setInterval(() => void this.cleanup().catch(() => undefined), opts.cleanupEveryMs ?? 10_000)
-    this.cleaner.unref()
+    this.cleaner = new Cleanup(this.oneOff, () => this.conns.anyReady, opts)
   }
 
   ready(timeoutMs: number): Promise<boolean> {
@@ -107,10 +100,8 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Hands free connections out: first to waiting one-off statements (adjust,
-   * clean-up), then to the collecting batch. Without a free connection the
-   * batch waits; with no connection up at all it fails at once (nothing
-   * queues behind a reconnect).
+   * Hands free connections out: first to waiting one-off statements (adjust, clean-up), then to the collecting
+   * batch. Without a free connection the batch waits; with none up at all it fails at once (nothing queues).
    */
   private readonly flush = (): void => {
     this.flushing = false
@@ -134,46 +125,45 @@ export class PostgresStore implements Store {
     const span = tracer === null ? undefined : batchSpan(`SELECT ${fn}`, postgresSpanAttributes(this.opts.target, fn), calls, calls.length)
     this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls), rowMode: 'array' }, (err, res) => {
       if (span !== undefined) endSpan(span, err)
-      const again =
-        err && RETRYABLE.has((err as { code?: string }).code ?? '') && ++b.tries < RETRIES && b.open > 0 ? this.conns.free() : undefined
-      if (again) return this.send(b, again, calls)
+      const pause = err && retryable(err) && b.open > 0 ? retryPause(++b.tries, b.deadline) : undefined
+      if (pause !== undefined) {
+        for (const p of calls) p.span?.setAttribute(ATTR.retries, b.tries) // a traced request's store-call span counts its retries
+        return this.later(pause, (next) => this.sendOpen(b, next, calls))
+      }
       if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
       this.lastCallFailed = err !== null
-      const reply = res?.rows[0]?.[0] as number[] | undefined
-      let off = 0
-      for (const p of calls) {
-        const n = p.checks.length
-        const at = off
-        off += replyLength(p)
-        if (p.settled) continue
+      eachTakeReply(calls, err ? undefined : res?.rows[0]?.[0], (p, out) => {
         b.settle(p)
         if (err) p.done(storeError('postgres', err))
-        else if (!Array.isArray(reply) || reply.length < off) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
-        else {
-          // Read-backs follow the request's outcomes.
-          if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, p.reads)
-          p.done(null, readOutcomes(reply, at, n))
-        }
-      }
+        else if (out === undefined) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
+        else p.done(null, out)
+      })
     })
   }
 
   /**
-   * The statement failed on the data of some request (the whole statement
-   * rolled back, nothing was charged): each half is sent again on its own,
-   * halving again while it fails, so only the offending request gets the
-   * error and the fail policy, its neighbours their outcomes, within the
-   * batch's deadline, at a cost of about log2(batch) statements per offender.
+   * The statement failed on the data of some request (it rolled back whole, nothing was charged): each half is
+   * sent again on its own, halving again while it fails, so only the offending request gets the error and the
+   * fail policy, its neighbours their outcomes, within the deadline, for about log2(batch) statements per offender.
    */
   private split(b: Batch<Pending>, calls: readonly Pending[]): void {
     const mid = calls.length >> 1
-    for (const half of [calls.slice(0, mid), calls.slice(mid)]) {
-      this.jobs.push((slot) => {
-        const open = half.filter((p) => !p.settled)
-        if (open.length > 0) this.send(b, slot, open) // else the slot stays free for the next job
-      })
-    }
+    for (const half of [calls.slice(0, mid), calls.slice(mid)]) this.jobs.push((slot) => this.sendOpen(b, slot, half))
     this.flush()
+  }
+
+  /** Sends those of `calls` still unanswered; with none, the slot stays free for the next job. */
+  private sendOpen(b: Batch<Pending>, slot: Slot, calls: readonly Pending[]): void {
+    const open = calls.filter((p) => !p.settled)
+    if (open.length > 0) this.send(b, slot, open)
+  }
+
+  /** Queues `job` for the next free connection after `ms`. */
+  private later(ms: number, job: (slot: Slot) => void): void {
+    setTimeout(() => {
+      this.jobs.push(job)
+      this.flush()
+    }, ms)
   }
 
   /** One statement on `slot`; the slot is busy until it answers. A statement stuck far past the deadline drops its connection. */
@@ -206,36 +196,44 @@ export class PostgresStore implements Store {
     this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 
-  /** Deletes expired rows, a bounded batch per statement, at most 10 statements; resolves with the number deleted. */
-  async cleanup(batch = this.opts.cleanupBatch ?? 1000): Promise<number> {
-    let total = 0
-    for (let round = 0; round < 10; round++) {
-      const n = await new Promise<number>((resolve, reject) =>
-        this.oneOff({ text: cleanupSql(this.opts.prefix), values: [batch] }, 5000, (err, res) =>
-          err ? reject(err) : resolve(res?.rowCount ?? 0),
-        ),
-      )
-      total += n
-      if (n < batch) break
-    }
-    return total
+  /** Deletes the keys' rows (the admin API), on the next free connection, within the deadline. */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    this.oneOff(resetQuery(this.opts.prefix, keys), this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 
-  /** A statement outside the batches: on the next free connection, failed after `ms` (or at once when none is up). */
-  oneOff(query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void {
+  /** Deletes expired rows, a bounded batch per statement, at most 10 statements (cleanup.ts); resolves with the number deleted. */
+  cleanup(batch?: number): Promise<number> {
+    return this.cleaner.run(batch)
+  }
+
+  /** Clean-ups that failed (fairvisor_store_cleanup_errors_total). */
+  cleanupErrors(): number {
+    return this.cleaner.errors
+  }
+
+  /** A statement outside the batches, on the next free connection, retried as a batch is; failed after `ms` (at once with none up). */
+  readonly oneOff = (query: pg.QueryConfig, ms: number, cb: (err: Error | null, res?: pg.QueryResult) => void): void => {
     if (!this.conns.anyReady) return cb(new StoreUnavailableError('no postgres connection is ready'))
     let answered = false
+    let sends = 0
+    const deadline = performance.now() + ms
     const timer = setTimeout(() => {
       answered = true
       cb(new CallTimeoutError('postgres', ms))
     }, ms)
-    this.jobs.push((slot) => {
+    const job = (slot: Slot): void => {
       if (answered) return
+      sends++
       this.run(slot, query, (err, res) => {
+        if (answered) return
+        const pause = err && retryable(err) ? retryPause(sends, deadline) : undefined
+        if (pause !== undefined) return this.later(pause, job)
+        answered = true
         clearTimeout(timer)
-        if (!answered) cb(err, res)
+        cb(err, res)
       })
-    })
+    }
+    this.jobs.push(job)
     this.flush()
   }
 
@@ -244,7 +242,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.cleaner)
+    this.cleaner.stop()
     await this.conns.close()
   }
 }

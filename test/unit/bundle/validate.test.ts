@@ -170,6 +170,11 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds must be an integer, not 2.5.',
     ],
   },
+  sliding_window_max_delay_too_long: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/max_delay_ms: policy "api", rule "smooth": max_delay_ms must be at most 30000, not 45000.',
+    ],
+  },
   sliding_window_missing_window: {
     drops: [
       '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds is required but missing.',
@@ -457,6 +462,40 @@ describe('a policy whose rules all need a jwt: claim', () => {
       }),
       [],
     )
+  })
+})
+
+describe('a fallback_limit keyed on a value a request may lack', () => {
+  const tb = { algorithm: 'token_bucket', algorithm_config: { rps: 1, burst: 1 } }
+  const jwtRule = { name: 'per_user', limit_keys: ['jwt:sub'], ...tb }
+  const warnings = (fallbackKeys: string[], rules: object[] = [jwtRule]): string[] => {
+    const r = loadBundleBytesOf({
+      bundle_version: 1,
+      policies: [{ id: 'p', spec: { selector: { pathPrefix: '/' }, rules, fallback_limit: { limit_keys: fallbackKeys, ...tb } } }],
+    })
+    assert.ok(r.ok)
+    return r.warnings
+  }
+
+  test('a header (an API key the selector cannot require): a warning that such requests are unlimited', () => {
+    assert.deepEqual(warnings(['header:x-api-key']), [
+      'mem.json: /policies/0/spec/fallback_limit/limit_keys: policy "p", rule "fallback_limit": the fallback_limit keys on "header:x-api-key", which a request matching this policy may lack (a selector matches on path, method and host only): such a request is then unlimited by this policy; key the fallback_limit on "ip:address", or add a policy that limits by "ip:address".',
+    ])
+  })
+
+  test('every such key named once, beside the ones every request has', () => {
+    const [w] = warnings(['ip:address', 'query:tenant', 'jwt:org'])
+    assert.match(w!, /keys on "query:tenant" and "jwt:org", which a request/)
+  })
+
+  test('ip:address, ip:type, ip:tor, ua:bot (every request has them): no warning', () => {
+    for (const key of ['ip:address', 'ip:type', 'ip:tor', 'ua:bot']) assert.deepEqual(warnings([key]), [], key)
+    assert.deepEqual(warnings([]), [], 'no limit key: one counter for the policy')
+  })
+
+  test('the same for a policy whose rules need no claim (the fallback applies when none is selected)', () => {
+    const byPlan = { name: 'pro', limit_keys: ['ip:address'], match: { 'header:x-plan': 'pro' }, ...tb }
+    assert.equal(warnings(['ua:bot_category'], [byPlan]).length, 1)
   })
 })
 

@@ -42,14 +42,17 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
         expireAt: state.openUntil,
       }
     }
-    const minute = Math.floor(now / 60) * 60
+    let minute = Math.floor(now / 60) * 60
     let prev = 0
     let cur = 0
-    if (state !== undefined && state.minute === minute) {
+    // A stored minute after now's is the current one: a clock behind the one that wrote it (a
+    // stepped-back host clock, another database node, a fail-over replica) never resets the spend.
+    if (state !== undefined && state.minute >= minute) {
+      minute = state.minute
       prev = state.prev
       cur = state.cur
     } else if (state !== undefined && state.minute === minute - 60) prev = state.cur
-    const rate = prev * (1 - (now - minute) / 60) + cur + cost
+    const rate = prev * (1 - Math.max(0, now - minute) / 60) + cur + cost
     if (rate >= l.threshold - EPSILON) {
       const openUntil = now + l.openS
       const opened = { prev: 0, cur: 0, minute, openUntil }
@@ -66,7 +69,7 @@ export const METER_KIND: LimitKind<MeterLimit, MeterState> = {
   },
   /** Give back spend of the current minute (a cluster refund); older minutes are left as measured. */
   adjust(state, _l, amount, now) {
-    if (state === undefined || state.minute !== Math.floor(now / 60) * 60) return undefined
+    if (state === undefined || state.minute < Math.floor(now / 60) * 60) return undefined
     const next = { ...state, cur: Math.max(0, state.cur - amount) }
     return { allowed: true, value: next.cur, retryAfter: 0, state: next, expireAt: Math.max(next.openUntil, next.minute + 120) }
   },

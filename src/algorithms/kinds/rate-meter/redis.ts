@@ -10,10 +10,13 @@ local function step(v, threshold, openS, _, cost)
   if v and #v == 32 then prev, cur, minute, openUntil = unpack('<dddd', v) end
   if openUntil and openUntil > nowS then return false, threshold, secondsTo(openUntil) end
   local m = floor(nowS / 60) * 60
-  if minute == m then
+  -- A stored minute after now's is the current one (kind.ts): a clock behind never resets the spend.
+  if minute and minute >= m then m = minute
   elseif minute == m - 60 then prev, cur = cur, 0
   else prev, cur = 0, 0 end
-  local rate = prev * (1 - (nowS - m) / 60) + cur + cost
+  local e = nowS - m
+  if e < 0 then e = 0 end
+  local rate = prev * (1 - e / 60) + cur + cost
   if rate >= threshold - ${EPSILON} then
     local untilS = nowS + openS
     local keep = untilS
@@ -27,7 +30,7 @@ end
 local function adjust(v, threshold, openS, _, amount)
   if not (v and #v == 32) then return nil end
   local prev, cur, minute, openUntil = unpack('<dddd', v)
-  if minute ~= floor(nowS / 60) * 60 then return nil end
+  if minute < floor(nowS / 60) * 60 then return nil end
   cur = cur - amount
   if cur < 0 then cur = 0 end
   local keep = minute + 120

@@ -56,14 +56,19 @@ let last = { n: 0, start: 0, end: 0 }
 /** End of the window starting at `start`. */
 const windowEnd = (l: CounterLimit, start: number): number => (l.windowS < 0 ? monthSpan(start, -l.windowS)[1] : start + l.windowS)
 
-/** The window `now` falls in, and the count carried into it from `state`. */
+/**
+ * The window `now` falls in, and the count carried into it from `state`. A stored window that
+ * starts after `now` is the current one: a clock that is behind the one that wrote the state (a
+ * stepped-back host clock, another database node, a fail-over replica) never resets a count.
+ */
 function current(state: CounterState | undefined, l: CounterLimit, now: number): CounterState {
   if (l.windowS < 0) {
-    const start = monthSpan(now, -l.windowS)[0]
+    const start = monthSpan(state !== undefined && state.start > now ? state.start : now, -l.windowS)[0]
     return { count: state !== undefined && state.start === start ? state.count : 0, start }
   }
   if (l.origin >= 0) {
-    const start = Math.floor((now - l.origin) / l.windowS) * l.windowS + l.origin
+    const aligned = Math.floor((now - l.origin) / l.windowS) * l.windowS + l.origin
+    const start = state !== undefined && state.start > now ? state.start : aligned
     return { count: state !== undefined && state.start === start ? state.count : 0, start }
   }
   if (state !== undefined && now < state.start + l.windowS) return state

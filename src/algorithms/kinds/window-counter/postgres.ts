@@ -7,17 +7,23 @@
 import { EPSILON } from '../../algorithm.js'
 import type { KindSql } from '../twins.js'
 
-/** The window `now` falls in (start in n1, end in nx) and the count carried into it (a0). */
+/**
+ * The window `now` falls in (start in n1, end in nx) and the count carried into it (a0). A stored
+ * window that starts after `now` is the current one: a node or fail-over replica whose clock is
+ * behind the one that wrote it must not reset its count (the comparisons never go backwards).
+ */
 const WINDOW = `
   IF p2 < 0 THEN
-    DECLARE d date := date '1970-01-01' + floor(now / 86400)::int; k int;
+    DECLARE d date := date '1970-01-01' + floor(CASE WHEN here THEN greatest(now, a1) ELSE now END / 86400)::int; k int;
     BEGIN
       k := floor(((extract(year FROM d)::int - 1970) * 12 + extract(month FROM d)::int - 1) / -p2)::int * (-p2)::int;
       n1 := extract(epoch FROM timestamp '1970-01-01' + make_interval(months => k))::float8;
       nx := extract(epoch FROM timestamp '1970-01-01' + make_interval(months => k - p2::int))::float8;
     END;
     IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
-  ELSIF p3 >= 0 THEN n1 := floor((now - p3) / p2) * p2 + p3; nx := n1 + p2; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
+  ELSIF p3 >= 0 THEN
+    n1 := floor((now - p3) / p2) * p2 + p3; IF here AND a1 > now THEN n1 := a1; END IF;
+    nx := n1 + p2; IF NOT here OR a1 <> n1 THEN a0 := 0; END IF;
   ELSIF here AND now < a1 + p2 THEN n1 := a1; nx := n1 + p2;
   ELSE a0 := 0; n1 := now; nx := n1 + p2; END IF;`
 

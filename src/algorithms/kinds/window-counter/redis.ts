@@ -30,14 +30,18 @@ end
 local function window(v, windowS, origin)
   local count, start
   if v and #v == 16 then count, start = unpack('<dd', v) end
+  -- A stored window that starts after now is the current one (kind.ts): a clock behind never resets a count.
   if windowS < 0 then
-    local k = floor(monthOf(nowS) / -windowS) * -windowS
+    local t = nowS
+    if start and start > t then t = start end
+    local k = floor(monthOf(t) / -windowS) * -windowS
     local s = monthStart(k)
     if start ~= s then count = 0 end
     return count, s, monthStart(k - windowS)
   end
   if origin >= 0 then
     local s = floor((nowS - origin) / windowS) * windowS + origin
+    if start and start > nowS then s = start end
     if start ~= s then count = 0 end
     return count, s, s + windowS
   end

@@ -51,15 +51,18 @@ describe('FAIRVISOR_STORE postgres forms', () => {
       leaseKeys: 8192,
       poolSize: 8,
       prefix: 'fairvisor_',
-      unlogged: true,
+      unlogged: 'auto',
     })
     rejects({ FAIRVISOR_STORE_TIMEOUT_MS: '0' }, 'FAIRVISOR_STORE_TIMEOUT_MS')
   })
   it('pool size, table prefix and UNLOGGED, with their defaults', () => {
     const d = loadSettings(base)
-    assert.deepEqual([d.pgPoolSize, d.pgTablePrefix, d.pgUnlogged], [4, 'fairvisor_', true])
+    assert.deepEqual([d.pgPoolSize, d.pgTablePrefix, d.pgUnlogged], [4, 'fairvisor_', 'auto'])
     const s = loadSettings({ ...base, FAIRVISOR_PG_POOL_SIZE: '8', FAIRVISOR_PG_TABLE_PREFIX: 'rl_', FAIRVISOR_PG_UNLOGGED: 'false' })
     assert.deepEqual([s.pgPoolSize, s.pgTablePrefix, s.pgUnlogged], [8, 'rl_', false])
+    assert.equal(loadSettings({ ...base, FAIRVISOR_PG_UNLOGGED: 'true' }).pgUnlogged, true)
+    assert.equal(loadSettings({ ...base, FAIRVISOR_PG_UNLOGGED: 'AUTO' }).pgUnlogged, 'auto')
+    rejects({ FAIRVISOR_PG_UNLOGGED: 'sometimes' }, 'FAIRVISOR_PG_UNLOGGED')
     rejects({ FAIRVISOR_PG_TABLE_PREFIX: 'x; drop table y' }, 'FAIRVISOR_PG_TABLE_PREFIX')
     rejects({ FAIRVISOR_PG_POOL_SIZE: '0' }, 'FAIRVISOR_PG_POOL_SIZE')
   })

@@ -38,3 +38,14 @@ test('a month counter: the wait is the seconds to the next 1st 00:00 UTC; the co
   assert.equal(K.adjust(feb.state, l, 1, at('2026-02-10T00:00:00Z'))!.state.count, 0, 'a refund within the month')
   assert.equal(K.adjust(feb.state, l, 1, at('2026-03-10T00:00:00Z')), undefined, 'nothing charged in March yet')
 })
+
+test('a stored window that starts after now is the current one: a clock behind the writer never resets a count', () => {
+  for (const l of [counterLimit(3, -1, 0), counterLimit(3, 60, 0)]) {
+    const written = K.step(undefined, l, 3, at('2026-03-01T00:00:00.200Z'))
+    // Another node, 300 ms behind, still in February by its clock.
+    const behind = K.step(written.state, l, 1, at('2026-02-28T23:59:59.900Z'))
+    assert.deepEqual([behind.allowed, behind.value], [false, 3], `window ${l.windowS}: the count of the later window holds`)
+    assert.equal(behind.state.start, written.state.start)
+    assert.equal(K.adjust(written.state, l, 1, at('2026-02-28T23:59:59.900Z'))!.state.count, 2, 'a refund lands in that window')
+  }
+})
