@@ -1,6 +1,7 @@
 /**
  * The listeners' request handling per mode: reverse proxy (decide, then
- * forward or reject; debug-session headers when the client holds a session;
+ * forward or reject, holding a request's concurrency slots until its response
+ * or upgraded socket closes; debug-session headers when the client holds a session;
  * upgrades decided like requests) or decision service (`/v1/decision`, and
  * `/v1/decision/<path>` for Envoy's HTTP ext_authz `path_prefix`), plus
  * the admin routes (/livez /readyz /metrics) on the main listener unless
@@ -21,6 +22,7 @@ import { decisionHandler } from './decision-api.js'
 import { DECISION_PATH } from './decision-call.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
+import type { SlotHolds } from './slot-holds.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 import { delaySpan, serverSpan } from './spans.js'
@@ -42,6 +44,8 @@ export interface RoutesOptions {
   settleStatus?: SettleStatus
   /** This worker thread's id, on its spans (tracing on). */
   worker?: number
+  /** Concurrency slots of forwarded requests, given back when each exchange ends. */
+  slots?: SlotHolds
 }
 
 export interface Routes {
@@ -52,7 +56,18 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm, settleStatus, worker }: RoutesOptions): Routes {
+export function createRoutes({
+  decide,
+  exposeReason,
+  debug,
+  proxy,
+  admin,
+  paths,
+  llm,
+  settleStatus,
+  worker,
+  slots,
+}: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
@@ -87,6 +102,7 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   ): void => {
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
     const trace = input.trace
+    slots?.holdUntilClosed(d, res)
     const tap = tapOf(d, trace)
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
     const extra = r.headers.length === 0 ? undefined : r.headers
@@ -128,6 +144,7 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const input = inputFromRequest(req, paths.encodedSlashes)
     decide(input, false, (d) => {
+      slots?.holdUntilClosed(d, socket)
       // A delayed upgrade waits as a request does; its socket closing is its client leaving.
       const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
       if (d.allowed) afterDelay(d, socket, () => proxy.upgrade(req, socket, head, target, statusHookOf(d)))

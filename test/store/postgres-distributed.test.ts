@@ -231,7 +231,18 @@ describe('postgres store retries of serialization failures and deadlocks', () =>
       ],
       'the failed send, then its retry, both under the store call',
     )
-    assert.ok(call.startNs <= sends[0]!.startNs && call.endNs >= sends[1]!.endNs, 'the store call covers both sends and the pause')
+    assert.deepEqual(
+      [sends[0]!.status, call.status],
+      ['STATUS_CODE_ERROR', 'STATUS_CODE_UNSET'],
+      'the call ended on the answer, not the failure',
+    )
+    // Each span's start is read from Date.now() (whole ms) and its end from it plus a performance.now() duration
+    // (the SDK's Span), so spans of one trace compare within a millisecond.
+    const ms = 1_000_000n
+    assert.ok(
+      call.startNs <= sends[0]!.startNs + ms && call.endNs + ms >= sends[1]!.endNs,
+      'the store call covers both sends and the pause',
+    )
   })
 
   it('adjust: a serialization failure (40001) is sent again within the deadline', async () => {

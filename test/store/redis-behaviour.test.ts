@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
+import { concurrencyLimit } from '../../src/algorithms/kinds/concurrency/kind.js'
 import { StoreError } from '../../src/errors.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { redisScripts } from '../../src/store/redis/script.js'
@@ -75,6 +76,29 @@ describe('redis store behaviour', () => {
     const stats = server.cli('info', 'commandstats')
     const calls = (name: string): number => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
     assert.equal(calls('evalsha') + calls('eval'), 20, stats)
+  })
+
+  it('give-backs leave with the takes of their turn: one write, in the order made', async () => {
+    const slots = concurrencyLimit(10, 300)
+    const take = (key: string) => applyAsync(store, [{ key, limit: slots, cost: 1, shadow: false }], 0)
+    await take('cc:turn:a') // scripts cached, the slot held
+    const at = Date.now() / 1000
+    const writes: number[] = []
+    const send = store.client.send
+    store.client.send = (text, callbacks) => {
+      writes.push(callbacks.length)
+      return send.call(store.client, text, callbacks)
+    }
+    try {
+      const back = new Promise<void>((resolve, reject) =>
+        store.adjust([{ key: 'cc:turn:a', limit: slots, amount: 1, at }], 0, (e) => (e ? reject(e) : resolve())),
+      )
+      const [, after] = await Promise.all([back, take('cc:turn:a'), take('cc:turn:b')])
+      assert.deepEqual(writes, [3], 'one write for the turn: the give-back and both takes')
+      assert.equal(after[0]!.value, 9, 'the give-back ran before the take made after it: 1 slot held of 10')
+    } finally {
+      store.client.send = send
+    }
   })
 
   it('a reply that came in while this process was busy past the deadline is an answer, not a timeout', async () => {
