@@ -1,9 +1,9 @@
 /**
  * A worker thread loads only what its gateway uses: with the in-process store, no gRPC listener,
  * no RLS configuration, statsd, GeoIP file or LLM rule, none of the Redis or PostgreSQL clients,
- * protobufjs, yaml, hot-shots, maxmind, the BPE tables, Bedrock's event-stream codec (@smithy/core)
- * or the JSON Schema validator is loaded in any worker (they cost several MiB each per thread:
- * docs/deploy.md#sizing-workers-cpu-and-memory);
+ * protobufjs, yaml, hot-shots, maxmind, the BPE tables, Bedrock's event-stream codec (@smithy/core),
+ * the OpenTelemetry SDK and exporter (traces off) or the JSON Schema validator is loaded in any
+ * worker (they cost several MiB each per thread: docs/deploy.md#sizing-workers-cpu-and-memory);
  * configured, each is loaded where it is used. Read from the real gateway process: a preload
  * (test/fixtures/preload/loaded-packages.cjs) lists each thread's CommonJS packages when it exits.
  * jose is an ES module, not listed there: its import is in the JWT tests' path.
@@ -30,6 +30,9 @@ const OPTIONAL = [
   'maxmind',
   'gpt-tokenizer',
   '@smithy/core',
+  '@opentelemetry/sdk-trace-base',
+  '@opentelemetry/exporter-trace-otlp-proto',
+  '@opentelemetry/resources',
 ]
 
 interface Thread {
