@@ -31,7 +31,7 @@ export class DirectForwarding implements UpstreamExchange {
     this.onStatus = onStatus
     this.client = req.socket
     ;(res as DirectResponse)[kDirect] = this
-    res.once('close', onResponseClose)
+    res.on('close', onResponseClose) // `on`, not `once`: the response is this request's alone, and once wraps the listener
   }
 
   statusKnown(status: number): void {
@@ -46,7 +46,26 @@ export class DirectForwarding implements UpstreamExchange {
     this.res.writeHead(status, reason, headers)
   }
 
+  /**
+   * A chunk is held until the next one, the end of the response (then it goes out with res.end, one
+   * call for a small response) or the end of what the connection read (flush).
+   */
   body(chunk: Buffer): boolean {
+    const held = this.held
+    this.held = chunk
+    return held === undefined || this.write(held)
+  }
+
+  flush(): boolean {
+    const held = this.held
+    if (held === undefined) return true
+    this.held = undefined
+    return this.write(held)
+  }
+
+  private held: Buffer | undefined = undefined
+
+  private write(chunk: Buffer): boolean {
     if (this.res.write(chunk)) return true
     this.res.once('drain', onResponseDrain)
     return false
@@ -54,7 +73,10 @@ export class DirectForwarding implements UpstreamExchange {
 
   end(): void {
     this.done = true
-    this.res.end()
+    const held = this.held
+    this.held = undefined
+    if (held === undefined) this.res.end()
+    else this.res.end(held)
   }
 
   error(err: Error & { code?: string }): void {

@@ -22,41 +22,29 @@ export interface UpstreamExchange {
   head(status: number, reason: string, headers: string[]): void
   /** False: the client is behind; the pool stops reading until resume(). */
   body(chunk: Buffer): boolean
+  /** What the connection read is parsed: a chunk body() held goes out now. False as for body(). */
+  flush(): boolean
   end(): void
-  error(err: Error & { code?: string }): void
+  error(err: Coded): void
 }
 
+type Coded = Error & { code?: string }
 interface Parser {
   initialize(type: number, resource: object, maxHeaderSize: number, lenient: number): void
-  execute(data: Buffer): number | (Error & { code?: string })
-  finish(): undefined | (Error & { code?: string })
+  execute(data: Buffer): number | Coded
+  finish(): undefined | Coded
   free(): void
   [key: number]: unknown
 }
-interface ParserClass {
-  new (): Parser
-  RESPONSE: number
-  kOnHeaders: number
-  kOnHeadersComplete: number
-  kOnBody: number
-  kOnMessageComplete: number
-}
+type ParserClass = (new () => Parser) & Record<'RESPONSE' | 'kOnHeaders' | 'kOnHeadersComplete' | 'kOnBody' | 'kOnMessageComplete', number>
 // node:_http_common is Node's own (undocumented but stable since v0.x) home of the llhttp binding its http client uses.
 const { HTTPParser } = createRequire(import.meta.url)('_http_common') as { HTTPParser: ParserClass }
 
 const IDLE_MS = 4000 // as undici's keepAliveTimeout in proxy.ts
+const RETRY = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
+const coded = (message: string, code: string): Coded => Object.assign(new Error(message), { code })
 
-function coded(message: string, code: string): Error & { code: string } {
-  return Object.assign(new Error(message), { code })
-}
-
-export interface UpstreamOptions {
-  host: string
-  port: number
-  connections: number
-  timeoutMs: number
-  connectTimeoutMs: number
-}
+export type UpstreamOptions = Record<'port' | 'connections' | 'timeoutMs' | 'connectTimeoutMs', number> & { host: string }
 
 export class UpstreamConn {
   readonly socket: Socket
@@ -67,10 +55,14 @@ export class UpstreamConn {
   interim = false
   headSeen = false
   skipBody = false
+  /** The request on the connection, kept to send again on a new one when a reused connection closes first. */
+  head = ''
+  served = 0
   keepAlive = false
-  /** Idle time before closing, lowered by the backend's own Keep-Alive: timeout hint. */
+  /** Idle time after which the connection is not reused, lowered by the backend's own Keep-Alive: timeout hint. */
   keepAliveMs = IDLE_MS
-  failed: (Error & { code?: string }) | undefined = undefined
+  /** When it went idle (performance.now()): a connection idle past keepAliveMs is closed, not reused. */
+  idleSince = 0
 
   constructor(readonly pool: UpstreamPool) {
     const o = pool.options
@@ -98,10 +90,13 @@ export class UpstreamConn {
       if (this.x !== undefined && !this.x.body(chunk)) socket.pause()
     }
     p[HTTPParser.kOnMessageComplete] = (): void => this.onComplete()
-    socket.on('connect', () => socket.setTimeout(this.x === undefined ? this.keepAliveMs : o.timeoutMs))
+    // One timeout for the life of the connection (no timer re-armed per request): the request's
+    // inactivity limit while busy; while idle, the backend's close or this limit ends it.
+    socket.on('connect', () => socket.setTimeout(o.timeoutMs))
     socket.on('data', (d: Buffer) => {
       const r = p.execute(d)
       if (typeof r !== 'number') this.fail(r)
+      else if (this.x !== undefined && !this.x.flush()) socket.pause()
     })
     socket.on('end', () => {
       const r = p.finish() // a body delimited by the close ends here
@@ -110,7 +105,9 @@ export class UpstreamConn {
     socket.on('timeout', () => {
       if (socket.connecting) return this.fail(coded('Connect Timeout Error', 'UND_ERR_CONNECT_TIMEOUT'))
       if (this.x === undefined) return void socket.destroy() // idle keep-alive over
-      this.fail(this.headSeen ? coded('Body Timeout Error', 'UND_ERR_BODY_TIMEOUT') : coded('Headers Timeout Error', 'UND_ERR_HEADERS_TIMEOUT'))
+      this.fail(
+        this.headSeen ? coded('Body Timeout Error', 'UND_ERR_BODY_TIMEOUT') : coded('Headers Timeout Error', 'UND_ERR_HEADERS_TIMEOUT'),
+      )
     })
     socket.on('error', (err) => this.fail(err))
     socket.on('close', () => {
@@ -125,8 +122,9 @@ export class UpstreamConn {
     x.conn = this
     this.headSeen = false
     this.skipBody = skipBody
+    this.head = head
+    this.served++
     this.pending.length = 0
-    if (!this.socket.connecting) this.socket.setTimeout(this.pool.options.timeoutMs)
     this.socket.write(head, 'latin1')
   }
 
@@ -136,9 +134,7 @@ export class UpstreamConn {
     this.socket.destroy()
   }
 
-  resume(): void {
-    this.socket.resume()
-  }
+  resume = (): void => void this.socket.resume()
 
   private onHead(headers: string[] | undefined, status: number, reason: string, keepAlive: boolean): number {
     let raw = headers
@@ -181,23 +177,21 @@ export class UpstreamConn {
   }
 
   /** Ends the current exchange with `err` (if any) and closes the connection. */
-  fail(err: Error & { code?: string }): void {
+  fail(err: Coded): void {
     const x = this.x
     this.x = undefined
-    this.failed ??= err
     if (!this.socket.destroyed) this.socket.destroy()
-    if (x !== undefined) {
-      x.conn = undefined
-      x.error(err)
-    }
+    if (x === undefined) return
+    x.conn = undefined
+    // A kept-alive connection the backend closed as the request went out (nothing came back): the
+    // request, which has no body, was not read there; it goes once more on another connection.
+    if (this.served > 1 && !this.headSeen && !this.interim && RETRY.has(err.code ?? ''))
+      return this.pool.request(x, this.head, this.skipBody)
+    x.error(err)
   }
 }
 
-interface Queued {
-  x: UpstreamExchange
-  head: string
-  skipBody: boolean
-}
+type Queued = { x: UpstreamExchange; head: string; skipBody: boolean }
 
 export class UpstreamPool {
   private readonly idle: UpstreamConn[] = []
@@ -209,7 +203,13 @@ export class UpstreamPool {
 
   /** Sends `head` (the whole request: it has no body) and tells `x` what comes back. */
   request(x: UpstreamExchange, head: string, skipBody: boolean): void {
-    const c = this.idle.pop()
+    let c = this.idle.pop()
+    if (c !== undefined && performance.now() - c.idleSince > c.keepAliveMs) {
+      // Idle too long: the backend may be closing it right now. All idle ones are older still.
+      for (const old of this.idle.splice(0)) old.socket.destroy()
+      c.socket.destroy()
+      c = undefined
+    }
     if (c !== undefined) return c.start(x, head, skipBody)
     if (this.count < this.options.connections && !this.closing) {
       this.count++
@@ -222,7 +222,7 @@ export class UpstreamPool {
     if (this.closing) return void c.socket.destroy()
     const next = this.next()
     if (next !== undefined) return c.start(next.x, next.head, next.skipBody)
-    c.socket.setTimeout(c.keepAliveMs)
+    c.idleSince = performance.now()
     this.idle.push(c)
   }
 
@@ -239,7 +239,7 @@ export class UpstreamPool {
 
   private next(): Queued | undefined {
     let q = this.queue.shift()
-    while (q !== undefined && q.x.gone) q = this.queue.shift()
+    while (q?.x.gone) q = this.queue.shift()
     return q
   }
 
