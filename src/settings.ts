@@ -4,6 +4,7 @@
  * is allowed, and the CLI turns that into one line on stderr and exit code 2.
  */
 import type { BlockList } from 'node:net'
+import type { LoadOptions } from './bundle/load.js'
 import { SettingError } from './errors.js'
 import { distinctPorts } from './listeners.js'
 import type { JwtVerifierSettings } from './request/jwt-verify.js'
@@ -14,6 +15,7 @@ import { adminSettings, type AdminSettings } from './settings-admin.js'
 import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { storeSettings, type StoreSettings } from './settings-store.js'
+import { traceSettings, type TraceSettings } from './settings-trace.js'
 import type { FailPolicy } from './store/store.js'
 import { recording, refuseUnknown } from './unknown-settings.js'
 import { defaultWorkers } from './workers/cores.js'
@@ -24,7 +26,14 @@ export { parseTrustedProxies }
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles, JwtVerifierSettings, AdminSettings {
+export interface Settings
+  extends GrpcSettings,
+    PathSettings,
+    StoreSettings,
+    NetworkFiles,
+    JwtVerifierSettings,
+    AdminSettings,
+    TraceSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -129,6 +138,16 @@ export function pathSettings(env: Env = process.env): PathSettings {
 /** Shortest bundle signing key and debug session secret: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
 export const MIN_KEY_LENGTH = 32
 
+/**
+ * How this gateway loads bundles: under its signing key, and validated for
+ * where its decisions are used (its mode, and a gRPC listener deciding on the
+ * bundle too): a rule that needs the response, or a request's end, is refused
+ * where it is not seen.
+ */
+export function bundleLoadOptions(s: Pick<Settings, 'bundleSigningKey' | 'mode' | 'grpcPort'>): LoadOptions {
+  return { signingKey: s.bundleSigningKey, mode: s.mode, grpc: s.grpcPort !== undefined }
+}
+
 /** The settings; any FAIRVISOR_* variable that none of them read is refused (unknown-settings.ts). */
 export function loadSettings(env: Env = process.env): Readonly<Settings> {
   const read = new Set<string>()
@@ -181,6 +200,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
     maxDelayed: maxDelayedSetting(env),
     ...grpcSettings(env, http),
+    ...traceSettings(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError(

@@ -130,8 +130,8 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
   if (algorithm === undefined) throw new BundleError(`rule "${name}": unknown algorithm "${raw.algorithm}"`)
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
-  const prefix = algorithm.keyPrefix
   const limit = algorithm.normalise(c)
+  const prefix = `${algorithm.keyPrefix}${name}:${algorithm.counterKeyPart?.(limit) ?? ''}`
   let llm: CompiledRule['llm']
   if (algorithm.llm === true) {
     const config = limit as LlmConfig
@@ -156,8 +156,8 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
       Number(c.min_cost ?? 1),
     ),
     costCap: algorithm.capacity?.(limit) ?? Infinity,
-    counterPrefix: `${prefix}${name}:`,
-    shadowCounterPrefix: `shadow:${prefix}${name}:`,
+    counterPrefix: prefix,
+    shadowCounterPrefix: `shadow:${prefix}`,
     llm,
     statuses: statusRuleOf(raw),
   }

@@ -19,6 +19,7 @@ commands:
       --format text|json     output format (default text; json: one object per file)
       --key-file <file>      the files must be signed under the key in this file
       --mode <mode>          reverse_proxy or decision_service (default FAIRVISOR_MODE, else reverse_proxy)
+      --grpc                 the gateway also serves gRPC (default: FAIRVISOR_GRPC_PORT set)
   test <bundle> --requests <file.jsonl|->
                              run sample requests through the real engine and an in-process store;
                              bearer tokens verified with the gateway's JWT settings (FAIRVISOR_JWT_*,
@@ -87,6 +88,14 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_BUNDLE_SIGNING_KEY', 'unset', 'accept only bundles signed with this key (at least 32 characters)'],
   ['FAIRVISOR_LOG_LEVEL', 'info', 'trace debug info warn error fatal silent'],
   ['FAIRVISOR_ACCESS_LOG', 'false', 'one info line per request'],
+  [
+    'FAIRVISOR_OTEL_EXPORTER_OTLP_ENDPOINT',
+    'unset',
+    'traces on: OTLP/HTTP endpoint spans go to (v1/traces appended); else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT',
+  ],
+  ['OTEL_SERVICE_NAME', 'fairvisor', "the spans' service.name"],
+  ['OTEL_TRACES_SAMPLER', 'parentbased_always_on', 'always_on, always_off or traceidratio, each also as parentbased_<name>'],
+  ['OTEL_TRACES_SAMPLER_ARG', '1', 'the fraction of traces the traceidratio samplers keep, 0 to 1'],
   ['FAIRVISOR_TRUSTED_PROXIES', 'empty', 'IPs/CIDRs whose X-Forwarded-For is believed; a list covering every address is refused'],
   ['FAIRVISOR_UPSTREAM_TIMEOUT_MS', '30000', 'backend response deadline (504)'],
   ['FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', '5000', 'backend connect deadline (504)'],

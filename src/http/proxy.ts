@@ -17,6 +17,8 @@ import { DirectForwarding } from './direct-forwarding.js'
 import { HAS_BODY, HAS_HOST, upstreamHeaders } from './forward-headers.js'
 import { Forwarding, type Forwarded } from './forwarding.js'
 import { UpstreamPool } from './upstream.js'
+import { upstreamSpan } from './spans.js'
+import type { Context } from '../observe/tracing.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
@@ -41,7 +43,8 @@ export interface Proxy {
    * forwardTarget gives it); `extraHeaders` (flat name/value list) are added to the
    * response. `held`: the body's start already read (LLM rules); `tap`: the
    * LLM exchange that reads (and may cut) the response as it passes; `onStatus`: told
-   * once the status the client gets is known (not when the client left first).
+   * once the status the client gets is known (not when the client left first); `trace`: a traced
+   * request's server span context, which the upstream call's span goes under (http/spans.ts).
    */
   forward(
     req: IncomingMessage,
@@ -51,6 +54,7 @@ export interface Proxy {
     held?: HeldBody,
     tap?: LlmExchange,
     onStatus?: (status: number) => void,
+    trace?: Context,
   ): void
   /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read; `onStatus` as for forward (101, or 502). */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string, onStatus?: (status: number) => void): void
@@ -142,11 +146,13 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     held?: HeldBody,
     tap?: LlmExchange,
     onStatus?: (status: number) => void,
+    trace?: Context,
   ): void {
     const headers: string[] = []
     const flags = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
     const body = (flags & HAS_BODY) !== 0
-    if (direct !== undefined && !body && tap === undefined && held === undefined && VALID_TARGET.test(target)) {
+    // A traced request stays on undici, whose handler carries the upstream span (http/spans.ts).
+    if (direct !== undefined && !body && tap === undefined && held === undefined && trace === undefined && VALID_TARGET.test(target)) {
       const method = req.method!
       let head = `${method} ${target} HTTP/1.1\r\n`
       for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
@@ -156,6 +162,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     }
     const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     if (tap !== undefined) askIdentity(headers)
+    if (trace !== undefined) f.span = upstreamSpan(trace, req.method ?? 'GET', origin, target, headers)
     pool.dispatch(
       {
         origin: origin.origin,

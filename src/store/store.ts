@@ -6,6 +6,7 @@
  * Each check names its limit kind (algorithms/algorithm.ts), on which every
  * store dispatches.
  */
+import type { Context } from '@opentelemetry/api'
 import type { Limit } from '../algorithms/algorithm.js'
 
 export interface Check {
@@ -56,6 +57,8 @@ export interface Adjustment {
   key: string
   limit: Limit
   amount: number
+  /** When the adjusted charge was made (epoch seconds, the gateway's clock); absent: now. A concurrency slot is given back by it. */
+  at?: number
 }
 
 /** `connecting`: no usable connection; `degraded`: connected but the last call failed; `ok`. */
@@ -83,8 +86,10 @@ export interface Store {
    * With `reads`, the checks' `onReject` is honoured (before `done` runs, `reads[i]` holds check
    * i's read-back when its group rejected); a store that cannot (a Redis Cluster call over
    * several slots) ignores it, as apply() without `reads` does, and leaves `reads` empty.
+   * `trace`: a traced request's decision span context; a store that calls a server makes a span of
+   * the call under it (observe/tracing.ts storeCallSpan), and the layers in front pass it on.
    */
-  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void
   /**
    * apply() of a store that answers at once and never fails (the in-process ones): the engine
    * calls it directly, which spares the hot path a callback per request.
@@ -92,6 +97,13 @@ export interface Store {
   applyNow?(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
+  /**
+   * adjust() of one adjustment by a store that answers at once and never fails (the in-process
+   * ones), done before it returns and allocating nothing where the kind adjusts in place
+   * (LimitKind.adjustCells): a concurrency slot given back as its exchange ends (http/slot-holds.ts)
+   * is a direct decrement, not a batched call.
+   */
+  adjustNow?(a: Adjustment, now: number): void
   state(): StoreState
   /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for remote stores. */
   fill?(): StoreFill

@@ -61,14 +61,14 @@ export function takeValues(requests: readonly TakeRequest[]): string[] {
 /** Numbers of a request's reply in `take`'s: 3 per check, twice that with read-backs. */
 export const replyLength = (r: TakeRequest): number => r.checks.length * TAKE_REPLY * (asksReads(r) ? 2 : 1)
 
-/** `adjust` arguments: keys, 6 numbers per adjustment. */
+/** `adjust` arguments: keys, 6 numbers per adjustment, and each one's time (−1: now). */
 export function adjustValues(adjustments: readonly Adjustment[]): string[] {
   const l = new Layout().add(adjustments, (a, k, nums) => {
     nums.push(k)
     limitNums(a.limit, nums)
     nums.push(a.amount)
   })
-  return [textArray(l.keys), `{${l.nums.join(',')}}`]
+  return [textArray(l.keys), `{${l.nums.join(',')}}`, `{${adjustments.map((a) => a.at ?? -1).join(',')}}`]
 }
 
 /** The statement that deletes the keys' rows (the admin API's reset), the keys as stored. */
@@ -85,4 +85,27 @@ export function readOutcomes(reply: readonly number[], off: number, n: number, o
     if (status >= 0) out[i] = { allowed: status === 1, value: reply[o + 1]!, retryAfter: reply[o + 2]! }
   }
   return out
+}
+
+/**
+ * Each unanswered request's part of a `take` reply, in order: `answer(r, outcomes)`, its read-backs (which follow
+ * its outcomes) written to its `reads`; outcomes undefined when the reply is no array long enough to hold them.
+ */
+export function eachTakeReply<R extends TakeRequest & { readonly settled: boolean }>(
+  requests: readonly R[],
+  reply: unknown,
+  answer: (r: R, out: Outcomes | undefined) => void,
+): void {
+  let off = 0
+  for (const r of requests) {
+    const n = r.checks.length
+    const at = off
+    off += replyLength(r)
+    if (r.settled) continue
+    if (!Array.isArray(reply) || reply.length < off) answer(r, undefined)
+    else {
+      if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, r.reads)
+      answer(r, readOutcomes(reply, at, n))
+    }
+  }
 }
