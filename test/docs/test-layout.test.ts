@@ -100,8 +100,8 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'http/admin.ts': 'test/e2e/lifecycle.test.ts', // /livez /readyz /metrics
   'http/debug-session.ts': 'test/e2e/debug-session.test.ts', // debug sessions
   'http/decision-api.ts': 'test/e2e/decision.test.ts', // /v1/decision
-  'http/forward-headers.ts': 'test/e2e/proxy.test.ts', // hop-by-hop and X-Forwarded-* rewriting
   'http/direct-forwarding.ts': 'test/e2e/proxy.test.ts', // bodiless requests on the proxy's own pool: 502/504, client abort, streaming
+  'http/forward-headers.ts': 'test/e2e/proxy.test.ts', // hop-by-hop and X-Forwarded-* rewriting
   'http/forwarding.ts': 'test/e2e/proxy.test.ts', // requests forwarded upstream
   'http/health.ts': 'test/e2e/lifecycle.test.ts', // readiness
   'http/llm-body.ts': 'test/e2e/llm.test.ts', // the body read for LLM rules
