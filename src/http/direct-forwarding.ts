@@ -43,7 +43,7 @@ export class DirectForwarding implements UpstreamExchange {
 
   head(status: number, reason: string, headers: string[]): void {
     this.statusKnown(status)
-    this.res.writeHead(status, reason, headers)
+    if (!storeHead(this.res as Outgoing, status, reason, headers)) this.res.writeHead(status, reason, headers)
   }
 
   /**
@@ -84,6 +84,67 @@ export class DirectForwarding implements UpstreamExchange {
     this.done = true
     this.failure(this, err)
   }
+}
+
+/** The fields of Node's ServerResponse (node:_http_outgoing, the same on Node 20 and 24) that writeHead sets or reads. */
+type Outgoing = ServerResponse &
+  Record<'_header' | 'statusMessage', string | null> &
+  Record<
+    '_headerSent' | '_hasBody' | '_last' | '_expect_continue' | '_sent100' | '_defaultKeepAlive' | 'maxRequestsOnConnectionReached',
+    boolean
+  > &
+  Record<'_keepAliveTimeout' | '_maxRequestsPerSocket', number> & { [key: symbol]: unknown }
+
+let kOutHeaders: symbol | undefined
+let dateText = ''
+let dateUntil = 0
+
+/** The Date header's value, made once a second (as Node's own utcDate). */
+function utcDate(): string {
+  const now = Date.now()
+  if (now >= dateUntil) {
+    dateText = new Date(now).toUTCString()
+    dateUntil = now - (now % 1000) + 1000
+  }
+  return dateText
+}
+
+/**
+ * Stores the response head as `res.writeHead(status, reason, headers)` would, where a response has a
+ * Content-Length (the common case) and nothing was set on it before: the same bytes (Date, Connection and
+ * Keep-Alive as Node adds them) and the same state, without Node's per-header validation, which the
+ * backend's head passed already (llhttp, strict) and the gateway's own headers need not. False: not that
+ * case, writeHead does it.
+ */
+function storeHead(res: Outgoing, status: number, reason: string, headers: string[]): boolean {
+  kOutHeaders ??= Object.getOwnPropertySymbols(res).find((s) => s.description === 'kOutHeaders')
+  if (kOutHeaders === undefined || res[kOutHeaders] != null || res._header || status < 200 || (res._expect_continue && !res._sent100))
+    return false
+  let head = `HTTP/1.1 ${status} ${reason}\r\n`
+  let length = false
+  let date = false
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!
+    if (name === 'content-length') length = true
+    else if (name === 'date') date = true
+    head += `${name}: ${headers[i + 1]}\r\n`
+  }
+  if (!length) return false // chunked framing or a body to the close: writeHead decides
+  if (!date && res.sendDate) head += `Date: ${utcDate()}\r\n`
+  if (res.shouldKeepAlive && !res.maxRequestsOnConnectionReached) {
+    head += 'Connection: keep-alive\r\n'
+    if (res._keepAliveTimeout && res._defaultKeepAlive)
+      head += `Keep-Alive: timeout=${Math.floor(res._keepAliveTimeout / 1000)}${~~res._maxRequestsPerSocket > 0 ? `, max=${res._maxRequestsPerSocket}` : ''}\r\n`
+  } else {
+    if (!res.shouldKeepAlive) res._last = true
+    head += 'Connection: close\r\n'
+  }
+  if (status === 204 || status === 304) res._hasBody = false
+  res.statusCode = status
+  res.statusMessage = reason
+  res._header = `${head}\r\n`
+  res._headerSent = false
+  return true
 }
 
 /** 'drain' listener shared by every response: the client caught up, read the backend again. */
