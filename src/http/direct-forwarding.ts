@@ -6,11 +6,13 @@
  * The counterpart of forwarding.ts for requests without a body or LLM rule.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { ForwardFailure } from './forwarding.js'
 import type { UpstreamConn, UpstreamExchange } from './upstream.js'
 
 const kDirect = Symbol('direct-forwarding')
+const SMALL = 16 * 1024
 type DirectResponse = ServerResponse & { [kDirect]?: DirectForwarding }
 
 export class DirectForwarding implements UpstreamExchange {
@@ -43,7 +45,8 @@ export class DirectForwarding implements UpstreamExchange {
 
   head(status: number, reason: string, headers: string[]): void {
     this.statusKnown(status)
-    if (!storeHead(this.res as Outgoing, status, reason, headers)) this.res.writeHead(status, reason, headers)
+    this.stored = storeHead(this.res as Outgoing, status, reason, headers)
+    if (!this.stored) this.res.writeHead(status, reason, headers)
   }
 
   /**
@@ -64,6 +67,8 @@ export class DirectForwarding implements UpstreamExchange {
   }
 
   private held: Buffer | undefined = undefined
+  /** The head is stored by storeHead, not yet sent. */
+  private stored = false
 
   private write(chunk: Buffer): boolean {
     if (this.res.write(chunk)) return true
@@ -75,6 +80,7 @@ export class DirectForwarding implements UpstreamExchange {
     this.done = true
     const held = this.held
     this.held = undefined
+    if (this.stored && sendWhole(this.res as Outgoing, held)) return
     if (held === undefined) this.res.end()
     else this.res.end(held)
   }
@@ -93,7 +99,7 @@ type Outgoing = ServerResponse &
     '_headerSent' | '_hasBody' | '_last' | '_expect_continue' | '_sent100' | '_defaultKeepAlive' | 'maxRequestsOnConnectionReached',
     boolean
   > &
-  Record<'_keepAliveTimeout' | '_maxRequestsPerSocket', number> & { [key: symbol]: unknown }
+  Record<'_keepAliveTimeout' | '_maxRequestsPerSocket', number> & { [key: symbol]: unknown; outputData: unknown[] }
 
 let kOutHeaders: symbol | undefined
 let dateText = ''
@@ -144,6 +150,23 @@ function storeHead(res: Outgoing, status: number, reason: string, headers: strin
   res.statusMessage = reason
   res._header = `${head}\r\n`
   res._headerSent = false
+  return true
+}
+
+/**
+ * A whole small response (its head stored by storeHead, the body, if any, one chunk) written to the client's
+ * socket as one latin1 string, with one write; res.end() then finds the head sent and nothing to write, and
+ * finishes the response as usual. Without it, res.end(chunk) queues head, chunk and an empty end write on
+ * the corked socket and sends them with writev. False: not that case (a pipelined response waiting for the
+ * one before it, a large body, something already written), res.end does it.
+ */
+function sendWhole(res: Outgoing, held: Buffer | undefined): boolean {
+  const socket = res.socket as (Socket & { _httpMessage?: unknown }) | null
+  if (res._headerSent || socket === null || socket._httpMessage !== res || !socket.writable || res.outputData.length !== 0) return false
+  if (held !== undefined && held.length > SMALL) return false
+  socket.write(held === undefined ? res._header! : res._header + held.toString('latin1'), 'latin1')
+  res._headerSent = true
+  res.end()
   return true
 }
 
