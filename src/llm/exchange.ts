@@ -13,7 +13,9 @@
  * provider charges nothing for it. A store failure drops the settlement
  * (logged, counted) and never holds the response.
  */
+import type { Context } from '@opentelemetry/api'
 import type { LlmReservation } from '../engine/decision.js'
+import { settledAttributes } from '../observe/decision-spans.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { streamFraming } from './framings/index.js'
@@ -86,6 +88,8 @@ export class LlmExchange {
     private readonly hooks: ExchangeHooks,
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    /** A traced request's server span context: the settlement is written on it (observe/decision-spans.ts). */
+    private readonly trace?: Context,
   ) {}
 
   /**
@@ -235,6 +239,7 @@ export class LlmExchange {
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
+    if (this.trace !== undefined) settledAttributes(this.trace, out)
     if (adjustments.length === 0) return this.hooks.settled(out)
     this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))
   }
