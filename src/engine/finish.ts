@@ -40,7 +40,10 @@ function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): Held
     const renewS = p.algorithm.holdRenewS(p.limit)
     if (renewS === undefined || !(p.shadow ? shadowCommitted(plan, outcomes) : enforceOk)) continue
     const c = checks[i]!
-    ;(out ??= []).push({ key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS })
+    const slot: HeldSlot = { key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS }
+    // A literal of one: `[].push` would first give the array room for 17 (garbage once per request).
+    if (out === undefined) out = [slot]
+    else out.push(slot)
   }
   return out
 }
