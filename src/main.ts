@@ -71,7 +71,12 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   })
   await config.start()
   const { failPolicy, exposeReason } = settings
-  const engine = new Engine({ store, failPolicy, observer: engineObserver(log, metrics, store.kind, failPolicy, clock) })
+  const engine = new Engine({
+    store,
+    failPolicy,
+    observer: engineObserver(log, metrics, store.kind, failPolicy, clock),
+    llmMaxRetryAfterS: settings.llmMaxRetryAfterS,
+  })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decided = decisionRecorder(metrics, log)
   const jwtRejected = jwtRejections(log, metrics, clock)

@@ -47,6 +47,8 @@ export interface Settings extends GrpcSettings, PathSettings, StoreSettings, Net
   headersTimeoutMs: number
   /** Largest SSE event (or line) of an LLM stream the relay passes on (FAIRVISOR_LLM_MAX_EVENT_BYTES); a larger one ends the stream. Default 8m. */
   llmMaxEventBytes: number
+  /** Longest wait an LLM reject answers 429 with Retry-After (FAIRVISOR_LLM_MAX_RETRY_AFTER, s); a longer one is 403, not retried. Default 60. */
+  llmMaxRetryAfterS: number
   /** Whole request (head and body) must arrive within this; 0 disables. Default 300000. */
   requestTimeoutMs: number
   /** Idle keep-alive client connections are closed after this. Default 65000. */
@@ -161,6 +163,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
     upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
     llmMaxEventBytes: size(env, 'FAIRVISOR_LLM_MAX_EVENT_BYTES', '8m'),
+    llmMaxRetryAfterS: integer(env, 'FAIRVISOR_LLM_MAX_RETRY_AFTER', 60, 0, 86_400),
     headersTimeoutMs: http.headersTimeoutMs,
     requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
     keepAliveTimeoutMs: http.keepAliveTimeoutMs,

@@ -14,8 +14,13 @@ import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from '
 import { bucketLimit, resetSeconds, type BucketLimit } from './kinds/token-bucket/kind.js'
 import { counterLimit, type CounterLimit } from './kinds/window-counter/kind.js'
 
-/** The reasons its rejects carry: the minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store. */
-export type LlmRejectReason = 'tpm_exceeded' | 'tpd_exceeded' | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded'
+/** The reasons its rejects carry: the minute bucket, the day counter, and the three pre-checks engine/llm-plan.ts runs without a store. */
+export type LlmRejectReason =
+  | 'tpm_exceeded'
+  | 'tpd_exceeded'
+  | 'prompt_tokens_exceeded'
+  | 'max_tokens_per_request_exceeded'
+  | 'burst_tokens_exceeded'
 
 declare module './algorithm.js' {
   interface RejectReasons extends Record<LlmRejectReason, true> {}
@@ -141,7 +146,10 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
   describe: (l, tokens) => `minute bucket ${Math.floor(tokens)}/${l.burst} tokens left`,
 }
 
-/** The day counter of the same rule (its limit comes from normaliseLlm): its own prefix, reason and headers (keys end in `:<YYYYMMDD>`). */
+/**
+ * The day counter of the same rule (its limit comes from normaliseLlm): its own prefix, reason, headers
+ * (keys end in `:<YYYYMMDD>`) and jitter bound.
+ */
 export const LLM_DAY: Algorithm<CounterLimit> = {
   name: 'token_bucket_llm',
   keyPrefix: 'tpd:llm:',
@@ -155,6 +163,9 @@ export const LLM_DAY: Algorithm<CounterLimit> = {
     }
   },
   describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
+  // It ends at a fixed instant (UTC midnight), as a cost_based period does: a crowd rejected at 17:00 is already
+  // spread by its own arrival times, and half a day of jitter would send clients back hours after the reset.
+  retryJitterMaxS: 60,
 }
 
 /** `YYYYMMDD` of the UTC day of `nowMs`: the day counter's key suffix (docs/behaviour.md §4). */

@@ -11,7 +11,7 @@ import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
-  status: 200 | 400 | 429 | 503
+  status: 200 | 400 | 403 | 429 | 503
   /**
    * Flat [name, value, …]; for an allowed request, the headers added to the upstream's response.
    * A new list on every call (a transport may append its framing in place), except the shared
@@ -38,9 +38,10 @@ const LLM = LLM_REJECTS as Readonly<Partial<Record<Reason, LlmReject>>>
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
- * warning, empty body. Rejected: 400/429/503 with the JSON body, RateLimit-*,
- * Retry-After (or `x-should-retry: false` for a request that can never pass)
- * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
+ * warning, empty body. Rejected: 400/403/429/503 with the JSON body, RateLimit-*,
+ * Retry-After, `x-should-retry: false` on an LLM reject no client should
+ * retry (its 400s and 403s: docs/llm.md "Rejects that end") and
+ * X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
  * header list and the small JSON body are built by hand; the body's values
  * are fixed reason codes and integers.
  */
@@ -55,7 +56,7 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   }
   let body: string
   const llm = LLM[d.reason]
-  if (llm !== undefined) body = rejectBody(o.path, llm.message)
+  if (llm !== undefined) body = rejectBody(o.path, d.message ?? llm.message, llm.tooLarge, llm.tooLarge ? d.reason : undefined)
   // An LLM SDK shows the message of an error in its API's shape.
   else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
   else {
@@ -71,9 +72,10 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
     const rl = rateLimitHeaders(d.limit)
     for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
   }
-  // The SDKs read x-should-retry before Retry-After.
-  if (llm?.retryable === false) headers.push('x-should-retry', 'false')
-  else if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
+  // The OpenAI and Anthropic SDKs (and the Agents SDK) read x-should-retry before the status; Retry-After still
+  // says when a 403's request could pass.
+  if (llm !== undefined && d.status !== 429) headers.push('x-should-retry', 'false')
+  if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
   if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)
   return { status: d.status, headers, body }

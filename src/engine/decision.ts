@@ -76,8 +76,12 @@ export interface HeldRequest {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
-  status: 200 | 400 | 429 | 503
+  /**
+   * 200 allow, 400 ambiguous request or refused target (request/target.ts) or an LLM request too large for its
+   * rule, 403 an LLM reject whose wait passes FAIRVISOR_LLM_MAX_RETRY_AFTER (engine/llm-reject.ts), 429 reject,
+   * 503 no bundle / store down with fail-closed / no room for a new counter.
+   */
+  status: 200 | 400 | 403 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'
   policyId?: string
@@ -98,7 +102,7 @@ export interface Decision {
   /** The hold of a request in debt, set by the decider (decision/holds.ts): front ends wait on it instead of a timer of their own. */
   hold?: HeldRequest
   matchedPolicies: readonly string[]
-  /** What makes an `ambiguous_request` ambiguous, for the client (names only what it sent). */
+  /** What makes an `ambiguous_request` ambiguous, or an LLM reject's own words with its figures, for the client (names only what it sent). */
   message?: string
   /** The store's error when it failed (`store_unavailable_fail_open`, `service_unavailable`): for front ends that answer it, never for a client. */
   storeError?: string

@@ -12,6 +12,7 @@ import type { Decision, LlmReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
+import { boundLlmReject, DEFAULT_LLM_MAX_RETRY_AFTER_S } from './llm-reject.js'
 import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
 import { statusCharges } from './status-charges.js'
@@ -30,7 +31,8 @@ function limitView(policyId: string, h: HeaderValues): LimitView {
   return { policyId, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
 }
 
-export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision {
+/** `llmMaxRetryAfterS`: FAIRVISOR_LLM_MAX_RETRY_AFTER, the longest wait an LLM reject tells a client to retry after. */
+export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetryAfterS = DEFAULT_LLM_MAX_RETRY_AFTER_S): Decision {
   const { planned, checks, observer: obs, view, descriptors } = plan
   let best: LimitView | undefined
   let bestPlan: Planned | undefined
@@ -101,7 +103,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       }
     const reason = p.algorithm.rejectReason
     const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
-    return {
+    const d: Decision = {
       allowed: false,
       status: 429,
       reason,
@@ -116,6 +118,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       descriptors,
       llm: committedLlm(plan, outcomes, false),
     }
+    return p.llm === undefined ? d : boundLlmReject(d, o.retryAfter, llmMaxRetryAfterS)
   }
   if (obs.limitCharged) {
     // Only now is it known that nothing rejected, i.e. that the charges were committed.

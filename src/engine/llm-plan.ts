@@ -1,13 +1,15 @@
 /**
  * A token_bucket_llm rule in the documented order: prompt estimate → prompt_tokens_exceeded
  * → reserve the largest of the request's max_tokens / max_completion_tokens / max_output_tokens (or default_max_completion), capped at
- * max_completion_tokens → max_tokens_per_request_exceeded → the minute
+ * max_completion_tokens → max_tokens_per_request_exceeded → burst_tokens_exceeded (more than the
+ * bucket, or the day counter, can ever hold: it would wait forever) → the minute
  * bucket (tpm_exceeded) and the day counter (tpd_exceeded) as two checks of
  * the request's one store call. The pre-checks reject without a store call;
  * in a shadow policy they are reported and the rule charges nothing (an
  * enforce policy would not have reached its counters either).
  */
-import { LLM_DAY, utcDay } from '../algorithms/llm.js'
+import { burstMessage } from '../algorithms/llm-messages.js'
+import { LLM_DAY, utcDay, type LlmRejectReason } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { estimatePrompt } from '../llm/estimate.js'
 import { logKey } from './log-key.js'
@@ -22,7 +24,7 @@ export interface LlmPlanTarget {
   readonly observer: EngineObserver
   /** Adds a reservation; its index. */
   reserve(r: LlmReservation): number
-  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason } | undefined
+  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason; message?: string } | undefined
   push(
     policy: CompiledPolicy,
     rule: CompiledRule,
@@ -42,9 +44,11 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   const completion = c.maxCompletionTokens === undefined ? asked : Math.min(asked, c.maxCompletionTokens)
   const reserved = prompt + completion
   plan.observer.llmEstimated?.(policy.id, rule.name, prompt, reserved)
-  let early: 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded' | undefined
+  const capacity = Math.min(c.burst, c.day?.limit ?? Infinity)
+  let early: LlmRejectReason | undefined
   if (c.maxPromptTokens !== undefined && prompt > c.maxPromptTokens) early = 'prompt_tokens_exceeded'
   else if (c.maxTokensPerRequest !== undefined && reserved > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
+  else if (reserved > capacity) early = 'burst_tokens_exceeded'
   if (early !== undefined) {
     if (shadow)
       plan.observer.shadowReject({
@@ -53,7 +57,13 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
         reason: early,
         key: logKey(rule, (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite, composite),
       })
-    else plan.early ??= { policy, rule, reason: early }
+    else
+      plan.early ??= {
+        policy,
+        rule,
+        reason: early,
+        message: early === 'burst_tokens_exceeded' ? burstMessage(reserved, capacity) : undefined,
+      }
     return
   }
   const minuteKey = (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite

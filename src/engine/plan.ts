@@ -35,6 +35,8 @@ export interface EarlyReject {
   policy: CompiledPolicy
   rule: CompiledRule
   reason: RejectReason
+  /** The client's message, with the figures that make the request too large (undefined: the reason's own). */
+  message?: string
 }
 
 /**

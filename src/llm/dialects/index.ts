@@ -49,11 +49,12 @@ export function upstreamErrorEvent(f: StreamFacts, message: string, code: string
 }
 
 /**
- * A 429 body for an LLM reject (or, `invalid`, a 400 for a request refused as malformed):
- * Anthropic's error shape on Messages paths, OpenAI's elsewhere (their SDKs read these).
+ * The body of an LLM reject (or, `invalid`, of a request refused as malformed or too large for its
+ * rule, with `code` the reason when there is one): Anthropic's error shape on Messages paths,
+ * OpenAI's elsewhere (their SDKs read these).
  */
-export function rejectBody(path: string | undefined, message: string, invalid = false): string {
+export function rejectBody(path: string | undefined, message: string, invalid = false, code?: string): string {
   const type = invalid ? 'invalid_request_error' : 'rate_limit_error'
   if (path !== undefined && apiOfPath(path) === 'messages') return JSON.stringify({ type: 'error', error: { type, message } })
-  return JSON.stringify({ error: { message, type, param: null, code: invalid ? null : 'rate_limit_exceeded' } })
+  return JSON.stringify({ error: { message, type, param: null, code: code ?? (invalid ? null : 'rate_limit_exceeded') } })
 }
