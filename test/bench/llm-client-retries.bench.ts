@@ -116,7 +116,7 @@ async function main(): Promise<void> {
   // Every call at once: a client that sleeps through a Retry-After costs the cap, not the cap times the calls.
   await Promise.all(
     CLIENTS.flatMap((client: ClientName) =>
-      NAMES.map(async (name, vi) => {
+      NAMES.map(async (_name, vi) => {
         const started = performance.now()
         const signal = AbortSignal.timeout(CAP_S * 1000)
         // Some clients' sleeps before a retry do not listen to the signal: the cap is raced, not awaited from them.
