@@ -16,6 +16,7 @@ import { normaliseSelectorHost } from './hosts.js'
 import { foldPath, normalisePrefix, RouteIndex } from './route-index.js'
 import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
 import { tokenCounter } from '../llm/estimate.js'
+import { orClientAddress } from '../llm/keyless.js'
 import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
 import { type StatusRule, statusRuleOf } from './status-patterns.js'
 import { parseTimestamp } from './validate.js'
@@ -144,7 +145,8 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     algorithm,
     supported: descriptorsOk,
     keyNames,
-    keys: keyNames.map(extractorOf),
+    // An LLM rule keyed on llm:api_key keys a request without one on its client address (llm/keyless.ts).
+    keys: keyNames.map((k) => (llm !== undefined && k === 'llm:api_key' ? orClientAddress(extractorOf(k)) : extractorOf(k))),
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
