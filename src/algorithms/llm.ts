@@ -37,6 +37,23 @@ export interface StreamingConfig {
   maxCompletion: number
 }
 
+/**
+ * What a request reserves as its completion (`reservation`; docs/llm.md "Reservations"): the
+ * completion it asks for (`max_tokens`, the default), `default_max_completion` unless it asks for
+ * less (`default`), or the p-th percentile of the key's recent completions, unless it asks for
+ * less (`percentile`; `default` until the key has enough of them: llm/completion-history.ts).
+ */
+export type Reservation = { mode: 'max_tokens' } | { mode: 'default' } | { mode: 'percentile'; p: number }
+
+/** `reservation`'s values: the two names, or `p1` to `p99`. */
+export const RESERVATION_PATTERN = '^(max_tokens|default|p[1-9][0-9]?)$'
+
+function reservationOf(v: unknown): Reservation {
+  if (v === 'default') return { mode: 'default' }
+  if (typeof v === 'string' && /^p[1-9][0-9]?$/.test(v)) return { mode: 'percentile', p: Number(v.slice(1)) }
+  return { mode: 'max_tokens' }
+}
+
 export interface LlmConfig extends BucketLimit {
   tokensPerMinute: number
   /** burst / rate rounded up (60 s when burst_tokens = tokens_per_minute). */
@@ -48,6 +65,7 @@ export interface LlmConfig extends BucketLimit {
   /** Caps the reservation (undefined: no cap). */
   maxCompletionTokens: number | undefined
   defaultMaxCompletion: number
+  reservation: Reservation
   estimator: Estimator
   /** BPE encoding of the `tokenizer` estimator (default o200k_base). */
   encoding: string
@@ -73,6 +91,7 @@ export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
     maxPromptTokens: num(c.max_prompt_tokens),
     maxCompletionTokens,
     defaultMaxCompletion: num(c.default_max_completion) ?? 1000,
+    reservation: reservationOf(c.reservation),
     estimator: ts.estimator ?? 'simple_word',
     encoding: ts.encoding ?? 'o200k_base',
     streaming: {
@@ -103,6 +122,7 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
       max_prompt_tokens: { $ref: '#/$defs/positiveInteger' },
       max_completion_tokens: { $ref: '#/$defs/positiveInteger' },
       default_max_completion: { $ref: '#/$defs/positiveInteger' },
+      reservation: { type: 'string', pattern: RESERVATION_PATTERN },
       token_source: {
         type: 'object',
         properties: {

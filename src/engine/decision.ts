@@ -37,6 +37,8 @@ export interface LlmReservation {
   prompt: number
   /** Prompt estimate + completion reservation: the charge to each counter. */
   reserved: number
+  /** Completions asked for (`n`, `best_of`; 1 by default): the stream is cut at this many times max_completion_tokens. */
+  choices: number
   /** The rule's streaming is enabled: any text/event-stream answer is metered and cut, whatever the body asked. */
   streaming: boolean
 }

@@ -15,6 +15,7 @@
  */
 import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
+import { completionHistory } from './completion-history.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
 import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
@@ -107,7 +108,8 @@ export class LlmExchange {
                 ? 'not_streaming'
                 : undefined
           return {
-            maxCompletion: r.config.streaming.maxCompletion,
+            // Each of `n` choices may use max_completion_tokens: the stream's count is theirs together.
+            maxCompletion: r.config.streaming.maxCompletion * r.choices,
             bufferTokens: r.config.streaming.bufferTokens,
             enforce: why === undefined,
             wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
@@ -214,13 +216,16 @@ export class LlmExchange {
     for (const r of this.reservations) {
       let used: number
       let by: SettledBy
+      let completion: number | undefined
       // A stream's usage is final only once it ended by itself; before that (cut, left) the count is the better figure.
       if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined && (counted === undefined || complete)) {
-        used = usage.prompt + usage.completion
+        completion = usage.completion
+        used = usage.prompt + completion
         by = 'usage'
       } else if (counted !== undefined) {
         // A stream without usage, a cut one, or one the client left: what was streamed.
-        used = (usage.prompt ?? r.prompt) + Math.max(counted, usage.completion ?? 0)
+        completion = Math.max(counted, usage.completion ?? 0)
+        used = (usage.prompt ?? r.prompt) + completion
         by = 'counted'
       } else if (this.status >= 400 || this.status === 0) {
         used = 0
@@ -229,6 +234,8 @@ export class LlmExchange {
         used = r.reserved
         by = 'reserved'
       }
+      if (completion !== undefined && r.config.reservation.mode === 'percentile')
+        completionHistory.record(r.minute.key, completion / r.choices)
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }

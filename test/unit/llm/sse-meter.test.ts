@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { LlmReservation } from '../../../src/engine/decision.js'
+import { normaliseLlm } from '../../../src/algorithms/llm.js'
 import { LlmExchange, type BrokenStream, type Settlement } from '../../../src/llm/exchange.js'
 import { EventEnds } from '../../../src/llm/sse-events.js'
 import { SseMeter } from '../../../src/llm/sse-meter.js'
@@ -81,6 +82,7 @@ test('an event or a line past the bound ends the stream before it; an event of e
 })
 
 function reservation(): LlmReservation {
+  const config = normaliseLlm({ tokens_per_minute: 60, burst_tokens: 1000, max_completion_tokens: 100, streaming: { buffer_tokens: 10 } })
   return {
     policyId: 'p',
     ruleName: 'r',
@@ -88,20 +90,11 @@ function reservation(): LlmReservation {
     streaming: true,
     prompt: 5,
     reserved: 105,
-    minute: { key: 'k', limit: { kind: 'token_bucket', rate: 1, burst: 1000 } },
+    choices: 1,
+    minute: { key: 'k', limit: config },
     day: undefined,
-    config: {
-      burst: 1000,
-      estimator: 'simple_word',
-      streaming: {
-        maxCompletion: 100,
-        bufferTokens: 10,
-        enforceMidStream: true,
-        onLimitExceeded: 'graceful_close',
-        includePartialUsage: true,
-      },
-    },
-  } as unknown as LlmReservation
+    config,
+  }
 }
 
 function exchange(broken: BrokenStream[], settled: Settlement[][], max: number): LlmExchange {
