@@ -91,7 +91,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const exchange = (r: ConstructorParameters<typeof LlmExchange>[0]) => new LlmExchange(r, hooks, settings.llmMaxEventBytes)
-  const llm = { bundle, exchange }
+  const llm = { bundle, exchange, streamUsage: settings.llmStreamUsage }
   const settleStatus = settleByStatus(metrics, giveBack)
   const routes = createRoutes({
     decide,

@@ -19,6 +19,7 @@ import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
 import { decisionHandler } from './decision-api.js'
 import { DECISION_PATH } from './decision-call.js'
+import { withStreamUsage } from '../llm/stream-usage.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
@@ -34,8 +35,11 @@ export interface RoutesOptions {
   admin: ReadonlyMap<string, Handler>
   /** How request targets are read (FAIRVISOR_ENCODED_SLASHES) and which path is forwarded (FAIRVISOR_FORWARD_PATH). */
   paths: PathSettings
-  /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
-  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange }
+  /**
+   * LLM rules: the bundle (does a request need its body read?), the settlement of an allowed call, and
+   * FAIRVISOR_LLM_STREAM_USAGE (ask OpenAI-compatible streams for their usage: llm/stream-usage.ts).
+   */
+  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange; streamUsage?: boolean }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
 }
@@ -84,6 +88,13 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
     const tap = tapOf(d)
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
+    if (tap !== undefined && held !== undefined && llm?.streamUsage === true) {
+      const asked = withStreamUsage(held.held, held.ended, input.path)
+      if (asked !== undefined) {
+        held = { held: asked, spill: undefined, ended: true }
+        tap.hideUsageChunk()
+      }
+    }
     const extra = r.headers.length === 0 ? undefined : r.headers
     const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
     const onStatus = statusHookOf(d)

@@ -3,21 +3,17 @@
  * stream's events are passed on whole, as each ends), cuts an over-long
  * stream, ends a stream the upstream broke (an event past the bound, or one
  * that cannot be read) with the API's error event, and settles the request's
- * reservations once — one store.adjust for all its counters — so they end
- * at what was really used: the reported usage when there is one, else the
- * streamed tokens counted (SSE, a cut, a client gone mid-stream: the count
- * wins over usage reported before the end, such as Anthropic's message_start
- * placeholder), else the reservation is kept (a JSON answer without usage).
- * A JSON answer reporting prompt tokens only (embeddings) used no completion. An error answer
- * (status ≥ 400) or no answer at all without usage is given back whole: the
- * provider charges nothing for it. A store failure drops the settlement
- * (logged, counted) and never holds the response.
+ * reservations once (llm/settlement.ts) — one store.adjust for all its
+ * counters — so they end at what was really used. A store failure drops the
+ * settlement (logged, counted) and never holds the response.
  */
 import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
+import { useOf, type SettledBy } from './settlement.js'
+import { tokenCounter } from './estimate.js'
 import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
@@ -25,7 +21,7 @@ import { collectUsage, usageFromTail, type Usage } from './usage.js'
 const JSON_KEEP = 1024 * 1024
 const TAIL_KEEP = 64 * 1024
 
-export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'
+export type { SettledBy } from './settlement.js'
 
 /**
  * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
@@ -69,6 +65,12 @@ export interface ExchangeHooks {
   broken?(b: BrokenStream): void
 }
 
+/** A stream's tokens are counted with the tokenizer of the first rule that has one, else estimated (text-tokens.ts). */
+function deltaCounter(reservations: readonly LlmReservation[]): ((text: string) => number) | undefined {
+  const r = reservations.find((x) => x.config.estimator === 'tokenizer')
+  return r === undefined ? undefined : tokenCounter(r.config.encoding)
+}
+
 export class LlmExchange {
   private meter: SseMeter | undefined
   private json: Buffer[] | undefined
@@ -80,6 +82,8 @@ export class LlmExchange {
   private cutBy: LlmReservation | undefined
   /** The stream's reader threw: the stream ends here. */
   private failed: Error | undefined
+  /** The gateway added stream_options.include_usage to the request: the usage chunk is not the client's. */
+  private hideUsage = false
 
   constructor(
     private readonly reservations: readonly LlmReservation[],
@@ -87,6 +91,11 @@ export class LlmExchange {
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
   ) {}
+
+  /** The request was sent with stream_options.include_usage the client did not ask for (llm/stream-usage.ts). */
+  hideUsageChunk(): void {
+    this.hideUsage = true
+  }
 
   /**
    * The response head (`contentEncoding`: of the bytes `data` will get, the
@@ -117,6 +126,7 @@ export class LlmExchange {
         }),
         path,
         this.maxEventBytes,
+        { count: deltaCounter(this.reservations), hideUsage: this.hideUsage },
       )
       return true
     }
@@ -211,29 +221,13 @@ export class LlmExchange {
       if (usage.prompt !== undefined && usage.completion === undefined) usage.completion = 0 // embeddings: input only
     }
     const counted = this.meter?.counted
+    // A stream's usage is final once it ended by itself, or once its final usage event came before the client left;
+    // never when the gateway cut it (the count is the better figure then).
+    const usageFinal = this.cutBy === undefined && (counted === undefined || complete || this.meter!.usageFinal)
     const out: Settlement[] = []
     const adjustments: Adjustment[] = []
     for (const r of this.reservations) {
-      let used: number
-      let by: SettledBy
-      let completion: number | undefined
-      // A stream's usage is final only once it ended by itself; before that (cut, left) the count is the better figure.
-      if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined && (counted === undefined || complete)) {
-        completion = usage.completion
-        used = usage.prompt + completion
-        by = 'usage'
-      } else if (counted !== undefined) {
-        // A stream without usage, a cut one, or one the client left: what was streamed.
-        completion = Math.max(counted, usage.completion ?? 0)
-        used = (usage.prompt ?? r.prompt) + completion
-        by = 'counted'
-      } else if (this.status >= 400 || this.status === 0) {
-        used = 0
-        by = 'refunded'
-      } else {
-        used = r.reserved
-        by = 'reserved'
-      }
+      const { used, by, completion } = useOf(r, usage, usageFinal, counted, this.status)
       if (completion !== undefined && r.config.reservation.mode === 'percentile')
         completionHistory.record(r.minute.key, completion / r.choices)
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })

@@ -57,7 +57,7 @@ function choicesOf(json: Record<string, unknown> | undefined): number {
 }
 
 /** `stream` as permissive servers read it: a boolean, or anything truthy but the strings "false"/"0"/"". */
-function truthyStream(v: unknown): boolean {
+export function truthyStream(v: unknown): boolean {
   if (v === undefined || v === null || v === false) return false
   if (typeof v === 'string') return !['', 'false', '0', 'no', 'off'].includes(v.trim().toLowerCase())
   if (typeof v === 'number') return v !== 0 && !Number.isNaN(v)

@@ -5,8 +5,10 @@
  * `…/messages`, as JSON or, when the body asks for a stream, as SSE. For the
  * clients that cannot add a header (the Agents SDK), a test chooses another
  * answer by the request itself: `pick` sees each request and may name
- * another fixture, a status, extra headers, or a body of its own. Every
- * request is recorded (path, headers, parsed body).
+ * another fixture, a status, extra headers, or a body of its own. A Chat
+ * Completions or completions stream carries its usage chunk only when the
+ * request asked for it (`stream_options.include_usage`), as OpenAI's do.
+ * Every request is recorded (path, headers, parsed body).
  */
 import { readFileSync } from 'node:fs'
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
@@ -51,9 +53,18 @@ export function defaultFixture(path: string, stream: boolean): string {
   return stream ? `${kind}-stream.sse` : `${kind}.json`
 }
 
-function answer(res: ServerResponse, a: Answer): void {
+/** Whether the request asked for a stream's usage (Chat Completions and legacy completions send it only then). */
+const asksUsage = (r: SeenRequest): boolean => (r.body?.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true
+
+function answer(res: ServerResponse, a: Answer, r: SeenRequest): void {
   const sse = a.fixture?.endsWith('.sse') === true
-  const body = a.body ?? read(a.fixture!)
+  let body = a.body ?? read(a.fixture!)
+  // As the OpenAI APIs do: the usage-only chunk only for a request that asked for it.
+  if (sse && !asksUsage(r) && /\/(chat\/)?completions$/.test(r.path.split('?')[0]!))
+    body = body
+      .split(/(?<=\n\n)/)
+      .filter((e) => !/"choices":\[\],(?:"model":"[^"]*",)?"usage":\{/.test(e))
+      .join('')
   res.writeHead(a.status ?? 200, { 'content-type': sse ? 'text/event-stream; charset=utf-8' : 'application/json', ...a.headers })
   if (!sse) return void res.end(body)
   // Event by event, as an API writes them.
@@ -85,7 +96,7 @@ export async function startApiLlm(pick?: (r: SeenRequest) => Answer | undefined)
       const r: SeenRequest = { path: req.url ?? '/', headers: req.headers, body }
       seen.push(r)
       const a = pick?.(r) ?? {}
-      answer(res, { ...a, fixture: a.fixture ?? (a.body === undefined ? defaultFixture(r.path, body?.stream === true) : undefined) })
+      answer(res, { ...a, fixture: a.fixture ?? (a.body === undefined ? defaultFixture(r.path, body?.stream === true) : undefined) }, r)
     })
   })) as ApiLlm
   b.seen = seen

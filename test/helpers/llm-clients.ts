@@ -107,6 +107,13 @@ async function agentsCall(o: CallOptions, chat: boolean): Promise<CallResult> {
   return { text: String(r.finalOutput ?? '') }
 }
 
+/** The text of a LangChain message stream. */
+async function streamedText(chunks: Promise<AsyncIterable<{ content: unknown }>>): Promise<string> {
+  let text = ''
+  for await (const c of await chunks) text += typeof c.content === 'string' ? c.content : ''
+  return text
+}
+
 /** One call of `client` as its documentation shows it; rejects with the client's own error. */
 export async function callClient(client: ClientName, o: CallOptions): Promise<CallResult> {
   const prompt = o.prompt ?? 'Tell me about rate limits.'
@@ -156,10 +163,12 @@ export async function callClient(client: ClientName, o: CallOptions): Promise<Ca
         model: MODEL.chat,
         apiKey: o.apiKey ?? 'sk-test',
         maxTokens,
-        streaming: o.stream === true,
         configuration: { baseURL: `${o.root}/v1`, defaultHeaders: o.headers },
         ...retries,
       })
+      // `.stream()`, not `streaming: true` with invoke(): that path first counts the prompt with a tiktoken
+      // encoding it downloads, retrying for minutes where there is no network.
+      if (o.stream === true) return { text: await streamedText(m.stream(prompt, { signal: o.signal })) }
       const r = await m.invoke(prompt, { signal: o.signal })
       return { text: String(r.content) }
     }
@@ -169,10 +178,10 @@ export async function callClient(client: ClientName, o: CallOptions): Promise<Ca
         apiKey: o.apiKey ?? 'sk-ant-test',
         anthropicApiUrl: o.root,
         maxTokens,
-        streaming: o.stream === true,
         clientOptions: { defaultHeaders: o.headers },
         ...retries,
       })
+      if (o.stream === true) return { text: await streamedText(m.stream(prompt, { signal: o.signal })) }
       const r = await m.invoke(prompt, { signal: o.signal })
       return { text: typeof r.content === 'string' ? r.content : JSON.stringify(r.content) }
     }

@@ -7,6 +7,7 @@
  * upstream broke. Also the body of an LLM reject in the API's error shape.
  */
 import { chatClose, chatError } from './chat.js'
+import { completionsClose } from './completions.js'
 import type { CutUsage, ErrorKind } from './event-parts.js'
 import { messagesClose, messagesError } from './messages.js'
 import { responsesClose, responsesError } from './responses.js'
@@ -30,6 +31,8 @@ export function closingEvents(
       return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE, CUT_ERROR) : responsesClose(f, usage)
     case 'messages':
       return action === 'error_chunk' ? messagesError(CUT_MESSAGE, CUT_ERROR) : messagesClose(f, counted, usage)
+    case 'completions':
+      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : completionsClose(f, usage)
     default:
       return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : chatClose(f, usage)
   }

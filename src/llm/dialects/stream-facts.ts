@@ -8,13 +8,14 @@
  * streams the gateway may end with `graceful_close` keep the output.
  */
 
-export type LlmApi = 'chat' | 'responses' | 'messages'
+export type LlmApi = 'chat' | 'completions' | 'responses' | 'messages'
 
 /** The API a request path belongs to (undefined: not known by path; the events decide). */
 export function apiOfPath(path: string): LlmApi | undefined {
   const q = path.indexOf('?')
   const p = q === -1 ? path : path.slice(0, q)
   if (p.endsWith('/chat/completions')) return 'chat'
+  if (p.endsWith('/completions')) return 'completions'
   if (p.endsWith('/responses')) return 'responses'
   if (p.endsWith('/messages')) return 'messages'
   return undefined
@@ -43,13 +44,16 @@ export class StreamFacts {
   observe(name: string | undefined, o: Obj): void {
     const type = typeof o.type === 'string' ? o.type : name
     if (this.api === undefined)
-      this.api = Array.isArray(o.choices)
-        ? 'chat'
-        : type?.startsWith('response.')
-          ? 'responses'
-          : type?.startsWith('message_') || type?.startsWith('content_block_')
-            ? 'messages'
-            : undefined
+      this.api =
+        o.object === 'text_completion'
+          ? 'completions'
+          : Array.isArray(o.choices)
+            ? 'chat'
+            : type?.startsWith('response.')
+              ? 'responses'
+              : type?.startsWith('message_') || type?.startsWith('content_block_')
+                ? 'messages'
+                : undefined
     if (Array.isArray(o.choices)) return this.chunk(o)
     if (typeof o.sequence_number === 'number') this.sequence = o.sequence_number
     if (type === 'content_block_start' && typeof o.index === 'number') this.openBlock = o.index
