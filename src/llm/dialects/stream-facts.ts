@@ -43,17 +43,15 @@ export class StreamFacts {
 
   observe(name: string | undefined, o: Obj): void {
     const type = typeof o.type === 'string' ? o.type : name
+    if (this.api === undefined && o.object === 'text_completion') this.api = 'completions'
     if (this.api === undefined)
-      this.api =
-        o.object === 'text_completion'
-          ? 'completions'
-          : Array.isArray(o.choices)
-            ? 'chat'
-            : type?.startsWith('response.')
-              ? 'responses'
-              : type?.startsWith('message_') || type?.startsWith('content_block_')
-                ? 'messages'
-                : undefined
+      this.api = Array.isArray(o.choices)
+        ? 'chat'
+        : type?.startsWith('response.')
+          ? 'responses'
+          : type?.startsWith('message_') || type?.startsWith('content_block_')
+            ? 'messages'
+            : undefined
     if (Array.isArray(o.choices)) return this.chunk(o)
     if (typeof o.sequence_number === 'number') this.sequence = o.sequence_number
     if (type === 'content_block_start' && typeof o.index === 'number') this.openBlock = o.index
