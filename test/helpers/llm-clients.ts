@@ -52,6 +52,8 @@ export const DIALECT: Record<ClientName, 'chat' | 'messages' | 'responses'> = {
 
 export interface CallOptions {
   root: string
+  /** The OpenAI-shaped clients' base URL when it is not `root` + `/v1` (Gemini's `/v1beta/openai`). */
+  baseURL?: string
   apiKey?: string
   /** Undefined: the client's default. */
   maxRetries?: number
@@ -75,7 +77,7 @@ const MODEL: Record<'chat' | 'messages' | 'responses', string> = {
 function openaiClient(o: CallOptions): OpenAI {
   return new OpenAI({
     apiKey: o.apiKey ?? 'sk-test',
-    baseURL: `${o.root}/v1`,
+    baseURL: o.baseURL ?? `${o.root}/v1`,
     defaultHeaders: o.headers,
     ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
   })
@@ -88,7 +90,7 @@ function openaiClient(o: CallOptions): OpenAI {
  * that way, so tests route it by path prefix.
  */
 async function agentsCall(o: CallOptions, chat: boolean): Promise<CallResult> {
-  const modelProvider = new OpenAIProvider({ apiKey: o.apiKey ?? 'sk-test', baseURL: `${o.root}/v1`, useResponses: !chat })
+  const modelProvider = new OpenAIProvider({ apiKey: o.apiKey ?? 'sk-test', baseURL: o.baseURL ?? `${o.root}/v1`, useResponses: !chat })
   const agent = new Agent({
     name: 'helper',
     instructions: 'Be brief.',
@@ -144,10 +146,15 @@ export async function callClient(client: ClientName, o: CallOptions): Promise<Ca
     case 'ai-compatible': {
       const model =
         client === 'ai-openai'
-          ? createOpenAI({ apiKey: o.apiKey ?? 'sk-test', baseURL: `${o.root}/v1`, headers: o.headers }).chat(MODEL.chat)
+          ? createOpenAI({ apiKey: o.apiKey ?? 'sk-test', baseURL: o.baseURL ?? `${o.root}/v1`, headers: o.headers }).chat(MODEL.chat)
           : client === 'ai-anthropic'
             ? createAnthropic({ apiKey: o.apiKey ?? 'sk-ant-test', baseURL: `${o.root}/v1`, headers: o.headers })(MODEL.messages)
-            : createOpenAICompatible({ name: 'local', apiKey: o.apiKey, baseURL: `${o.root}/v1`, headers: o.headers }).chatModel(MODEL.chat)
+            : createOpenAICompatible({
+                name: 'local',
+                apiKey: o.apiKey,
+                baseURL: o.baseURL ?? `${o.root}/v1`,
+                headers: o.headers,
+              }).chatModel(MODEL.chat)
       const args = { model, prompt, maxOutputTokens: maxTokens, abortSignal: o.signal, ...retries }
       if (o.stream === true) {
         let failure: unknown
@@ -163,7 +170,7 @@ export async function callClient(client: ClientName, o: CallOptions): Promise<Ca
         model: MODEL.chat,
         apiKey: o.apiKey ?? 'sk-test',
         maxTokens,
-        configuration: { baseURL: `${o.root}/v1`, defaultHeaders: o.headers },
+        configuration: { baseURL: o.baseURL ?? `${o.root}/v1`, defaultHeaders: o.headers },
         ...retries,
       })
       // `.stream()`, not `streaming: true` with invoke(): that path first counts the prompt with a tiktoken

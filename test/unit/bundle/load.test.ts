@@ -83,6 +83,33 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
       h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason,
       'tpm_exceeded',
     )
+    // Azure OpenAI (deployments with api-version, and its v1 API) and Gemini's OpenAI-compatible API: the same limits.
+    for (const [path, key, rule] of [
+      ['/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21', 'api-key', 'azure_openai_tokens_per_key'],
+      ['/openai/v1/chat/completions', 'api-key', 'azure_openai_tokens_per_key'],
+      ['/openai/v1/responses', 'authorization', 'azure_openai_tokens_per_key'],
+      ['/v1beta/openai/chat/completions', 'authorization', 'gemini_openai_tokens_per_key'],
+    ] as const) {
+      const value = key === 'authorization' ? 'Bearer sk-3' : 'sk-3'
+      const q = path.indexOf('?')
+      const d = h.run({
+        method: 'POST',
+        path: q === -1 ? path : path.slice(0, q),
+        query: q === -1 ? '' : path.slice(q + 1),
+        headers: { [key]: value },
+        body: chatBody(1200, { max_tokens: 50000 }),
+      })
+      assert.deepEqual(
+        d.llm?.map((r) => [r.ruleName, r.reserved]),
+        [[rule, 207 + 4096]],
+        path,
+      )
+      assert.equal(
+        h.run({ method: 'POST', path, headers: { [key]: value }, body: chatBody(120_000) }).reason,
+        'prompt_tokens_exceeded',
+        path,
+      )
+    }
   },
   'llm-anthropic.json': (h) => {
     const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })
