@@ -145,8 +145,7 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     algorithm,
     supported: descriptorsOk,
     keyNames,
-    // An LLM rule keyed on llm:api_key keys a request without one on its client address (llm/keyless.ts).
-    keys: keyNames.map((k) => (llm !== undefined && k === 'llm:api_key' ? orClientAddress(extractorOf(k)) : extractorOf(k))),
+    keys: keyNames.map((k) => (llm !== undefined && k === 'llm:api_key' ? orClientAddress(extractorOf(k)) : extractorOf(k))), // llm/keyless.ts
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
