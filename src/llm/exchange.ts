@@ -11,6 +11,7 @@ import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
+import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
 import { useOf, type SettledBy } from './settlement.js'
 import { tokenCounter } from './estimate.js'
@@ -106,7 +107,8 @@ export class LlmExchange {
   headers(status: number, contentType: string | undefined, contentEncoding: string | undefined, path = ''): boolean {
     this.status = status
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
-    if (contentType?.includes('text/event-stream')) {
+    const framing = streamFraming(status, contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
+    if (framing !== undefined || contentType?.includes('text/event-stream')) {
       this.meter = new SseMeter(
         this.reservations.map((r) => {
           const why = r.shadow
@@ -126,6 +128,7 @@ export class LlmExchange {
         }),
         path,
         this.maxEventBytes,
+        framing,
         { count: deltaCounter(this.reservations), hideUsage: this.hideUsage },
       )
       return true
@@ -180,7 +183,7 @@ export class LlmExchange {
         reservations: this.reservations,
         maxEventBytes: this.maxEventBytes,
         api: m.facts.api,
-        ...(this.failed ? { err: this.failed } : {}),
+        ...(this.failed || m.failure ? { err: this.failed ?? m.failure } : {}),
       })
       this.end(false)
       const message =
