@@ -15,7 +15,8 @@ export interface LlmReject {
   retryable: boolean
 }
 
-export const LLM_REJECTS: Readonly<Record<LlmRejectReason, LlmReject>> = {
+/** A money budget's per-request cap (llm-price.ts) answers LLM clients the same way. */
+export const LLM_REJECTS: Readonly<Record<LlmRejectReason | 'cost_per_request_exceeded', LlmReject>> = {
   prompt_tokens_exceeded: { message: 'The prompt is longer than this API key may send in one request.', retryable: false },
   max_tokens_per_request_exceeded: {
     message: 'The prompt plus the requested completion exceed the tokens allowed per request.',
@@ -26,4 +27,8 @@ export const LLM_REJECTS: Readonly<Record<LlmRejectReason, LlmReject>> = {
     retryable: true,
   },
   tpd_exceeded: { message: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.', retryable: true },
+  cost_per_request_exceeded: {
+    message: "The request's estimated cost (its prompt and requested output at the model's price) exceeds the cost allowed per request.",
+    retryable: false,
+  },
 }

@@ -16,7 +16,7 @@ import type { Plan } from './plan.js'
 
 /**
  * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
- * made. The charges are every enforce check of the request but its LLM reservations, which
+ * made. The charges are every enforce check of the request but its LLM and money reservations, which
  * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`).
  */
 export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
@@ -24,7 +24,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
   const charges: Adjustment[] = []
   for (let i = 0; i < planned.length; i++) {
     const p = planned[i]!
-    if (!p.shadow && p.llm === undefined && outcomes[i]?.allowed === true)
+    if (!p.shadow && p.llm === undefined && p.spend === undefined && outcomes[i]?.allowed === true)
       charges.push({ key: checks[i]!.key, limit: checks[i]!.limit, amount: checks[i]!.cost })
   }
   const p = planned[at]!
@@ -47,6 +47,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     descriptors: allowed.descriptors,
     // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
     llm: allowed.llm,
+    spend: allowed.spend,
   }
   return { waitMs, charges, refused, policyId: p.policy.id }
 }

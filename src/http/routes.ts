@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { CompiledBundle } from '../bundle/compile.js'
-import type { Decision, LlmReservation } from '../engine/decision.js'
+import type { Decision, LlmReservation, SpendReservation } from '../engine/decision.js'
 import type { SettleStatus } from '../engine/status-charges.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import { forwardTarget, type PathSettings } from '../request/target.js'
@@ -35,7 +35,7 @@ export interface RoutesOptions {
   /** How request targets are read (FAIRVISOR_ENCODED_SLASHES) and which path is forwarded (FAIRVISOR_FORWARD_PATH). */
   paths: PathSettings
   /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
-  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange }
+  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[], spend?: SpendReservation[]): LlmExchange }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
 }
@@ -60,8 +60,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
   const tapOf = (d: Decision): LlmExchange | undefined => {
-    if (d.llm === undefined || llm === undefined) return undefined
-    const x = llm.exchange(d.llm)
+    if ((d.llm === undefined && d.spend === undefined) || llm === undefined) return undefined
+    const x = llm.exchange(d.llm ?? [], d.spend)
     if (d.allowed) return x
     x.end(false)
     return undefined

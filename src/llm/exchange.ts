@@ -13,10 +13,11 @@
  * provider charges nothing for it. A store failure drops the settlement
  * (logged, counted) and never holds the response.
  */
-import type { LlmReservation } from '../engine/decision.js'
+import type { LlmReservation, SpendReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
+import { settleSpends, type SpendSettlement } from './spend-settle.js'
 import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
@@ -66,6 +67,8 @@ export interface ExchangeHooks {
   overrunCapped?(c: OverrunCapped): void
   /** A stream ended with the API's error event because the upstream broke it. */
   broken?(b: BrokenStream): void
+  /** Money budgets settled (`err`: the store could not take the settlement, it is dropped). */
+  spendSettled?(s: SpendSettlement[], err: Error | undefined): void
 }
 
 export class LlmExchange {
@@ -85,6 +88,8 @@ export class LlmExchange {
     private readonly hooks: ExchangeHooks,
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
+    private readonly spend: readonly SpendReservation[] = [],
   ) {}
 
   /**
@@ -232,7 +237,13 @@ export class LlmExchange {
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
-    if (adjustments.length === 0) return this.hooks.settled(out)
-    this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))
+    const spent = settleSpends(this.spend, { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status }, adjustments)
+    const done = (err: Error | null): void => {
+      if (err) this.hooks.dropped(err, out)
+      else this.hooks.settled(out)
+      if (spent.length > 0) this.hooks.spendSettled?.(spent, err ?? undefined)
+    }
+    if (adjustments.length === 0) return done(null)
+    this.hooks.store.adjust(adjustments, this.hooks.now(), done)
   }
 }
