@@ -53,8 +53,8 @@ export const DEFAULT_PRICE = 'default'
 /** An amount of the currency in micros; undefined when it has more than six decimals (a fraction of a micro). */
 export function toMicros(amount: number): number | undefined {
   const m = Math.round(amount * MICROS)
-  // The product of a decimal with ≤ 6 places lands within float noise of an integer.
-  return Math.abs(amount * MICROS - m) <= 1e-6 * Math.max(1, Math.abs(m)) ? m : undefined
+  // The product of a decimal with ≤ 6 places lands within float noise (a few ulps) of an integer.
+  return Math.abs(amount * MICROS - m) <= 1e-6 + Math.abs(m) * 1e-15 ? m : undefined
 }
 
 /** Micros written as the currency's units with six decimals, trailing zeros dropped: 1500000 → "1.5". */

@@ -8,6 +8,8 @@
  *   `…/tunedModels/{model}:…`): the model of the path;
  * - AWS Bedrock (`/model/{modelId}/converse`, `/converse-stream`, `/invoke`,
  *   `/invoke-with-response-stream`): the model id, percent-decoded as Bedrock decodes it;
+ * - the Realtime API (`…/realtime`, a WebSocket upgrade with no body): the query's `model`
+ *   (OpenAI) or `deployment` (Azure), a repeated one with different values AmbiguousRequest;
  * - any other path (OpenAI, Anthropic, Azure's `/openai/v1/…`, Ollama, OpenAI-compatible
  *   servers): the top-level `model` of the JSON body, from the one parse LLM rules already make
  *   (view.llmBody()). A body that names its model twice with different values (`{"model":"a",
@@ -139,6 +141,7 @@ function modelOfBody(view: RequestView): string | undefined {
 
 /** The llm:model of a request (see above); undefined when missing. */
 export function llmModel(view: RequestView): string | undefined {
-  const fromPath = modelOfPath(view.path)
-  return clean(fromPath ?? modelOfBody(view) ?? '')
+  const path = view.path
+  if (path.endsWith('/realtime')) return clean(view.keyQuery(path.startsWith('/openai/') ? 'deployment' : 'model') ?? '')
+  return clean(modelOfPath(path) ?? modelOfBody(view) ?? '')
 }
