@@ -64,19 +64,31 @@ const BACKSLASH = 0x5c
 const MODEL_KEY = Buffer.from('"model"')
 const ESCAPE_U = Buffer.from('\\u')
 
-/** The end (index of the closing quote) of the JSON string starting at `start`, and whether it holds an escape. */
-function stringEnd(b: Buffer, start: number): [number, boolean] {
-  let escaped = false
-  let i = start + 1
-  while (i < b.length) {
-    const c = b[i]!
-    if (c === BACKSLASH) {
-      escaped = true
-      i += 2
-    } else if (c === QUOTE) return [i, escaped]
-    else i++
+/**
+ * The end (index of the closing quote) of the JSON string starting at `start`. A native search
+ * (memchr) jumps over the text: most of a body is string content.
+ */
+function stringEnd(b: Buffer, start: number): number {
+  let q = b.indexOf(QUOTE, start + 1)
+  while (q !== -1) {
+    // A quote after an odd run of backslashes is escaped.
+    let k = q - 1
+    while (b[k] === BACKSLASH) k--
+    if ((q - 1 - k) % 2 === 0) return q
+    q = b.indexOf(QUOTE, q + 1)
   }
-  return [b.length, escaped]
+  return b.length
+}
+
+/** The longest key text that can still read as `model`: each letter as a six-character `\u` escape. */
+const MAX_MODEL_KEY = 5 * 6
+
+/** Whether the key string b[start..end] (quotes included) reads as `model`. */
+function isModelKey(b: Buffer, start: number, end: number): boolean {
+  const n = end - start - 1
+  if (n === 5) return b.toString('latin1', start + 1, end) === 'model'
+  // Only a key spelled with escapes can still be `model`: a few short top-level keys are parsed.
+  return n > 5 && n <= MAX_MODEL_KEY && JSON.parse(b.toString('utf8', start, end + 1)) === 'model'
 }
 
 function isWhitespace(c: number): boolean {
@@ -95,17 +107,14 @@ export function topLevelModels(b: Buffer): (string | null)[] {
   for (let i = 0; i < b.length; i++) {
     const c = b[i]!
     if (c === QUOTE) {
-      const [end, escaped] = stringEnd(b, i)
+      const end = stringEnd(b, i)
       if (depth === 1 && expectKey) {
         expectKey = false
-        const isModel = escaped
-          ? JSON.parse(b.toString('utf8', i, end + 1)) === 'model'
-          : end - i === 6 && b.toString('latin1', i + 1, end) === 'model'
-        if (isModel) {
+        if (isModelKey(b, i, end)) {
           let j = end + 1
           while (j < b.length && (isWhitespace(b[j]!) || b[j] === 0x3a)) j++
           if (b[j] === QUOTE) {
-            const [vend] = stringEnd(b, j)
+            const vend = stringEnd(b, j)
             out.push(JSON.parse(b.toString('utf8', j, vend + 1)) as string)
             i = vend
             continue
@@ -129,9 +138,9 @@ function modelOfBody(view: RequestView): string | undefined {
   const model = body.json?.model
   const held = body.held
   if (body.json === undefined || held === undefined) return undefined
-  // One literal `"model"` and no `\u` escape: no other key can be `model`, nothing to scan.
+  // At most one literal `"model"` and no `\u` escape: no second key can be `model`, nothing to scan.
   const first = held.indexOf(MODEL_KEY)
-  if (first !== -1 && (held.indexOf(MODEL_KEY, first + 1) !== -1 || held.indexOf(ESCAPE_U) !== -1)) {
+  if ((first !== -1 && held.indexOf(MODEL_KEY, first + 1) !== -1) || held.indexOf(ESCAPE_U) !== -1) {
     const all = topLevelModels(held)
     for (let i = 1; i < all.length; i++)
       if (all[i] !== all[0]) throw new AmbiguousRequest('the request body names its model more than once, with different values')

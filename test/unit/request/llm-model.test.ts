@@ -90,6 +90,8 @@ describe('the model of the body', () => {
     const escaped = '{"model":"gpt-4o-mini","mod\\u0065l":"o3"}'
     assert.throws(() => model(post('/v1/chat/completions', escaped)), AmbiguousRequest)
     assert.throws(() => model(post('/v1/chat/completions', '{"model":"a","model":null}')), AmbiguousRequest)
+    // No literal "model" at all: two escaped spellings.
+    assert.throws(() => model(post('/v1/chat/completions', '{"mod\\u0065l":"a","\\u006dodel":"b"}')), AmbiguousRequest)
   })
   test('named twice with the same value, or "model" elsewhere (nested, in text): that value', () => {
     assert.equal(model(post('/v1/chat/completions', '{"model":"a","model":"a"}')), 'a')
