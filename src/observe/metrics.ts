@@ -74,7 +74,7 @@ export function createMetrics() {
     }),
     llmSpend: new Counter({
       name: 'fairvisor_llm_spend_micros_total',
-      help: 'Money spent by LLM calls as money budgets settled it (cost_key llm_price), in micros (millionths) of the currency, per policy and currency.',
+      help: 'Money spent by LLM calls as money budgets settled it (cost_key llm_price), in micros (millionths) of the currency, per policy and currency (a call two budgets of one policy price counts in each).',
       labelNames: ['policy', 'currency'],
       registers: r,
     }),
