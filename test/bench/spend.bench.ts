@@ -32,7 +32,7 @@ const chatBody = (ascii: boolean): Buffer => {
   }
   const json = JSON.stringify(doc)
   // Python's json.dumps (ensure_ascii) escapes every non-ASCII character.
-  return Buffer.from(ascii ? json.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : json)
+  return Buffer.from(ascii ? json.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : json)
 }
 const BODY = chatBody(false)
 const PRICES = { currency: 'USD', per_million_tokens: { 'gpt-4o*': { input: 2.5, output: 10 }, default: { input: 15, output: 60 } } }
