@@ -8,7 +8,14 @@
  * answer without usage).
  */
 import type { LlmReservation } from '../engine/decision.js'
+import { tokenCounter } from './estimate.js'
 import type { Usage } from './usage.js'
+
+/** A stream's tokens are counted with the tokenizer of the first rule that has one, else estimated (text-tokens.ts). */
+export function deltaCounter(reservations: readonly LlmReservation[]): ((text: string) => number) | undefined {
+  const r = reservations.find((x) => x.config.estimator === 'tokenizer')
+  return r === undefined ? undefined : tokenCounter(r.config.encoding)
+}
 
 export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'
 
