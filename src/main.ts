@@ -20,9 +20,10 @@ import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
 import { createRoutes } from './http/routes.js'
 import { createListener } from './http/server.js'
+import { SlotHolds } from './http/slot-holds.js'
 import { LlmExchange } from './llm/exchange.js'
 import { threadView } from './observe/admin-view.js'
-import { decisionRecorder, engineObserver, jwtRejections } from './observe/engine-observer.js'
+import { decisionRecorder, engineObserver, jwtRejections, slotsDropped } from './observe/engine-observer.js'
 import { giveBackHook, holdHooks, settleByStatus } from './observe/give-back.js'
 import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
@@ -64,6 +65,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const bundle = (): CompiledBundle | null => config.bundle()
   // FAIRVISOR_MAX_DELAYED: one count of held requests for the process, whichever thread holds them.
   const slots = new HoldSlots(settings.maxDelayed, runtime.holdSlots?.shared, runtime.holdSlots?.holder)
+  // Concurrency slots of forwarded requests, given back when each exchange ends.
+  const inFlight = new SlotHolds(store, clock, slotsDropped(log, metrics, store.kind, clock))
   metrics.bindLiveState({
     bundle,
     nowMs: clock,
@@ -71,6 +74,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
     leaseTableFull: () => store.leaseTableFull?.(),
     storeCleanupErrors: () => store.cleanupErrors?.(),
     delayedHeld: () => slots.total,
+    slots: () => inFlight,
   })
   await config.start()
   const { failPolicy, exposeReason } = settings
@@ -104,6 +108,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
     paths: settings,
     llm,
     settleStatus,
+    slots: inFlight,
   })
   const main = createListener({ settings, log, ...routes })
   const view = runtime.processView(() => threadView(top, metrics, clock()))

@@ -4,6 +4,7 @@
  * is allowed, and the CLI turns that into one line on stderr and exit code 2.
  */
 import type { BlockList } from 'node:net'
+import type { LoadOptions } from './bundle/load.js'
 import { SettingError } from './errors.js'
 import { distinctPorts } from './listeners.js'
 import type { JwtVerifierSettings } from './request/jwt-verify.js'
@@ -132,6 +133,16 @@ export function pathSettings(env: Env = process.env): PathSettings {
 
 /** Shortest bundle signing key and debug session secret: 32 characters, as for the JWT HMAC secret (HMAC-SHA256 wants ≥ 256 bits). */
 export const MIN_KEY_LENGTH = 32
+
+/**
+ * How this gateway loads bundles: under its signing key, and validated for
+ * where its decisions are used (its mode, and a gRPC listener deciding on the
+ * bundle too): a rule that needs the response, or a request's end, is refused
+ * where it is not seen.
+ */
+export function bundleLoadOptions(s: Pick<Settings, 'bundleSigningKey' | 'mode' | 'grpcPort'>): LoadOptions {
+  return { signingKey: s.bundleSigningKey, mode: s.mode, grpc: s.grpcPort !== undefined }
+}
 
 /** The settings; any FAIRVISOR_* variable that none of them read is refused (unknown-settings.ts). */
 export function loadSettings(env: Env = process.env): Readonly<Settings> {

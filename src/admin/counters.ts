@@ -9,6 +9,7 @@
  * `loop_detection` and `circuit_breaker`. A shadow policy (or any policy while the bundle's
  * global_shadow is on) counts on its `shadow:` counters, which are the ones read and reset then.
  */
+import { CONCURRENCY, type ConcurrencyConfig } from '../algorithms/concurrency.js'
 import { utcDay } from '../algorithms/llm.js'
 import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { holdsShortHash, isSecretDescriptor } from '../engine/log-key.js'
@@ -117,8 +118,8 @@ export function counterAnswer(q: CounterQuery, t: CounterTarget, o: Outcome): Re
     limit: h?.limit ?? null,
     remaining: h?.remaining ?? null,
     reset_seconds: h?.resetS ?? null,
-    // No limit kind of this build counts requests in flight.
-    in_flight: null,
+    // A concurrency rule's slots held now (its figure is the free slots); no other kind counts requests in flight.
+    in_flight: t.rule.algorithm === CONCURRENCY ? Math.max(0, (t.rule.limit as ConcurrencyConfig).max - o.value) : null,
   }
 }
 

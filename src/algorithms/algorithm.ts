@@ -17,6 +17,7 @@
  * (algorithms/index.ts); on a new kind, also the kind's folder and its line
  * in the kind table. Nothing here does I/O or reads a clock: time is passed in.
  */
+import type { GatewayMode } from '../bundle/types.js'
 import type { KindSample, KindSql } from './kinds/twins.js'
 
 /** A limit as a store sees it: its kind and the kind's parameters, fixed at bundle load. */
@@ -60,6 +61,13 @@ export interface Step<S> {
   commit?: boolean
 }
 
+/** What stepCells tells of a check (the stores' Outcome has these fields). */
+export interface CellsOutcome {
+  allowed: boolean
+  value: number
+  retryAfter: number
+}
+
 export interface LimitKind<L extends Limit = Limit, S = unknown> {
   /** The branch id in server scripts; never reused for another kind. */
   readonly id: number
@@ -69,8 +77,18 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   /**
    * Pure: give back (`amount` > 0) or charge on top (`amount` < 0) to a state
    * already charged; undefined when there is nothing to adjust (no state).
+   * `at`: when the charge being adjusted was made (the adjustment's own, else
+   * `now`), for a kind whose state is kept by time of charge (concurrency).
    */
-  adjust(state: S | undefined, limit: L, amount: number, now: number): Step<S> | undefined
+  adjust(state: S | undefined, limit: L, amount: number, now: number, at?: number): Step<S> | undefined
+  /**
+   * Optional, for a kind that writes nothing on a reject: `step` on the in-process stores' packed
+   * cells in place (`live` false: they hold no state), no objects. Outcome into `out`; returns the
+   * new expireAt when allowed (cells written), NaN when rejected (cells untouched).
+   */
+  stepCells?(cells: Float64Array, off: number, live: boolean, limit: L, cost: number, now: number, out: CellsOutcome): number
+  /** Optional: `adjust` of a live packed state in place: its new expireAt, NaN when there is nothing to adjust (cells untouched). */
+  adjustCells?(cells: Float64Array, off: number, limit: L, amount: number, now: number, at?: number): number
   /** In-process store packing: state ↔ up to CELLS doubles at `off`. */
   load(cells: Float64Array, off: number): S
   save(state: S, cells: Float64Array, off: number): void
@@ -169,6 +187,27 @@ export interface Algorithm<C extends Limit = Limit> {
    * by two weeks.
    */
   readonly retryJitterMaxS?: number
+  /**
+   * For a limit whose charge is a slot the request holds while in flight
+   * (concurrency): the seconds after which a slot still held is renewed (a
+   * third of its lease, so a live request outlives the lease); the front end
+   * gives the slot back when the exchange ends (http/slot-holds.ts).
+   * Undefined, or absent: the charge is kept.
+   */
+  holdRenewS?(limit: C): number | undefined
+}
+
+/**
+ * Where a bundle's decisions are used, for the checks that depend on it (the
+ * gateway's FAIRVISOR_MODE and gRPC listener; `fairvisor validate --mode
+ * --grpc`): only a reverse proxy, which forwards each request itself, sees
+ * an exchange end.
+ */
+export interface BundleUse {
+  /** FAIRVISOR_MODE. */
+  readonly mode: GatewayMode
+  /** FAIRVISOR_GRPC_PORT is set: ext_authz and the Rate Limit Service decide on the bundle too, and see no request end. */
+  readonly grpc: boolean
 }
 
 /** A problem of one rule's algorithm_config found by `check` (field: path inside the config, '' for the config itself). */
@@ -195,12 +234,18 @@ export interface RuleAlgorithm<C extends Limit = Limit> extends Algorithm<C> {
   readonly configSchema: object
   /** The config field holding `fixed`, `header:<name>` or `query:<name>` (undefined: every request costs fixed_cost, default 1). */
   readonly costField?: string
-  /** Checks of a schema-valid config that JSON Schema cannot express. */
-  check?(config: Record<string, unknown>, out: ConfigIssue[]): void
+  /** Checks of a schema-valid config that JSON Schema cannot express (`use`: where the bundle's decisions are used). */
+  check?(config: Record<string, unknown>, out: ConfigIssue[], use: BundleUse): void
   /** The config that actually runs (aliases and defaults applied); input already schema-validated. */
   normalise(raw: Record<string, unknown>): C
   /** The most one request can spend on this limit (a larger cost is always rejected); Infinity when undefined. */
   capacity?(limit: C): number
+  /**
+   * A part of the counter key, after the rule name, that depends on the limit:
+   * a parameter the stored state is laid out by (concurrency: its lease
+   * buckets), so that a reload changing it starts a counter of its own.
+   */
+  counterKeyPart?(limit: C): string
   /** An LLM rule: the proxy reads the body first and the engine plans it with engine/llm-plan.ts. */
   readonly llm?: boolean
   /** Name of the outcome's figure in `fairvisor test --json` output, when it has a documented one. */

@@ -5,6 +5,7 @@
  * algorithm"). A rule whose algorithm is not here is refused by the schema.
  */
 import type { Limit, RejectReason, RuleAlgorithm } from './algorithm.js'
+import { CONCURRENCY } from './concurrency.js'
 import { COST_BUDGET } from './cost-budget.js'
 import { LLM_DAY, LLM_MINUTE } from './llm.js'
 import { SLIDING_WINDOW } from './sliding-window.js'
@@ -32,6 +33,7 @@ registerAlgorithm(COST_BUDGET)
 registerAlgorithm(LLM_MINUTE)
 jitterBounds.set(LLM_DAY.rejectReason, LLM_DAY.retryJitterMaxS!)
 registerAlgorithm(SLIDING_WINDOW)
+registerAlgorithm(CONCURRENCY)
 
 /** Rule algorithms (loop detection and the circuit breaker are policy guards, compiled apart). */
 export const ALGORITHMS: ReadonlyMap<string, RuleAlgorithm> = table

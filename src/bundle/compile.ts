@@ -132,8 +132,8 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm, prices?:
   if (algorithm === undefined) throw new BundleError(`rule "${name}": unknown algorithm "${raw.algorithm}"`)
   const keyNames = raw.limit_keys ?? []
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
-  const prefix = algorithm.keyPrefix
   const limit = algorithm.normalise(c)
+  const prefix = `${algorithm.keyPrefix}${name}:${algorithm.counterKeyPart?.(limit) ?? ''}`
   const { llm, spend, supported } = llmParts(algorithm, limit, name, prices)
   return {
     name,
@@ -152,8 +152,8 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm, prices?:
       Number(c.min_cost ?? 1),
     ),
     costCap: algorithm.capacity?.(limit) ?? Infinity,
-    counterPrefix: `${prefix}${name}:`,
-    shadowCounterPrefix: `shadow:${prefix}${name}:`,
+    counterPrefix: prefix,
+    shadowCounterPrefix: `shadow:${prefix}`,
     llm,
     spend,
     statuses: statusRuleOf(raw),

@@ -18,6 +18,8 @@ export interface LoadOptions {
   signingKey?: string
   /** FAIRVISOR_MODE (default reverse_proxy): rules that act on the response are refused in decision_service mode. */
   mode?: GatewayMode
+  /** FAIRVISOR_GRPC_PORT is set: ext_authz and the Rate Limit Service decide on the bundle too (a rule needing a request's end is refused). */
+  grpc?: boolean
 }
 
 export interface BundleSummary {
@@ -73,7 +75,7 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
   } catch (err) {
     return fail(file, `the file is not valid JSON (${(err as Error).message.replace(/\s+/g, ' ').trim()})`)
   }
-  const issues = validateBundle(doc, now, opts.mode)
+  const issues = validateBundle(doc, now, opts.mode, opts.grpc)
   const fatal = issues.filter((i) => i.policyIndex === undefined && !i.warning)
   if (fatal.length) {
     // Report every error, the policies' too, so one round of fixes is enough.

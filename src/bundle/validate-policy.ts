@@ -2,11 +2,11 @@
  * The checks of one policy that JSON Schema cannot express: host
  * normalisation, selector paths in normalised form, descriptor keys, each algorithm's own config checks
  * (RuleAlgorithm.check: burst ≥ rate, budget stages, enabled guards with
- * their required fields, …), and the warnings for policies whose
+ * their required fields, a concurrency rule where no request end is seen, …), and the warnings for policies whose
  * every rule needs a JWT claim, whose fallback_limit keys on a value a request may lack, or whose
  * circuit breaker one request can open.
  */
-import type { ConfigIssue, RuleAlgorithm } from '../algorithms/algorithm.js'
+import type { BundleUse, ConfigIssue, RuleAlgorithm } from '../algorithms/algorithm.js'
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
@@ -36,10 +36,15 @@ function checkStatuses(rule: RawRule, base: string, mode: GatewayMode, out: Bund
       pointer: `${base}/${field}`,
       message: `${field} cannot be set on a ${rule.algorithm_config?.cost_key === LLM_PRICE ? 'money budget' : `${rule.algorithm} rule`}: its charge is settled on the response's reported usage, and an error answer is given back already`,
     })
+  if (ALGORITHMS.get(rule.algorithm)?.holdRenewS !== undefined)
+    out.push({
+      pointer: `${base}/${field}`,
+      message: `${field} cannot be set on a ${rule.algorithm} rule: its slot is given back when the exchange ends, whatever the status`,
+    })
 }
 
-function checkRule(rule: RawRule, base: string, mode: GatewayMode, out: BundleIssue[]): void {
-  checkStatuses(rule, base, mode, out)
+function checkRule(rule: RawRule, base: string, use: BundleUse, out: BundleIssue[]): void {
+  checkStatuses(rule, base, use.mode, out)
   for (const [i, key] of (rule.limit_keys ?? []).entries()) {
     const d = compileDescriptor(key)
     if (!d.ok) out.push({ pointer: `${base}/limit_keys/${i}`, message: d.message })
@@ -49,13 +54,13 @@ function checkRule(rule: RawRule, base: string, mode: GatewayMode, out: BundleIs
     if (!d.ok) out.push({ pointer: `${base}/match/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: d.message })
   }
   const algorithm = ALGORITHMS.get(rule.algorithm)
-  if (algorithm !== undefined) checkConfig(algorithm, rule.algorithm_config, `${base}/algorithm_config`, out)
+  if (algorithm !== undefined) checkConfig(algorithm, rule.algorithm_config, `${base}/algorithm_config`, out, use)
 }
 
 /** The algorithm's own checks of its config, as issues at pointers under `base`. */
-function checkConfig(algorithm: RuleAlgorithm, config: Record<string, unknown>, base: string, out: BundleIssue[]): void {
+function checkConfig(algorithm: RuleAlgorithm, config: Record<string, unknown>, base: string, out: BundleIssue[], use: BundleUse): void {
   const found: ConfigIssue[] = []
-  algorithm.check?.(config, found)
+  algorithm.check?.(config, found, use)
   for (const f of found)
     out.push({ pointer: f.field === '' ? base : `${base}/${f.field}`, message: f.message, ...(f.warning ? { warning: true } : {}) })
 }
@@ -91,8 +96,10 @@ export function checkPolicy(
   clean: (pointer: string) => boolean,
   out: BundleIssue[],
   mode: GatewayMode = 'reverse_proxy',
+  grpc = false,
 ): void {
   const base = `/policies/${index}/spec`
+  const use: BundleUse = { mode, grpc }
   if (clean(`${base}/selector`)) {
     for (const [i, h] of (p.spec.selector.hosts ?? []).entries()) {
       const problem = hostProblem(h)
@@ -112,9 +119,9 @@ export function checkPolicy(
   }
   const rules = Array.isArray(p.spec.rules) ? p.spec.rules : []
   rules.forEach((r, i) => {
-    if (clean(`${base}/rules/${i}`)) checkRule(r, `${base}/rules/${i}`, mode, out)
+    if (clean(`${base}/rules/${i}`)) checkRule(r, `${base}/rules/${i}`, use, out)
   })
-  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, mode, out)
+  if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkRule(p.spec.fallback_limit, `${base}/fallback_limit`, use, out)
   // A token that is missing, garbage or fails verification yields no claims: every such rule is skipped.
   if (rules.length > 0 && clean(`${base}/rules`) && rules.every(needsJwt)) {
     // The fallback_limit applies when no rule could be applied (docs/behaviour.md §4), so it covers such requests.
@@ -130,7 +137,7 @@ export function checkPolicy(
   if (p.spec.fallback_limit && clean(`${base}/fallback_limit`)) checkFallbackKeys(p.spec.fallback_limit, `${base}/fallback_limit`, out)
   const cb = p.spec.circuit_breaker
   if (cb && clean(`${base}/circuit_breaker`)) {
-    checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out)
+    checkConfig(CIRCUIT_BREAKER as RuleAlgorithm, cb as Record<string, unknown>, `${base}/circuit_breaker`, out, use)
     const threshold = cb.spend_rate_threshold_per_minute
     if (cb.enabled === true && typeof threshold === 'number' && clean(`${base}/rules/0`)) {
       const w = breakerReach(threshold, rules[0], base)
@@ -139,5 +146,5 @@ export function checkPolicy(
   }
   const loop = p.spec.loop_detection
   if (loop && clean(`${base}/loop_detection`))
-    checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out)
+    checkConfig(LOOP_DETECTION as RuleAlgorithm, loop as Record<string, unknown>, `${base}/loop_detection`, out, use)
 }

@@ -189,12 +189,14 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /**
  * All issues of a parsed bundle document. `now` (epoch ms) decides expiry;
- * `mode` (FAIRVISOR_MODE, default reverse_proxy) what rules can do: options
- * that act on the response need the gateway to see it.
- * Every error is reported in one pass: the semantic checks run on each part
- * the schema accepted, even when another part (or the top level) failed.
+ * `mode` (FAIRVISOR_MODE, default reverse_proxy) and `grpc` (a gRPC listener
+ * deciding on it too) what rules can do: options that act on the response,
+ * or on the end of each request (a concurrency rule's slot), need the
+ * gateway to see it. Every error is reported in one pass: the semantic
+ * checks run on each part the schema accepted, even when another part (or
+ * the top level) failed.
  */
-export function validateBundle(doc: unknown, now: number, mode: GatewayMode = 'reverse_proxy'): BundleIssue[] {
+export function validateBundle(doc: unknown, now: number, mode: GatewayMode = 'reverse_proxy', grpc = false): BundleIssue[] {
   const issues = schemaIssues(doc)
   if (!isObject(doc)) return issues.length ? issues : [{ pointer: '', message: 'the bundle must be a JSON object' }]
   const bundle = doc as unknown as RawBundle
@@ -209,7 +211,7 @@ export function validateBundle(doc: unknown, now: number, mode: GatewayMode = 'r
   if (Array.isArray(bundle.policies)) {
     bundle.policies.forEach((p, i) => {
       const broken = issues.some((x) => x.pointer === `/policies/${i}` || x.pointer === `/policies/${i}/spec`)
-      if (!broken && isObject(p) && isObject(p.spec)) checkPolicy(p, i, clean, semantic, mode)
+      if (!broken && isObject(p) && isObject(p.spec)) checkPolicy(p, i, clean, semantic, mode, grpc)
     })
   }
   const all = [...attributed, ...semantic.map((i) => attribute(bundle, i))]

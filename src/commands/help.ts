@@ -19,6 +19,7 @@ commands:
       --format text|json     output format (default text; json: one object per file)
       --key-file <file>      the files must be signed under the key in this file
       --mode <mode>          reverse_proxy or decision_service (default FAIRVISOR_MODE, else reverse_proxy)
+      --grpc                 the gateway also serves gRPC (default: FAIRVISOR_GRPC_PORT set)
   test <bundle> --requests <file.jsonl|->
                              run sample requests through the real engine and an in-process store;
                              bearer tokens verified with the gateway's JWT settings (FAIRVISOR_JWT_*,

@@ -22,6 +22,7 @@ import { type LlmReport, llmReport } from './test-llm.js'
 import { RecordingStore } from './test-report.js'
 import { SimulatedHolds, type StatusSettlement, settleStatus } from './test-response.js'
 import type { SampleRequest } from './test-samples.js'
+import { SimulatedSlots } from './test-slots.js'
 
 export const NOT_VERIFIED = 'claims not verified (no FAIRVISOR_JWT_HMAC_SECRET, FAIRVISOR_JWKS_FILE or FAIRVISOR_JWKS_URL)'
 
@@ -55,6 +56,7 @@ export class OfflineGateway {
   private cur: Current = { planned: [], skipped: [], shadowRejects: [], details: [] }
   private readonly store: RecordingStore
   private readonly engine: Engine
+  private readonly slots: SimulatedSlots
 
   private constructor(
     readonly bundle: CompiledBundle,
@@ -73,6 +75,7 @@ export class OfflineGateway {
     }
     this.store = new RecordingStore(new MemoryStore({ maxBytes: storeBytes }))
     this.engine = new Engine({ store: this.store, failPolicy: 'open', observer })
+    this.slots = new SimulatedSlots(this.store)
   }
 
   /**
@@ -112,11 +115,15 @@ export class OfflineGateway {
     return this.jwt !== undefined
   }
 
-  /** `s` at `startMs` + `s.at` seconds: decided, held, its response status and LLM answer settled. */
+  /**
+   * `s` at `startMs` + `s.at` seconds: decided, held, its response status and LLM answer settled; its
+   * concurrency slots taken for `s.hold` seconds once forwarded (exchanges ended by then first).
+   */
   async run(s: SampleRequest, startMs: number): Promise<OfflineResult> {
     const cur: Current = { planned: [], skipped: [], shadowRejects: [], details: [] }
     this.cur = cur
     this.store.last = []
+    this.slots.endUpTo(startMs / 1000 + s.at)
     const nowMs = startMs + s.at * 1000
     const token = bearerToken(rawHeader(s.input.rawHeaders, 'authorization'))
     let input = s.input
@@ -133,6 +140,7 @@ export class OfflineGateway {
     const outcomes = cur.planned.length ? this.store.last : []
     const nowS = startMs / 1000 + s.at
     const decision = this.holds.hold(evaluated, s.at, this.store, nowS)
+    this.slots.hold(decision, nowS + (decision.delayMs ?? 0) / 1000 + s.hold)
     return {
       decision,
       refused: decision !== evaluated,

@@ -88,6 +88,8 @@ export interface RequestReport {
   debt?: boolean
   /** Rejected because FAIRVISOR_MAX_DELAYED requests were held already; its charges were given back. */
   hold_refused?: boolean
+  /** Concurrency slots taken: held this long (the line's `hold`), then given back. */
+  slots_held_s?: number
   /** token_bucket_llm rules: estimate, reservation, settlement. */
   llm?: LlmReport[]
   /** The sample's response status and what it settled (rules with count_statuses / refund_statuses). */
@@ -118,7 +120,7 @@ export function table(r: RequestReport): string {
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
   lines.push(
-    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms${r.debt ? ' for its turn' : ''}` : ''}${r.hold_refused ? ', refused: FAIRVISOR_MAX_DELAYED requests are held already' : ''}`,
+    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms${r.debt ? ' for its turn' : ''}` : ''}${r.hold_refused ? ', refused: FAIRVISOR_MAX_DELAYED requests are held already' : ''}${r.slots_held_s === undefined ? '' : `, slots held ${r.slots_held_s} s`}`,
   )
   lines.push(...llmLines(r.llm))
   if (r.response_status !== undefined) lines.push(...statusLines(r.response_status, r.status_settlement))

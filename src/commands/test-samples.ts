@@ -5,7 +5,7 @@
 import { type EncodedSlashes, readTarget } from '../request/target.js'
 import type { RequestInput } from '../request/view.js'
 
-const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response', 'status'])
+const FIELDS = new Set(['method', 'path', 'host', 'headers', 'query', 'ip', 'repeat', 'at', 'body', 'response', 'status', 'hold'])
 const MAX_REPEAT = 100000
 
 export interface SampleRequest {
@@ -19,6 +19,8 @@ export interface SampleRequest {
   response?: { contentType: string; body: Buffer }
   /** The status the client gets (default 200): what rules with count_statuses / refund_statuses settle on. */
   status: number
+  /** Seconds the exchange lasts: concurrency slots are given back at `at + hold`. */
+  hold: number
 }
 
 /** `body`: text as is, any other JSON value serialised (an LLM rule estimates its prompt from it). */
@@ -105,6 +107,8 @@ export function sampleOf(r: Record<string, unknown>, line: number, prevAt: numbe
   const status = r.status === undefined ? 200 : r.status
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 100 || status > 599)
     throw new LineError('"status" must be an HTTP status from 100 to 599')
+  const hold = r.hold === undefined ? 0 : r.hold
+  if (typeof hold !== 'number' || !Number.isFinite(hold) || hold < 0) throw new LineError('"hold" must be a number of seconds ≥ 0')
   const rawQuery = params.toString()
   const read = readTarget(path, host, slashes)
   return {
@@ -124,6 +128,7 @@ export function sampleOf(r: Record<string, unknown>, line: number, prevAt: numbe
     status,
     repeat,
     at,
+    hold,
     target: rawQuery ? `${path}?${rawQuery}` : path,
   }
 }

@@ -7,11 +7,13 @@
  *
  * One JSON object per line:
  *   {"method":"GET","path":"/v1/x?a=1","host":"api.example.com","headers":{"x-api-key":"k"},
- *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5,"status":401}
- * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`, 200);
+ *    "query":{"b":"2"},"ip":"10.0.0.1","repeat":3,"at":1.5,"status":401,"hold":2}
+ * every field optional (GET, /, localhost, no headers, 127.0.0.1, 1, the previous `at`, 200, 0);
  * `status` is the response the client gets, which rules with count_statuses /
  * refund_statuses settle on; a request in debt (max_delay_ms) is held, and
  * refused past FAIRVISOR_MAX_DELAYED holds still running (test-response.ts);
+ * `hold` is how long each request's exchange lasts, which is how long it
+ * holds its concurrency slots (test-slots.ts);
  * `at` is seconds after the start and must not go backwards. Blank lines and lines
  * starting with `#` are skipped. The ASN map, GeoIP databases and Tor exit
  * list are read from the same FAIRVISOR_* variables as the gateway's, and
@@ -106,6 +108,7 @@ export async function run(args: string[]): Promise<number> {
       n++
       if (d.allowed) allowed++
       const hold = d.delayMs ? { delay_ms: d.delayMs, ...(d.debt ? { debt: true } : {}) } : refused ? { hold_refused: true } : {}
+      const slotsHeld = d.allowed && d.held !== undefined ? { slots_held_s: s.hold } : {}
       const report: RequestReport = {
         n,
         line: s.line,
@@ -139,6 +142,7 @@ export async function run(args: string[]): Promise<number> {
         rule: d.ruleName,
         headers: Object.fromEntries(responseHeaders(d)),
         ...hold,
+        ...slotsHeld,
         ...(llm ? { llm } : {}),
         ...(settled ? { response_status: s.status, status_settlement: settled } : {}),
       }

@@ -1,12 +1,15 @@
 /**
- * `fairvisor validate <file|->... [--format text|json] [--key-file K]`: load a
- * bundle exactly as the gateway would and say what it would do with it. Several
+ * `fairvisor validate <file|->... [--format text|json] [--key-file K] [--mode M] [--grpc]`:
+ * load a bundle exactly as the gateway would and say what it would do with it. Several
  * files are checked one after the other (json: one object per line, in order);
  * the exit code is the worst of them. With --key-file the files must be in the
  * signed form under that key, as for a gateway run with
  * FAIRVISOR_BUNDLE_SIGNING_KEY. With --mode (default: FAIRVISOR_MODE, else
- * reverse_proxy) as for a gateway in that mode: rules that act on the
- * response (count_statuses, refund_statuses) need the reverse proxy.
+ * reverse_proxy) as for a gateway in that mode, and --grpc (default:
+ * FAIRVISOR_GRPC_PORT set) as for one whose gRPC listener decides on the
+ * bundle too: rules that act on the response (count_statuses,
+ * refund_statuses) need the reverse proxy, and a `concurrency` rule giving
+ * its slot back at the end of a request is refused where no end is seen.
  *
  * Exit 0: it loads whole (warnings such as a fixed_cost above burst are
  * printed and do not fail). Exit 1: it is rejected, or one of its policies fails —
@@ -18,10 +21,11 @@ import { loadBundleBytes, loadBundleFile, type LoadOptions, type LoadResult } fr
 import { readKeyFile } from '../bundle/signature.js'
 import { SettingError } from '../errors.js'
 import { modeSetting } from '../settings.js'
+import { optional } from '../settings-env.js'
 import { parseArgs, readInput, UsageError } from './args.js'
 
 export const USAGE =
-  'usage: fairvisor validate <file|->... [--format text|json] [--key-file <file>] [--mode reverse_proxy|decision_service]'
+  'usage: fairvisor validate <file|->... [--format text|json] [--key-file <file>] [--mode reverse_proxy|decision_service] [--grpc]'
 
 function policyLines(r: Extract<LoadResult, { ok: true }>): string[] {
   return r.bundle.policies.map((p) => {
@@ -36,8 +40,9 @@ export async function run(args: string[]): Promise<number> {
   let format: string
   let keyFile: string | undefined
   let mode: LoadOptions['mode']
+  let grpc: boolean
   try {
-    const a = parseArgs(args, ['format', 'key-file', 'mode'])
+    const a = parseArgs(args, ['format', 'key-file', 'mode'], ['grpc'])
     keyFile = a.options.get('key-file')
     const m = a.options.get('mode')
     if (m !== undefined && m !== 'reverse_proxy' && m !== 'decision_service')
@@ -45,6 +50,7 @@ export async function run(args: string[]): Promise<number> {
     mode = m ?? modeSetting()
     format = a.options.get('format') ?? 'text'
     if (format !== 'text' && format !== 'json') throw new UsageError(`--format must be text or json, not "${format}"`)
+    grpc = a.flags.has('grpc') || optional(process.env, 'FAIRVISOR_GRPC_PORT') !== undefined
     if (a.positional.length === 0) throw new UsageError('give a bundle file, or - for standard input')
     if (a.positional.filter((p) => p === '-').length > 1) throw new UsageError('standard input (-) can be read once')
     paths = a.positional
@@ -65,7 +71,7 @@ export async function run(args: string[]): Promise<number> {
     return 1
   }
   let code = 0
-  for (const path of paths) code = Math.max(code, await validateOne(path, format, { signingKey, mode }))
+  for (const path of paths) code = Math.max(code, await validateOne(path, format, { signingKey, mode, grpc }))
   return code
 }
 

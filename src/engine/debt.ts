@@ -15,10 +15,18 @@ import { identityOf } from './kill-switch.js'
 import { logKey } from './log-key.js'
 import type { Plan } from './plan.js'
 
+/** Check `i` takes a concurrency slot its front end gives back when the exchange ends (http/slot-holds.ts), reject or not. */
+function holdsSlot(plan: Plan, i: number): boolean {
+  const p = plan.planned[i]!
+  return p.algorithm.holdRenewS?.(p.limit) !== undefined
+}
+
 /**
  * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
  * made. The charges are every enforce check of the request but its LLM and money reservations, which
- * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`).
+ * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`), and its
+ * concurrency slots, which go back when the exchange ends (a closed connection, or at once with
+ * the refusal) — given back twice, a slot would free another request's.
  */
 export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
   const { planned, checks } = plan
@@ -29,7 +37,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     for (let i = 0; i < planned.length; i++) {
       const p = planned[i]!
       const o = outcomes[i]
-      if (p.shadow || p.llm !== undefined || p.spend !== undefined || o?.allowed !== true) continue
+      if (p.shadow || p.llm !== undefined || p.spend !== undefined || o?.allowed !== true || holdsSlot(plan, i)) continue
       const c = checks[i]!
       const limit = c.limit.kind.giveBack?.(c.limit, o, elapsedS)
       if (limit !== undefined) timed = true
@@ -56,9 +64,10 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     retryAfterS: retryAfterWithJitter(retry, p.policy.id, p.rule.name, reason, identityOf(plan.view)),
     matchedPolicies: allowed.matchedPolicies,
     descriptors: allowed.descriptors,
-    // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
+    // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded), its concurrency slots too.
     llm: allowed.llm,
     spend: allowed.spend,
+    held: allowed.held,
   }
   const debt: Debt = { waitMs, charges, refused, policyId: p.policy.id }
   if (timed) debt.chargesAfter = (elapsedMs) => chargesAt(elapsedMs / 1000)

@@ -109,6 +109,20 @@ export interface HeldRequest {
   abandon(): void
 }
 
+/**
+ * A slot an allowed request holds on a concurrency limit until its exchange
+ * ends: the adjustment that gives it back — its key, limit, the slots taken
+ * (`amount`, the rule's fixed_cost) and when (`at`, the decision's clock,
+ * moved on by each renewal) — so http/slot-holds.ts hands it to the store as
+ * it is, renewing it meanwhile.
+ */
+export interface HeldSlot extends Adjustment {
+  policyId: string
+  at: number
+  /** Renewed while still held after this many seconds (a third of its lease). */
+  renewS: number
+}
+
 export interface Decision {
   allowed: boolean
   /**
@@ -151,6 +165,8 @@ export interface Decision {
   spend?: SpendReservation[]
   /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
   statusCharges?: StatusCharge[]
+  /** Concurrency slots committed by this request, to give back when its exchange ends (enforce ones only when allowed). */
+  held?: HeldSlot[]
 }
 
 export interface ShadowReject {

@@ -2,13 +2,13 @@
  * The store's outcomes → the Decision: the first enforce reject wins (its
  * algorithm's reason and headers, jittered Retry-After); otherwise allow with
  * the headers of the most restrictive enforce limit, warn/throttle advice,
- * and the LLM reservations whose group was committed. A check the store had
+ * and the LLM reservations and concurrency slots whose group was committed. A check the store had
  * no room for (`full`) is refused 503 store_full, not over its limit.
  */
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
 import { debtOf } from './debt.js'
-import type { Decision, LlmReservation, SpendReservation } from './decision.js'
+import type { Decision, HeldSlot, LlmReservation, SpendReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
@@ -16,6 +16,12 @@ import { boundLlmReject, DEFAULT_LLM_MAX_RETRY_AFTER_S } from './llm-reject.js'
 import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
 import { statusCharges } from './status-charges.js'
+
+/** Whether the shadow group was committed: none of its checks rejected. */
+function shadowCommitted(plan: Plan, outcomes: Outcomes): boolean {
+  for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) return false
+  return true
+}
 
 /** The reservations committed (LLM or money): enforce ones when the enforce group passed, shadow ones when the shadow group did. */
 function committed<R extends LlmReservation | SpendReservation>(
@@ -25,10 +31,24 @@ function committed<R extends LlmReservation | SpendReservation>(
   enforceOk: boolean,
 ): R[] | undefined {
   if (list === undefined) return undefined
-  let shadowOk = true
-  for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) shadowOk = false
+  const shadowOk = shadowCommitted(plan, outcomes)
   const out = list.filter((r) => (r.shadow ? shadowOk : enforceOk))
   return out.length ? out : undefined
+}
+
+/** The concurrency slots committed (as committed): checks whose algorithm holds its charge until the exchange ends. */
+function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): HeldSlot[] | undefined {
+  const { planned, checks } = plan
+  let out: HeldSlot[] | undefined
+  for (let i = 0; i < planned.length; i++) {
+    const p = planned[i]!
+    if (p.algorithm.holdRenewS === undefined || outcomes[i]?.allowed !== true) continue
+    const renewS = p.algorithm.holdRenewS(p.limit)
+    if (renewS === undefined || !(p.shadow ? shadowCommitted(plan, outcomes) : enforceOk)) continue
+    const c = checks[i]!
+    ;(out ??= []).push({ key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS })
+  }
+  return out
 }
 
 /** The headers' values with their policy; fields spelled out, not spread (`{ id, ...h }` is a slow generic copy in V8). */
@@ -104,6 +124,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
         descriptors,
         llm: committed(plan.llm, plan, outcomes, false),
         spend: committed(plan.spend, plan, outcomes, false),
+        held: committedHeld(plan, outcomes, false),
       }
     const reason = p.algorithm.rejectReason
     const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
@@ -122,6 +143,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
       descriptors,
       llm: committed(plan.llm, plan, outcomes, false),
       spend: committed(plan.spend, plan, outcomes, false),
+      held: committedHeld(plan, outcomes, false),
     }
     return p.llm === undefined && p.spend === undefined ? d : boundLlmReject(d, o.retryAfter, llmMaxRetryAfterS)
   }
@@ -157,6 +179,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
     descriptors,
     llm: committed(plan.llm, plan, outcomes, true),
     spend: committed(plan.spend, plan, outcomes, true),
+    held: committedHeld(plan, outcomes, true),
   }
   if (plan.statuses) d.statusCharges = statusCharges(plan, outcomes)
   if (debtAt !== -1) d.debt = debtOf(plan, outcomes, debtAt, debtMs, d)

@@ -1,6 +1,7 @@
 /**
  * The listeners' request handling per mode: reverse proxy (decide, then
- * forward or reject; debug-session headers when the client holds a session;
+ * forward or reject, holding a request's concurrency slots until its response
+ * or upgraded socket closes; debug-session headers when the client holds a session;
  * upgrades decided like requests) or decision service (`/v1/decision`, and
  * `/v1/decision/<path>` for Envoy's HTTP ext_authz `path_prefix`), plus
  * the admin routes (/livez /readyz /metrics) on the main listener unless
@@ -22,6 +23,7 @@ import { DECISION_PATH } from './decision-call.js'
 import { withStreamUsage } from '../llm/stream-usage.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
+import type { SlotHolds } from './slot-holds.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
 
@@ -46,6 +48,8 @@ export interface RoutesOptions {
   }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
+  /** Concurrency slots of forwarded requests, given back when each exchange ends. */
+  slots?: SlotHolds
 }
 
 export interface Routes {
@@ -56,7 +60,7 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm, settleStatus }: RoutesOptions): Routes {
+export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm, settleStatus, slots }: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
@@ -90,6 +94,7 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     debugLatencyUs?: number,
   ): void => {
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
+    slots?.holdUntilClosed(d, res)
     const tap = tapOf(d)
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
     if (tap !== undefined && held !== undefined && llm?.streamUsage === true) {
@@ -130,6 +135,7 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   const upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const input = inputFromRequest(req, paths.encodedSlashes)
     decide(input, false, (d) => {
+      slots?.holdUntilClosed(d, socket)
       // A delayed upgrade waits as a request does; its socket closing is its client leaving.
       const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
       if (d.allowed) afterDelay(d, socket, () => proxy.upgrade(req, socket, head, target, statusHookOf(d)))

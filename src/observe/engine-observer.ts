@@ -169,3 +169,17 @@ export function leaseTableFullLog(log: Logger, clock: () => number): () => void 
     'lease table full: requests on leased limits decided by an exact store call (more hot keys than cells?); see fairvisor_lease_table_full_total and FAIRVISOR_LEASE_TABLE_KEYS',
   )
 }
+
+/** A concurrency slot's give-back or renewal the store failed: counted as a store error, logged at most once a second with the count. */
+export function slotsDropped(log: Logger, metrics: Metrics, storeKind: string, clock: () => number): (err: Error) => void {
+  const t = new LogThrottle(clock)
+  return (err) => {
+    metrics.storeErrors.inc({ store: storeKind })
+    const n = t.hit()
+    if (n > 0)
+      log.error(
+        { event: 'concurrency_slot_dropped', err: { message: err.message }, slots: n },
+        'store unavailable: concurrency slot give-back or renewal dropped; the slot frees at its lease end',
+      )
+  }
+}

@@ -27,6 +27,8 @@ export interface LiveState {
   storeCleanupErrors?(): number | undefined
   /** Requests the process holds for their debt now (decision/hold-slots.ts). */
   delayedHeld?(): number
+  /** Concurrency slots this thread's forwarded requests hold now (per policy), and its give-backs (http/slot-holds.ts). */
+  slots?(): { inFlight: ReadonlyMap<string, number>; released: number; dropped: number }
 }
 
 /** The kill switch and shadow gauges; `live()` is undefined until the gateway binds its state (all read 0 then). */
@@ -125,6 +127,34 @@ export function storeGauges(r: Registry[], live: () => LiveState | undefined) {
         if (n === undefined) return
         this.reset()
         this.inc(n)
+      },
+    }),
+  }
+}
+
+/** Concurrency slots held by the requests being forwarded, and their give-backs, read at scrape time. */
+export function slotGauges(r: Registry[], live: () => LiveState | undefined) {
+  return {
+    concurrencyInFlight: new Gauge({
+      name: 'fairvisor_concurrency_in_flight',
+      help: 'Requests this gateway is forwarding that hold a concurrency slot, per policy.',
+      labelNames: ['policy'],
+      registers: r,
+      collect() {
+        const s = live()?.slots?.()
+        if (s) for (const [policy, n] of s.inFlight) this.set({ policy }, n)
+      },
+    }),
+    concurrencyReleases: new Counter({
+      name: 'fairvisor_concurrency_releases_total',
+      help: 'Concurrency slots given back at the end of their exchange, by result (released; dropped: the store failed, the slot frees at its lease end).',
+      labelNames: ['result'],
+      registers: r,
+      collect() {
+        const s = live()?.slots?.()
+        this.reset()
+        this.inc({ result: 'released' }, s?.released ?? 0)
+        this.inc({ result: 'dropped' }, s?.dropped ?? 0)
       },
     }),
   }

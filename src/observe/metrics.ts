@@ -9,7 +9,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { DeferredCounter, DeferredCounter3, DeferredGauge, FastHistogram } from './hot-metrics.js'
 import { applyWorkerAggregators } from './worker-metrics.js'
-import { bundleGauges, storeGauges, type LiveState } from './live-gauges.js'
+import { bundleGauges, slotGauges, storeGauges, type LiveState } from './live-gauges.js'
 import { JWT_REJECT_REASONS } from '../request/jwt-verify.js'
 
 export function createMetrics() {
@@ -200,6 +200,7 @@ export function createMetrics() {
       registers: r,
     }),
     ...storeGauges(r, () => live),
+    ...slotGauges(r, () => live),
   }
   applyWorkerAggregators(registry)
   m.saasReachable.set(0)

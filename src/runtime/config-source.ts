@@ -14,7 +14,7 @@ import { RlsSource } from '../grpc/rls-source.js'
 import type { Logger } from '../observe/logger.js'
 import { ReloadHistory } from '../observe/reload-history.js'
 import { bundleWatchLog } from '../observe/reload-log.js'
-import type { Settings } from '../settings.js'
+import { bundleLoadOptions, type Settings } from '../settings.js'
 import type { BundleFeed } from './runtime.js'
 
 export interface ConfigEvents {
@@ -34,12 +34,15 @@ export class ConfigSource implements BundleFeed {
   private readonly watcher: FileWatcher
 
   constructor(
-    private readonly settings: Pick<Settings, 'configFile' | 'bundleSigningKey' | 'mode' | 'rlsConfig' | 'rlsMergeDomainConfig'>,
+    private readonly settings: Pick<
+      Settings,
+      'configFile' | 'bundleSigningKey' | 'mode' | 'grpcPort' | 'rlsConfig' | 'rlsMergeDomainConfig'
+    >,
     private readonly log: Logger,
     clock: () => number,
     on: ConfigEvents,
   ) {
-    this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey, mode: settings.mode })
+    this.bundles = new BundleSource(settings.configFile, clock, bundleLoadOptions(settings))
     this.bundles.onReload((r) => {
       this.history.add(r, clock())
       on.reloaded(r)

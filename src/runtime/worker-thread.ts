@@ -18,7 +18,7 @@ import { listenAll, type Named } from '../listeners.js'
 import { mergeViews, type ProcessView, type ThreadView } from '../observe/admin-view.js'
 import { createLogger, type Logger } from '../observe/logger.js'
 import type { NetworkFeed } from '../request/network-data.js'
-import type { LogLevel, Settings } from '../settings.js'
+import { bundleLoadOptions, type LogLevel, type Settings } from '../settings.js'
 import type { FromWorker, ToWorker, WorkerData } from '../workers/messages.js'
 import { WorkerConfigFeed } from '../workers/worker-config.js'
 import { listeningFields, ports, type Runtime } from './runtime.js'
@@ -60,7 +60,7 @@ export class WorkerThread implements Runtime {
     this.net = { bytes: data.net, subscribe: (fn) => void this.netChanged.push(fn) }
     this.grpcBudget = data.grpcBudget && { shared: data.grpcBudget, holder: data.workerId }
     this.holdSlots = { shared: data.holdSlots, holder: data.workerId }
-    this.feed = new WorkerConfigFeed(data, { signingKey: settings.bundleSigningKey, mode: settings.mode }, this.send)
+    this.feed = new WorkerConfigFeed(data, bundleLoadOptions(settings), this.send)
     port.on('message', (m: ToWorker) => {
       if (this.feed.onMessage(m)) return
       if (this.gateway === undefined) this.early.push(m)

@@ -56,6 +56,8 @@ export interface Adjustment {
   key: string
   limit: Limit
   amount: number
+  /** When the adjusted charge was made (epoch seconds, the gateway's clock); absent: now. A concurrency slot is given back by it. */
+  at?: number
 }
 
 /** `connecting`: no usable connection; `degraded`: connected but the last call failed; `ok`. */
@@ -92,6 +94,13 @@ export interface Store {
   applyNow?(checks: readonly Check[], now: number, reads?: Outcomes): Outcomes
   /** Apply adjustments (each on its own; a missing counter is skipped). */
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void
+  /**
+   * adjust() of one adjustment by a store that answers at once and never fails (the in-process
+   * ones), done before it returns and allocating nothing where the kind adjusts in place
+   * (LimitKind.adjustCells): a concurrency slot given back as its exchange ends (http/slot-holds.ts)
+   * is a direct decrement, not a batched call.
+   */
+  adjustNow?(a: Adjustment, now: number): void
   state(): StoreState
   /** A bounded in-process store's fill and checks refused for want of room (metrics); absent for remote stores. */
   fill?(): StoreFill

@@ -9,8 +9,8 @@
  * - test/unit/ holds only such mirrors: a unit test of no src file, or a
  *   helper, fails (shared helpers live in test/helpers/).
  * The other folders are by kind of test: test/e2e/ by feature, test/store/ the
- * contract every store meets (its fixtures contract.ts and contract-kinds.ts
- * stay beside it: only that suite imports them), test/property/ the property
+ * contract every store meets (its fixtures contract.ts, contract-kinds.ts and
+ * contract-concurrency.ts stay beside it: only that suite imports them), test/property/ the property
  * tests, test/deploy/ and test/docs/ the checks of files shipped beside the code.
  */
 import assert from 'node:assert/strict'
@@ -36,6 +36,8 @@ const unitTestOf = (src: string): string => join('test/unit', src.replace(/\.ts$
 const COVERED_ELSEWHERE: Record<string, string> = {
   'algorithms/algorithm.ts': 'test/property/stores-differential.test.ts', // the Limit contract, run for every kind on every store
   'algorithms/circuit-breaker.ts': 'test/unit/algorithms/cost-budget.test.ts', // circuit_breaker opens, rejects, resets
+  'algorithms/kinds/concurrency/postgres.ts': 'test/store/postgres.test.ts', // the PL/pgSQL twin: the store contract's concurrency cases
+  'algorithms/kinds/concurrency/redis.ts': 'test/store/redis.test.ts', // the Lua twin: the store contract's concurrency cases
   'algorithms/kinds/index.ts': 'test/property/stores-differential.test.ts', // every kind of the table on every store
   'algorithms/kinds/rate-meter/kind.ts': 'test/property/expiry-lossless.test.ts', // the meter's expiry loses no count
   'algorithms/kinds/rate-meter/postgres.ts': 'test/property/stores-differential.test.ts', // the PL/pgSQL twin against kind.ts
@@ -75,6 +77,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/test-report.ts': 'test/e2e/cli.test.ts', // fairvisor test's report
   'commands/test-response.ts': 'test/e2e/cli-delay-status.test.ts', // requests held for their tokens and statuses settled in fairvisor test
   'commands/test-samples.ts': 'test/e2e/cli.test.ts', // fairvisor test's request samples
+  'commands/test-slots.ts': 'test/e2e/cli-concurrency.test.ts', // fairvisor test holding slots for a line's `hold`
   'commands/test.ts': 'test/e2e/cli.test.ts', // fairvisor test
   'commands/validate.ts': 'test/e2e/cli.test.ts', // fairvisor validate
   'decision/debug-headers.ts': 'test/e2e/debug-session.test.ts', // debug headers for a session holder

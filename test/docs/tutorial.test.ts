@@ -37,8 +37,12 @@ function steps(): Step[] {
   return out
 }
 
-/** The shell the page's commands run in: `npx fairvisor` is this checkout's CLI, any other npx refused. */
+/**
+ * The shell the page's commands run in: `npx fairvisor` is this checkout's CLI, any other npx
+ * refused; `node` (the CLI's and the page's own) is the one running these tests.
+ */
 const PREAMBLE = `set -euo pipefail
+node() { ${JSON.stringify(process.execPath)} "$@"; }
 npx() { if [ "$1" = fairvisor ]; then shift; node ${JSON.stringify(CLI)} "$@"; else echo "npx $1: not run here" >&2; return 127; fi; }
 `
 

@@ -77,26 +77,35 @@ describe('kill switches and overrides', () => {
 
   /**
    * A gateway on `build(expiresMs)`, expires_at a few whole seconds ahead (the bundle format has no
-   * fractions). A loaded machine may take longer than that to start or reload, so the bundle is
-   * written again (a newer version, a later expiry) until one is applied with `marginMs` of its
-   * window left: each wait is on the gateway's own "bundle applied" line.
+   * fractions). A loaded machine may take longer than that to start or reload: a bundle applied
+   * with less than `marginMs` of its window left, or refused because its expires_at had passed
+   * by then, is written again (a newer version, twice the window). Each wait is on the gateway's
+   * own log: "bundle applied" for that version, or a line saying a bundle was refused.
    */
   async function startWithWindow(build: (expiresMs: number) => object, marginMs: number): Promise<{ gw: GatewayProcess; expires: number }> {
     const file = writeBundle({})
     let version = 1
+    let windowS = 3
     const write = (): number => {
-      const expires = (Math.floor(Date.now() / 1000) + 3) * 1000
+      const expires = (Math.floor(Date.now() / 1000) + windowS) * 1000
       writeFileSync(file, JSON.stringify({ ...build(expires), bundle_version: version }))
       return expires
     }
     let expires = write()
+    let from = 0
     const gw = await startGateway({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: file })
     gateways.push(gw)
     for (;;) {
       const v = version
-      await gw.waitForLog((l) => l.msg === 'bundle applied' && l.version === v, 20_000)
-      if (Date.now() < expires - marginMs) return { gw, expires }
+      const since = from
+      const line = await gw.waitForLog(
+        (l) => (l.msg === 'bundle applied' && l.version === v) || (l.result === 'invalid' && gw.logs.indexOf(l) >= since),
+        20_000,
+      )
+      if (line.msg === 'bundle applied' && Date.now() < expires - marginMs) return { gw, expires }
       version++
+      windowS *= 2
+      from = gw.logs.length
       expires = write()
     }
   }

@@ -23,7 +23,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { status as Code } from '@grpc/grpc-js'
 import { checkRequest, grpcClients } from '../helpers/grpc-client.js'
-import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { metricValue, startBackend, startGateway, startGateways, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -90,14 +90,17 @@ function delayCases(gws: () => GatewayProcess[]): void {
 
   it('8 requests at once on 5/s, burst 1, max_delay_ms 2000: all 200, forwarded about 200 ms apart, the last after about 1.4 s', async () => {
     const u = user('eight')
+    const sent = performance.now()
     const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => send(at(i), '/smooth/x', u, `${u}-${i}`)))
     assert.deepEqual(
       answers.map((a) => a.status),
       Array(8).fill(200),
     )
+    // The k-th token comes k × 200 ms after the first was taken, which was after the requests were sent
+    // (measured from the sending, not from the first arrival: a loaded machine may forward the first late).
     const arrivals = Array.from({ length: 8 }, (_, i) => seen.get(`${u}-${i}`)!).sort((a, b) => a - b)
     for (let k = 1; k < 8; k++)
-      assert.ok(arrivals[k]! - arrivals[0]! >= k * 200 - 60, `request ${k + 1} forwarded ${arrivals[k]! - arrivals[0]!} ms after the first`)
+      assert.ok(arrivals[k]! - sent >= k * 200 - 5, `request ${k + 1} forwarded ${Math.round(arrivals[k]! - sent)} ms after the sending`)
     const last = Math.max(...answers.map((a) => a.ms))
     assert.ok(last >= 1340 && last < 3000, `the last answer came after ${Math.round(last)} ms`)
   })
@@ -118,25 +121,42 @@ function delayCases(gws: () => GatewayProcess[]): void {
   })
 
   it('a held request whose client leaves is never forwarded and gives its tokens back', async () => {
-    const u = user('gone')
     const gw = at(0)
-    const abandonedBefore = (await metricValue(gw, 'fairvisor_delayed_requests_total', 'result="abandoned"')) ?? 0
-    assert.equal((await send(gw, '/slow/x', u, `${u}-first`)).status, 200, 'the full token')
-    // The second owes one token: held 2 s. Its client hangs up while it is held.
-    const held = request(`${gw.url}/slow/x`, { headers: { 'x-user': u, 'x-id': `${u}-held` }, agent: false })
-    held.on('error', () => undefined)
-    held.end()
-    await waitFor(async () => ((await metricValue(gw, 'fairvisor_delayed_held')) ?? 0) >= 1, 'the request is held')
-    held.destroy()
-    await waitFor(
-      async () => ((await metricValue(gw, 'fairvisor_delayed_requests_total', 'result="abandoned"')) ?? 0) > abandonedBefore,
-      'the hold is abandoned',
-    )
-    // Without the give-back this one would owe two tokens (4 s); with it, one (at most 2 s).
-    const next = await send(gw, '/slow/x', u, `${u}-next`)
-    assert.equal(next.status, 200)
-    assert.ok(next.ms >= 1000 && next.ms < 3000, `the next request was held ${Math.round(next.ms)} ms`)
-    assert.equal(seen.has(`${u}-held`), false, 'the abandoned request never reached the backend')
+    // One token every 2 s. The first request takes the full token at some T ≥ `first`; the held one owes
+    // the next (T + 2 s); once it is given back, the next request gets that token at T + 2 s, where without
+    // the give-back it would owe the one after (T + 4 s). So its answer comes 2 s or more after `first`,
+    // and before `first` + 4 s unless the steps between took the machine that long: then the
+    // case says nothing and runs again with a fresh user.
+    for (let attempt = 1; ; attempt++) {
+      const u = user('gone')
+      const abandonedBefore = (await metricValue(gw, 'fairvisor_delayed_requests_total', 'result="abandoned"')) ?? 0
+      const first = performance.now()
+      assert.equal((await send(gw, '/slow/x', u, `${u}-first`)).status, 200, 'the full token')
+      // The second owes one token: held 2 s. Its client hangs up while it is held.
+      const held = request(`${gw.url}/slow/x`, { headers: { 'x-user': u, 'x-id': `${u}-held` }, agent: false })
+      held.on('error', () => undefined)
+      held.end()
+      await waitFor(async () => ((await metricValue(gw, 'fairvisor_delayed_held')) ?? 0) >= 1, 'the request is held')
+      held.destroy()
+      await waitFor(
+        async () => ((await metricValue(gw, 'fairvisor_delayed_requests_total', 'result="abandoned"')) ?? 0) > abandonedBefore,
+        'the hold is abandoned',
+      )
+      const sentNext = performance.now() - first
+      const next = await send(gw, '/slow/x', u, `${u}-next`)
+      const answered = sentNext + next.ms
+      assert.equal(next.status, 200)
+      assert.equal(seen.has(`${u}-held`), false, 'the abandoned request never reached the backend')
+      if (sentNext > 3500 && attempt < 3) {
+        console.log(`held request case: the next request was sent ${Math.round(sentNext)} ms after the first; again`)
+        continue
+      }
+      assert.ok(
+        answered >= 2000 - 5 && answered < 4000,
+        `the next request was answered ${Math.round(answered)} ms after the first was sent (sent at ${Math.round(sentNext)} ms): one token owed, not two`,
+      )
+      return
+    }
   })
 }
 
@@ -154,8 +174,16 @@ describe('Redis, two gateway processes', () => {
   let gws: GatewayProcess[] = []
   before(async () => {
     redis = await startRedis()
-    const env = { FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: bundleFile, FAIRVISOR_STORE: redis.url }
-    gws = await Promise.all([startGateway(env), startGateway(env)])
+    // A store call on a loaded machine can take longer than the 50 ms default deadline, and fail-open
+    // would then pass requests unlimited: this file is not about deadlines (redis-faults.test.ts is).
+    const env = {
+      FAIRVISOR_BACKEND_URL: backend.url,
+      FAIRVISOR_CONFIG_FILE: bundleFile,
+      FAIRVISOR_STORE: redis.url,
+      FAIRVISOR_REDIS_TIMEOUT_MS: '2000',
+      FAIRVISOR_FAIL_POLICY: 'closed',
+    }
+    gws = await startGateways([env, env])
   })
   after(async () => {
     await Promise.all(gws.map((g) => g.stop()))

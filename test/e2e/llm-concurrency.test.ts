@@ -18,8 +18,9 @@ import { test } from 'node:test'
 import { Pool } from 'undici'
 import { utcDay } from '../../src/algorithms/llm.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
-import { startGateway, type GatewayProcess } from '../helpers/processes.js'
+import { metricSum, startGateway, type GatewayProcess } from '../helpers/processes.js'
 import { readBucket } from '../helpers/redis-servers.js'
+import { waitFor } from '../helpers/wait.js'
 
 const CLIENTS = 64
 const DURATION_MS = 2000
@@ -101,7 +102,10 @@ test('64 clients, two gateways, one Redis: settled usage is bounded and reservat
     }
     await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i)))
     const elapsedS = (performance.now() - t0) / 1000
-    await new Promise((r) => setTimeout(r, 500)) // the last settlements follow the last responses
+    // The last settlements follow the last responses: each counts once its store write is done.
+    const settled = async (): Promise<number> =>
+      (await Promise.all(gws.map((g) => metricSum(g, 'fairvisor_token_settlements_total')))).reduce((a, b) => a + b, 0)
+    await waitFor(async () => (await settled()) >= allowed, `the settlements of ${allowed} allowed calls`)
     // A run across 00:00 UTC counts into two day counters: both are the usage.
     let counted: number | undefined
     for (const d of new Set([day, utcDay(Date.now())])) {

@@ -7,7 +7,8 @@ export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789'
 /**
  * Policy `api` (enforce, every path): `per_user` (token bucket by x-user, burst 2, hardly refilling),
  * `per_key` (by x-api-key, a credential, burst 1), loop detection; policy `llm` (shadow, under
- * /v1/chat/): an LLM rule with a day counter; policy `tiers`: a fallback by x-tier.
+ * /v1/chat/): an LLM rule with a day counter; policy `tiers`: a fallback by x-tier; policy `slots` (under
+ * /slots/): a concurrency rule by x-user, 3 at once, slots held for their lease (valid in every mode).
  */
 export function adminBundleText(version = 1): string {
   const bucket = (burst: number) => ({ burst, tokens_per_second: 0.001 })
@@ -54,6 +55,20 @@ export function adminBundleText(version = 1): string {
             },
           ],
           fallback_limit: { name: 'free', limit_keys: ['header:x-user'], algorithm: 'token_bucket', algorithm_config: bucket(1) },
+        },
+      },
+      {
+        id: 'slots',
+        spec: {
+          selector: { pathPrefix: '/slots/' },
+          rules: [
+            {
+              name: 'in_flight',
+              limit_keys: ['header:x-user'],
+              algorithm: 'concurrency',
+              algorithm_config: { max_concurrent: 3, lease_seconds: 60, release: 'lease' },
+            },
+          ],
         },
       },
     ],

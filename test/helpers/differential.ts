@@ -12,7 +12,9 @@
  * that moves with time (refill, decay) may differ by the kind's
  * `sample.drift` × that skew, and an outcome may differ only when the
  * request sits within that tolerance of the kind's `sample.edge`. Values of a
- * kind with no drift must agree to the epsilon.
+ * kind with no drift must agree to the epsilon. For a kind whose sample
+ * `adjusts`, a step may also give an earlier allowed charge back (its cost,
+ * at the time it was made), on every store alike.
  */
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -45,10 +47,11 @@ const param = (r: ParamRange): fc.Arbitrary<number> =>
 const limitOf = (kinds: readonly LimitKind[]): fc.Arbitrary<Limit> =>
   fc.constantFrom(...kinds).chain((k) => fc.tuple(...k.sample.params.map(param)).map((p) => k.limit(p)))
 
-/** One request: its cost (whole or fractional) and the real wait before it, in ms. */
+/** One request: its cost (whole or fractional), the real wait before it, in ms, and which earlier charge it gives back after (adjusting kinds). */
 const step = fc.record({
   cost: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.25, max: 4, noNaN: true })),
   waitMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 40 })),
+  giveBack: fc.option(fc.nat(), { nil: undefined }),
 })
 
 export interface DifferentialOptions {
@@ -87,6 +90,8 @@ export async function runDifferential(kinds: readonly LimitKind[], numRuns: numb
         const key = `${k.name}:${keyPrefix}-${run++}`
         const drift = k.sample.drift(limit)
         const tolerance = drift * SKEW_S + EPS
+        /** Allowed charges not given back yet: cost and time. */
+        const charged: { cost: number; at: number }[] = []
         for (const [i, s] of steps.entries()) {
           if (s.waitMs > 0) await sleep(s.waitMs)
           const check: Check = { key, limit, cost: s.cost, shadow: false }
@@ -110,6 +115,13 @@ export async function runDifferential(kinds: readonly LimitKind[], numRuns: numb
               assert.ok(edge <= tolerance, `${where}: ${name} and memory disagree ${edge} from the edge`)
               return // the stores' states now differ by one request: the rest of the sequence proves nothing
             }
+          }
+          if (m!.allowed) charged.push({ cost: s.cost, at: now })
+          if (k.sample.adjusts && s.giveBack !== undefined && charged.length > 0) {
+            const [back] = charged.splice(s.giveBack % charged.length, 1)
+            const a = [{ key, limit, amount: back!.cost, at: back!.at }]
+            const at = Date.now() / 1000
+            await Promise.all(stores.map((store) => new Promise<void>((ok, no) => store.adjust(a, at, (e) => (e ? no(e) : ok())))))
           }
         }
       }),

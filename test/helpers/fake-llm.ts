@@ -5,8 +5,8 @@
  * chooses in request headers:
  *   x-fake-prompt / x-fake-completion  usage to report (absent: none reported)
  *   x-fake-chunks                      SSE content events (default 10), 40 characters each (10 tokens)
- * `/upload` counts the bytes it receives. Every request's path and the
- * number of SSE events actually written are recorded.
+ * `/upload` counts the bytes it receives (uploaded(n) waits for a count). Every
+ * request's path and the number of SSE events actually written are recorded.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { startBackend, type Backend } from './processes.js'
@@ -14,6 +14,8 @@ import { startBackend, type Backend } from './processes.js'
 export interface FakeLlm extends Backend {
   /** Bytes received by /upload requests, in order. */
   uploads: number[]
+  /** Resolves once the /upload request in progress has received `n` bytes; rejects after `timeoutMs`, saying how many came. */
+  uploaded(n: number, timeoutMs?: number): Promise<void>
   /** SSE responses the client left or the gateway cut: events written before the socket closed. */
   written: number[]
 }
@@ -101,10 +103,17 @@ function anthropic(body: Record<string, unknown>, req: IncomingMessage, res: Ser
 export async function startFakeLlm(): Promise<FakeLlm> {
   const uploads: number[] = []
   const written: number[] = []
+  let receiving = 0
+  const waiters: { n: number; resolve: () => void }[] = []
   const b = (await startBackend((req, res) => {
     if (req.url?.endsWith('/upload')) {
       let n = 0
-      req.on('data', (c: Buffer) => (n += c.length))
+      receiving = 0
+      req.on('data', (c: Buffer) => {
+        n += c.length
+        receiving = n
+        for (let i = waiters.length - 1; i >= 0; i--) if (waiters[i]!.n <= n) waiters.splice(i, 1)[0]!.resolve()
+      })
       req.on('end', () => {
         uploads.push(n)
         res.writeHead(200, { 'content-type': 'application/json' })
@@ -127,5 +136,22 @@ export async function startFakeLlm(): Promise<FakeLlm> {
   })) as FakeLlm
   b.uploads = uploads
   b.written = written
+  b.uploaded = (n, timeoutMs = 30_000) =>
+    receiving >= n
+      ? Promise.resolve()
+      : new Promise((resolve, reject) => {
+          const w = {
+            n,
+            resolve: () => {
+              clearTimeout(t)
+              resolve()
+            },
+          }
+          const t = setTimeout(() => {
+            waiters.splice(waiters.indexOf(w), 1)
+            reject(new Error(`the backend received ${receiving} of ${n} bytes within ${timeoutMs} ms`))
+          }, timeoutMs)
+          waiters.push(w)
+        })
   return b
 }

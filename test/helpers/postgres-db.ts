@@ -55,6 +55,7 @@ export async function dropPrefix(prefix: string, url = PG_URL): Promise<void> {
   const fns = [
     'take(text[], float8[], int[])',
     'adjust(text[], float8[])',
+    'adjust(text[], float8[], float8[])',
     'lock(text[])',
     'save(text[], bool[], float8[], float8[], float8[], float8[], float8[])',
     'snap(float8)',

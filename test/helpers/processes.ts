@@ -96,12 +96,18 @@ export async function startGateway(
       })
     })
   }
+  // A start-up that never ends is what this bound catches, not a slow one: a loaded 2-core
+  // machine has taken over 10 s to start a gateway with two worker threads.
   const listening = await Promise.race([
-    waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'), opts.timeoutMs ?? 10000),
+    waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('fairvisor listening'), opts.timeoutMs ?? 60_000),
     exited.then((code) => {
       throw new Error(`gateway exited with ${code} before listening: ${stderr.join('\n')}`)
     }),
-  ])
+  ]).catch((err: unknown) => {
+    // Nobody holds this process to stop it: left running, it would keep the test file from ever exiting.
+    proc.kill('SIGKILL')
+    throw err
+  })
   const port = listening.port as number
   return {
     proc,
@@ -117,6 +123,21 @@ export async function startGateway(
       return exited
     },
   }
+}
+
+/**
+ * Several gateways started at once; when one fails to start, the others are
+ * stopped before the error is thrown (nobody else holds them to stop them).
+ */
+export async function startGateways(
+  envs: Record<string, string | undefined>[],
+  opts?: Parameters<typeof startGateway>[1],
+): Promise<GatewayProcess[]> {
+  const started = await Promise.allSettled(envs.map((env) => startGateway(env, opts)))
+  const failed = started.find((s) => s.status === 'rejected')
+  if (failed === undefined) return started.map((s) => (s as PromiseFulfilledResult<GatewayProcess>).value)
+  await Promise.all(started.map((s) => (s.status === 'fulfilled' ? s.value.stop('SIGKILL') : undefined)))
+  throw failed.reason
 }
 
 export interface Backend {
@@ -148,6 +169,33 @@ export async function startBackend(
   return b
 }
 
+/**
+ * A backend answering `ok` to everything, in a process of its own: a test
+ * whose latency bound covers proxying keeps the backend's answers apart from
+ * its own event loop (its load clients, a spawnSync) and can read the
+ * backend's run-queue wait by its pid.
+ */
+export async function startBackendProcess(): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+  const code = `require('http').createServer((q, s) => { q.resume(); q.on('end', () => s.end('ok')) })
+  .listen(0, '127.0.0.1', function () { console.log(this.address().port) })`
+  const proc = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()))
+  const [line] = (await Promise.race([
+    new Promise<string[]>((r) => createInterface({ input: proc.stdout! }).once('line', (l) => r([l]))),
+    exited.then(() => {
+      throw new Error('the backend process exited before listening')
+    }),
+  ])) as string[]
+  return {
+    url: `http://127.0.0.1:${Number(line)}`,
+    pid: proc.pid!,
+    close: () => {
+      proc.kill()
+      return exited
+    },
+  }
+}
+
 /** A port that was free a moment ago on 127.0.0.1 (for servers that cannot listen on port 0). */
 export async function freePort(): Promise<number> {
   const s = createNetServer()
@@ -166,6 +214,15 @@ export async function freePort(): Promise<number> {
 export function cpuMs(pid: number | undefined): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
   return (Number(f[11]) + Number(f[12])) * 10 // fields 14 and 15, in clock ticks of 10 ms
+}
+
+/** The sum of every sample of metric `name` on the gateway's /metrics (all label sets); 0 when there is none. */
+export async function metricSum(gw: GatewayProcess, name: string): Promise<number> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text()
+  let n = 0
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) n += Number(line.slice(line.lastIndexOf(' ') + 1))
+  return n
 }
 
 export async function metricValue(gw: GatewayProcess, name: string, labels = ''): Promise<number | undefined> {

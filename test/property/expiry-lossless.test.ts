@@ -5,7 +5,7 @@
  * algorithm: token_bucket and the LLM minute bucket are token buckets,
  * cost_based budgets, the LLM day counter and loop detection window
  * counters, calendar-month budgets window counters of −1, the circuit breaker
- * a rate meter, sliding_window its own kind, held requests or not): after any sequence of charges
+ * a rate meter, sliding_window its own kind, held requests or not, `concurrency` slots): after any sequence of charges
  * and adjustments, a request after the state's expireAt gets exactly what a
  * never-seen key gets. "After" by a microsecond, the tick of every clock the
  * maths reads: the token bucket rounds elapsed time to it, so exactly at
@@ -15,6 +15,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import type { Limit, LimitKind, Step } from '../../src/algorithms/algorithm.js'
+import { concurrencyLimit } from '../../src/algorithms/kinds/concurrency/kind.js'
 import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
 import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
@@ -46,14 +47,21 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
       ),
     })
     .map(({ limit, windowS, delayS }) => slidingLimit(limit, windowS, delayS)),
+  fc
+    .record({
+      max: fc.integer({ min: 1, max: 1000 }),
+      leaseS: fc.oneof(fc.integer({ min: 1, max: 86_400 }), fc.double({ min: 1, max: 600 })),
+    })
+    .map(({ max, leaseS }) => concurrencyLimit(max, leaseS)),
 )
 
-/** One request (cost) or adjustment (amount ≠ 0) after `dt` seconds. */
+/** One request (cost) or adjustment (amount ≠ 0, of a charge made `ago` seconds before) after `dt` seconds. */
 const ops = fc.array(
   fc.record({
     dt: fc.double({ min: 0, max: 200, noNaN: true }),
     cost: fc.integer({ min: 0, max: 50 }),
     adjust: fc.oneof(fc.constant(0), fc.integer({ min: -20, max: 20 })),
+    ago: fc.double({ min: 0, max: 400, noNaN: true }),
   }),
   { minLength: 1, maxLength: 30 },
 )
@@ -68,7 +76,7 @@ test('for every limit kind, a state past its expireAt decides as a never-seen ke
       for (const op of seq) {
         now += op.dt
         const r: Step<unknown> | undefined =
-          op.adjust !== 0 ? kind.adjust(state, limit, op.adjust, now) : kind.step(state, limit, op.cost, now)
+          op.adjust !== 0 ? kind.adjust(state, limit, op.adjust, now, now - op.ago) : kind.step(state, limit, op.cost, now)
         if (r === undefined || (op.adjust === 0 && !r.allowed && r.commit !== true)) continue // nothing written
         state = r.state
         expireAt = r.expireAt

@@ -31,8 +31,9 @@ const prefix = uniquePrefix('twins')
 
 /**
  * The Lua twins on given instants: ARGV kind, p1, p2, then per operation
- * the time (µs), 's' (step) or 'a' (adjust), the cost or amount, and p3 (the
- * limit's, or another in an adjustment: a held request's give-back). The state
+ * the time (µs), 's' (step) or 'a' (adjust), the cost or amount, p3 (the
+ * limit's, or another in an adjustment: a held request's give-back) and, for
+ * an adjustment, when the adjusted charge was made (seconds). The state
  * is kept between operations as the take and adjust frames keep it (a reject
  * writes only when it asks to), and dropped when its TTL has run out.
  */
@@ -40,7 +41,7 @@ const LUA = `${kindsLua('\nlocal now, nowS = 0, 0')}
 local kind = tonumber(ARGV[1])
 local p1, p2 = tonumber(ARGV[2]), tonumber(ARGV[3])
 local v, expires, out = false, 0, {}
-for i = 4, #ARGV, 4 do
+for i = 4, #ARGV, 5 do
   now = tonumber(ARGV[i])
   local p3 = tonumber(ARGV[i + 3])
   nowS = now / 1000000
@@ -50,7 +51,7 @@ for i = 4, #ARGV, 4 do
     if ok or commit then v, expires = state, now + ttl * 1000 end
     out[#out + 1] = pack('<bdd', ok and 1 or 0, value, retry)
   else
-    local state, ttl = adjust[kind](v, p1, p2, p3, tonumber(ARGV[i + 2]))
+    local state, ttl = adjust[kind](v, p1, p2, p3, tonumber(ARGV[i + 2]), tonumber(ARGV[i + 4]))
     if state then v, expires = state, now + ttl * 1000 end
     out[#out + 1] = pack('<bdd', state and 1 or 0, 0, 0)
   end
@@ -59,7 +60,7 @@ return table.concat(out)`
 
 /** The PL/pgSQL twins as functions of the instant, with the variables the frames give them (algorithms/kinds/twins.ts). */
 const twinFunctions = (p: string): string => `
-CREATE FUNCTION ${p}twin_take(kind int, p1 float8, p2 float8, p3 float8, cost float8, now float8, here bool,
+CREATE FUNCTION ${p}twin_take(kind int, p1 float8, p2 float8, p3 float8, cost float8, at float8, now float8, here bool,
   a0 float8, a1 float8, a2 float8, a3 float8) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE n0 float8 := 0; n1 float8 := 0; n2 float8 := 0; n3 float8 := 0; nx float8 := 0; ok bool; val float8; retry float8 := 0; keep bool := false;
 BEGIN
@@ -67,7 +68,7 @@ BEGIN
   IF ok OR keep THEN nx := greatest(nx, now + 1); END IF;
   RETURN ARRAY[CASE WHEN ok THEN 1 ELSE 0 END, val, retry, CASE WHEN ok OR keep THEN 1 ELSE 0 END, n0, n1, n2, n3, nx];
 END $f$;
-CREATE FUNCTION ${p}twin_adjust(kind int, p1 float8, p2 float8, p3 float8, amount float8, now float8, here bool,
+CREATE FUNCTION ${p}twin_adjust(kind int, p1 float8, p2 float8, p3 float8, amount float8, at float8, now float8, here bool,
   a0 float8, a1 float8, a2 float8, a3 float8) RETURNS float8[] LANGUAGE plpgsql AS $f$
 DECLARE n0 float8 := 0; n1 float8 := 0; n2 float8 := 0; n3 float8 := 0; nx float8 := 0; ok bool := true;
 BEGIN
@@ -131,6 +132,8 @@ const op = fc.record({
   dtUs,
   adjust: fc.boolean(),
   amount: fc.oneof(fc.integer({ min: 0, max: 6 }), fc.double({ min: 0.25, max: 4, noNaN: true }), fc.integer({ min: -5, max: -1 })),
+  /** How long before the adjustment its charge was made (s): a concurrency slot is given back by it. */
+  agoS: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 7200, noNaN: true })),
 })
 
 interface Result {
@@ -139,12 +142,19 @@ interface Result {
   retry: number
 }
 
-/** One operation: a step of cost |amount|, or an adjustment of amount (`held`: a held request's give-back, that many seconds before its instant). */
+/**
+ * One operation: a step of cost |amount|, or an adjustment of amount (`held`: a held request's give-back,
+ * that many seconds before its instant) of a charge made `agoS` seconds before it (default 0).
+ */
 interface Op {
   adjust: boolean
   amount: number
   held?: number
+  agoS?: number
 }
+
+/** When an adjustment's charge was made (epoch seconds). */
+const atOf = (o: Op, now: number): number => now - (o.agoS ?? 0)
 
 /** The third parameter an operation runs with: the limit's, or a held request's give-back (kinds/sliding-window/kind.ts heldGiveBack). */
 const p3Of = (limit: Limit, o: Op): number => (o.adjust && o.held !== undefined ? -o.held : (limit.params[2] ?? 0))
@@ -166,6 +176,7 @@ function inTypeScript(limit: Limit, times: number[], ops: Op[], forget = true): 
         o.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, p3Of(limit, o)]),
         o.amount,
         now,
+        atOf(o, now),
       )
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
       return { ok: r !== undefined, value: 0, retry: 0 }
@@ -186,6 +197,7 @@ async function inLua(limit: Limit, times: number[], ops: Op[], forget = true): P
     o.adjust ? 'a' : 's',
     String(o.adjust ? o.amount : Math.abs(o.amount)),
     String(p3Of(limit, o)),
+    String(atOf(o, times[i]! / 1e6)),
   ])
   const reply = (await redis.callBuffer('EVAL', forget ? LUA : LUA_KEEPING, 0, String(limit.kind.id), ...p, ...args)) as Buffer
   return ops.map((_, i) => ({
@@ -205,8 +217,18 @@ async function inPlpgsql(limit: Limit, times: number[], ops: Op[], forget = true
     const fn = o.adjust ? 'twin_adjust' : 'twin_take'
     const amount = o.adjust ? o.amount : Math.abs(o.amount)
     const { rows }: pg.QueryResult<{ r: number[] }> = await db.query<{ r: number[] }>(
-      `SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`,
-      [limit.kind.id, limit.params[0] ?? 0, limit.params[1] ?? 0, p3Of(limit, o), amount, now, forget ? expireAt > now : stored, ...cells],
+      `SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS r`,
+      [
+        limit.kind.id,
+        limit.params[0] ?? 0,
+        limit.params[1] ?? 0,
+        p3Of(limit, o),
+        amount,
+        atOf(o, now),
+        now,
+        forget ? expireAt > now : stored,
+        ...cells,
+      ],
     )
     const r: number[] = rows[0]!.r
     if (r[3] === 1) [cells, expireAt, stored] = [r.slice(4, 8), r[8]!, true]
@@ -304,6 +326,7 @@ function resolveGiveBacks(limit: Limit, t0: number, ops: (Op & { dtUs: number; g
         op.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, -op.held]),
         op.amount,
         now,
+        atOf(op, now),
       )
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
     } else {

@@ -50,14 +50,32 @@ export function debtCases(c: KindContext): void {
   it('debt: the refill repays it, and a refund (adjust) gives a held request its tokens back', async () => {
     const k = c.key('debt-repay')
     const limit = bucketLimit(5, 1, 2)
-    for (let i = 0; i < 11; i++) assert.equal((await c.apply([debtCheck(k, 1, 5, 2)]))[0]!.allowed, true, `request ${i + 1}`)
+    // The refill runs from the first take on, on the store's clock: the client brackets it by c.now()
+    // before and after each call (on a driven clock, exactly: 1 − 12 + 5 × 1 s = −6 after the pass).
+    // `ms`: Date.now()'s millisecond against the store's finer clock, at 5 tokens/s.
+    const ms = c.serverClock ? 5 * 0.002 : 1e-9
+    const first = c.now()
+    let firstDone = 0
+    for (let i = 0; i < 11; i++) {
+      assert.equal((await c.apply([debtCheck(k, 1, 5, 2)]))[0]!.allowed, true, `request ${i + 1}`)
+      if (i === 0) firstDone = c.now()
+    }
     await c.pass(1) // 5 tokens of the 10 owed come back
+    const aSent = c.now()
     const [a] = await c.apply([debtCheck(k, 1, 5, 2)])
+    const aDone = c.now()
     assert.equal(a!.allowed, true)
-    assert.ok(a!.value >= -6 - 1e-9 && a!.value <= -6 + (c.serverClock ? 5 * 0.3 : 1e-9), `after 1 s: ${a!.value}`)
+    const low = -11 + 5 * (aSent - firstDone)
+    const high = -11 + 5 * (aDone - first)
+    assert.ok(a!.value >= low - ms && a!.value <= high + ms, `after 1 s: ${a!.value}, refill bracketed to [${low}, ${high}]`)
     await c.adjust([{ key: k, limit, amount: 3 }])
     const [b] = await c.apply([{ ...debtCheck(k, 1, 5, 2), cost: 0 }])
-    assert.ok(b!.value >= -3 - 1e-9 && b!.value <= -3 + (c.serverClock ? 5 * 0.6 : 1e-9), `after a refund of 3: ${b!.value}`)
+    const bDone = c.now()
+    const bHigh = a!.value + 3 + 5 * (bDone - aSent)
+    assert.ok(
+      b!.value >= a!.value + 3 - 1e-9 && b!.value <= bHigh + ms,
+      `after a refund of 3: ${b!.value}, from ${a!.value} (at most ${bHigh})`,
+    )
   })
 
   it('debt: 40 parallel calls on burst 1 and a debt of 10 tokens → exactly 11 allowed', async () => {

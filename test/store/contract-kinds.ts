@@ -10,12 +10,13 @@ import { counterLimit } from '../../src/algorithms/kinds/window-counter/kind.js'
 import { meterLimit } from '../../src/algorithms/kinds/rate-meter/kind.js'
 import { slidingLimit } from '../../src/algorithms/kinds/sliding-window/kind.js'
 import { bucketLimit } from '../../src/algorithms/kinds/token-bucket/kind.js'
+import { concurrencyCases } from './contract-concurrency.js'
 import type { Adjustment, Check, Outcomes, Store } from '../../src/store/store.js'
 
 export interface KindContext {
   store(): Store
   serverClock: boolean
-  /** The clock the store is given (the wall clock on a server's clock). */
+  /** The clock the store is given (the wall clock on a server's clock): the time a request sent now is charged at, which a give-back names. */
   now(): number
   key(label: string): string
   apply(checks: Check[]): Promise<Outcomes>
@@ -186,4 +187,6 @@ export function kindCases(c: KindContext): void {
     assert.equal(other, undefined, 'checks after the reject are not evaluated')
     assert.equal((await c.apply([meter(k, 2, 600)]))[0]!.allowed, false, 'the opening was committed')
   })
+
+  concurrencyCases(c)
 }

@@ -7,6 +7,7 @@
  * (kind.ts, redis.ts, postgres.ts) and one line below.
  */
 import type { Limit, LimitKind } from '../algorithm.js'
+import { CONCURRENCY_KIND } from './concurrency/kind.js'
 import { METER_KIND } from './rate-meter/kind.js'
 import { SLIDING_WINDOW_KIND } from './sliding-window/kind.js'
 import { TOKEN_BUCKET_KIND } from './token-bucket/kind.js'
@@ -28,6 +29,7 @@ export function registerKind<L extends Limit, S>(kind: LimitKind<L, S>): void {
 registerKind(TOKEN_BUCKET_KIND)
 registerKind(WINDOW_COUNTER_KIND)
 registerKind(METER_KIND)
+registerKind(CONCURRENCY_KIND)
 registerKind(SLIDING_WINDOW_KIND)
 
 /** The kinds by id. */

@@ -10,9 +10,10 @@
  * starts, returning two functions:
  *
  *     step(v, p1, p2, p3, cost)    → allowed, value, retryAfter[, state, ttlMs[, commit]]
- *     adjust(v, p1, p2, p3, amount) → state, ttlMs   (nil: nothing to adjust)
+ *     adjust(v, p1, p2, p3, amount, at) → state, ttlMs   (nil: nothing to adjust)
  *
- * `v` is the stored string (false: none or expired); `state` the string to
+ * `v` is the stored string (false: none or expired); `at` when the adjusted
+ * charge was made (epoch seconds, the adjustment's own, else `nowS`); `state` the string to
  * store (struct.pack), kept `ttlMs` (PSETEX), needed when allowed or when
  * `commit` (a reject that is written anyway). In scope: `now` (server time
  * in µs), `nowS` (in seconds), `pack`, `unpack`, `floor`, `abs`, `ceil`,
@@ -26,8 +27,8 @@
  * cost now here a0..a3`; set `ok` and `val`, `retry` (0 unless set) and,
  * when `ok` or when setting `keep` (commit on reject), the new state
  * `n0..n3` and its expiry `nx` (epoch seconds). In `adjust`: inputs `p1 p2
- * p3 amount now here a0..a3`, `ok` true unless set false (nothing to
- * adjust); when `ok`, set `n0..n3` and `nx`.
+ * p3 amount at now here a0..a3` (`at` as in Lua), `ok` true unless set false
+ * (nothing to adjust); when `ok`, set `n0..n3` and `nx`.
  */
 
 /** A kind's PL/pgSQL twin: statements for the `take` and `adjust` loops of table prefix `p`. */
@@ -56,4 +57,10 @@ export interface KindSample<L> {
   drift(limit: L): number
   /** How far an outcome lies from the allow / reject boundary (consulted when `drift` > 0). */
   edge(limit: L, outcome: { allowed: boolean; value: number; retryAfter: number }, cost: number): number
+  /**
+   * The sequences also give earlier charges back (an adjustment naming the
+   * charge's cost and time): for kinds whose give-back every store must
+   * apply alike within a run (none of their boundaries falls inside one).
+   */
+  readonly adjusts?: boolean
 }

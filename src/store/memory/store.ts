@@ -92,24 +92,55 @@ export class MemoryStore extends InProcessStore {
     const t = this.counters
     let slot = t.index.get(key)
     const live = slot !== undefined && t.expireAt[slot]! > now
+    if (slot !== undefined && kind.stepCells !== undefined) {
+      // In place on the key's own counter, live or expired (one check: nothing else of the call can
+      // want its room): no state objects, for a kind whose every request is a take and a give-back.
+      const o: Outcome = { allowed: false, value: 0, retryAfter: 0 }
+      const expireAt = kind.stepCells(t.cells, slot * CELLS, live, c.limit, c.cost, now, o)
+      if (o.allowed) {
+        t.touch(slot)
+        t.expireAt[slot] = expireAt === RESERVED ? 0 : expireAt
+      }
+      return [o]
+    }
     const r = kind.step(live ? kind.load(t.cells, slot! * CELLS) : undefined, c.limit, c.cost, now)
     if (r.allowed || r.commit) {
       if (slot === undefined) slot = this.slotFor(key, r, now)
       if (slot === -1) return [{ allowed: false, value: 0, retryAfter: fullRetryAfter(t.soonest, now), full: true }]
       if (slot >= 0) this.writeAt(slot, c.limit, r)
-      this.reserved.length = 0 // written (or nothing to keep)
+      if (this.reserved.length !== 0) this.reserved.length = 0 // written (or nothing to keep)
     }
     return [{ allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }]
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
-    for (const a of adjustments) {
-      const r = a.limit.kind.adjust(this.stored(a.key, a.limit, now), a.limit, a.amount, now)
-      // No room for a new counter: the adjustment is dropped (counted), never made room for.
-      if (r !== undefined && this.slotFor(storedKey(a.key), r, now) !== -1) this.write(a, r)
-    }
-    this.reserved.length = 0
+    for (const a of adjustments) this.adjustNow(a, now)
     done(null)
+  }
+
+  adjustNow(a: Adjustment, now: number): void {
+    const t = this.counters
+    // One look-up serves the read and the write (give-backs come once per request).
+    const key = storedKey(a.key)
+    const kind = a.limit.kind
+    const slot = t.index.get(key)
+    const live = slot !== undefined && t.expireAt[slot]! > now
+    if (live && kind.adjustCells !== undefined) {
+      // In place: the cells adjusted where they are, no state objects (a slot given back per request).
+      const expireAt = kind.adjustCells(t.cells, slot! * CELLS, a.limit, a.amount, now, a.at ?? now)
+      // Not touched: a give-back follows its own check, which did (recency only orders the sweep).
+      if (!Number.isNaN(expireAt)) t.expireAt[slot!] = expireAt === RESERVED ? 0 : expireAt
+      return
+    }
+    const r = kind.adjust(live ? kind.load(t.cells, slot! * CELLS) : undefined, a.limit, a.amount, now, a.at ?? now)
+    if (r === undefined) return
+    if (slot !== undefined) this.writeAt(slot, a.limit, r)
+    else {
+      // No room for a new counter: the adjustment is dropped (counted), never made room for.
+      const s = this.slotFor(key, r, now)
+      if (s >= 0) this.writeAt(s, a.limit, r)
+    }
+    if (this.reserved.length !== 0) this.reserved.length = 0
   }
 
   peek(check: Check, now: number): Outcome {

@@ -61,14 +61,14 @@ export function takeValues(requests: readonly TakeRequest[]): string[] {
 /** Numbers of a request's reply in `take`'s: 3 per check, twice that with read-backs. */
 export const replyLength = (r: TakeRequest): number => r.checks.length * TAKE_REPLY * (asksReads(r) ? 2 : 1)
 
-/** `adjust` arguments: keys, 6 numbers per adjustment. */
+/** `adjust` arguments: keys, 6 numbers per adjustment, and each one's time (−1: now). */
 export function adjustValues(adjustments: readonly Adjustment[]): string[] {
   const l = new Layout().add(adjustments, (a, k, nums) => {
     nums.push(k)
     limitNums(a.limit, nums)
     nums.push(a.amount)
   })
-  return [textArray(l.keys), `{${l.nums.join(',')}}`]
+  return [textArray(l.keys), `{${l.nums.join(',')}}`, `{${adjustments.map((a) => a.at ?? -1).join(',')}}`]
 }
 
 /** The statement that deletes the keys' rows (the admin API's reset), the keys as stored. */

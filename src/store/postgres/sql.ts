@@ -28,6 +28,13 @@
  * for a request with a check carrying an OnReject mode, 3 more per check:
  * its read-back (store.ts OnReject; -1 where none), after its outcomes.
  *
+ * `<prefix>adjust(keys, nums, ats)` applies adjustments one after the other:
+ * 6 numbers each in `nums` (key index, kind, p1, p2, p3, amount) and, in
+ * `ats`, when each adjusted charge was made (−1: now). Its two-argument
+ * form, from versions that sent no times, is left in place: a gateway of
+ * such a version still running beside this one (a rolling upgrade) keeps
+ * calling the function it knows.
+ *
  * Locking without deadlocks: `<prefix>lock` first inserts the rows that do
  * not exist yet (ON CONFLICT DO NOTHING, in key order: a key inserted by a
  * concurrent request is waited for, in order), then locks every row with
@@ -52,7 +59,7 @@ import { KINDS } from '../../algorithms/kinds/index.js'
 const TAKE_NUMS = 7
 /** Numbers per check in `take`'s reply. */
 export const TAKE_REPLY = 3
-/** Numbers per adjustment in `adjust`'s `nums`: key index, kind, p1, p2, p3, amount. */
+/** Numbers per adjustment in `adjust`'s `nums`: key index, kind, p1, p2, p3, amount (its time apart, in `ats`). */
 const ADJUST_NUMS = 6
 
 /** nums' group values past 1 carry a check's OnReject (store.ts) as group + 2 × mode. */
@@ -99,7 +106,7 @@ const LOAD = `
   now float8 := extract(epoch FROM clock_timestamp())::float8;
   c0 float8[] := array_fill(0::float8, ARRAY[nk]); c1 float8[] := c0; c2 float8[] := c0; c3 float8[] := c0; cx float8[] := c0;
   dirty bool[] := array_fill(false, ARRAY[nk]);
-  r record; k int; kind int; p1 float8; p2 float8; p3 float8; cost float8; here bool;
+  r record; k int; kind int; p1 float8; p2 float8; p3 float8; cost float8; here bool; at float8 := now;
   a0 float8; a1 float8; a2 float8; a3 float8; n0 float8; n1 float8; n2 float8; n3 float8; nx float8;`
 
 const LOCK = (p: string): string => `
@@ -206,12 +213,13 @@ END $f$`
 }
 
 function adjustSql(p: string): string {
-  return `CREATE OR REPLACE FUNCTION ${p}adjust(ks text[], nums float8[]) RETURNS void LANGUAGE plpgsql AS $f$
+  return `CREATE OR REPLACE FUNCTION ${p}adjust(ks text[], nums float8[], ats float8[]) RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE ${LOAD}
   o int; amount float8; ok bool;
 BEGIN ${LOCK(p)}
   FOR o IN 0 .. coalesce(array_length(nums, 1), 0) - 1 BY ${ADJUST_NUMS} LOOP
     k := nums[o + 1]::int; kind := nums[o + 2]::int; p1 := nums[o + 3]; p2 := nums[o + 4]; p3 := nums[o + 5]; amount := nums[o + 6];
+    at := CASE WHEN ats[o / ${ADJUST_NUMS} + 1] < 0 THEN now ELSE ats[o / ${ADJUST_NUMS} + 1] END;
     a0 := c0[k]; a1 := c1[k]; a2 := c2[k]; a3 := c3[k]; here := cx[k] > now; ok := true;
     ${dispatch('adjust', p)}
     IF ok THEN c0[k] := n0; c1[k] := n1; c2[k] := n2; c3[k] := n3; cx[k] := greatest(nx, now + 1); dirty[k] := true; END IF;

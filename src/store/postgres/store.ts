@@ -75,7 +75,7 @@ export class PostgresStore implements Store {
     // Long enough that a short stall (a pause, a checkpoint) resolves on its own; a dead peer is dropped.
     this.stuckMs = Math.max(5000, 20 * opts.timeoutMs)
     this.take = `SELECT ${opts.prefix}take($1::text[], $2::float8[], $3::int[])`
-    this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[])`
+    this.adjuster = `SELECT ${opts.prefix}adjust($1::text[], $2::float8[], $3::float8[])`
     this.cleaner = new Cleanup(this.oneOff, () => this.conns.anyReady, opts)
   }
 

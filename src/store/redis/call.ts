@@ -5,10 +5,11 @@
  * keys, argv) itself, once; the command's head (EVALSHA and the sha, or EVAL
  * and the script) is kept encoded per argument count.
  *
- * Batching (group commit): at most one batch is in flight. Calls made while
- * none is in flight leave at the end of the current event-loop turn, together;
- * calls made while one is in flight wait for its replies and then leave
- * together. Under light load a call therefore waits for nothing; under heavy
+ * Batching (group commit): at most one batch is in flight per connection,
+ * whichever script its calls run (ScriptBatches: the take and adjust scripts
+ * share one). Calls made while none is in flight leave at the end of the
+ * current event-loop turn, together; calls made while one is in flight wait
+ * for its replies and then leave together. Under light load a call therefore waits for nothing; under heavy
  * load batches grow by themselves, and Redis and the gateway pay one write, one
  * read and one wake-up per batch instead of per request. The wait is at most
  * one Redis round trip.
@@ -29,6 +30,7 @@ import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 export type Done = (err: Error | null, reply?: Buffer) => void
 
 interface Pending extends BatchCall {
+  readonly script: ScriptCaller
   /** Number of arguments after the sha (numkeys, keys, argv). */
   readonly argc: number
   /** Those arguments as RESP bulk strings. */
@@ -36,47 +38,26 @@ interface Pending extends BatchCall {
   readonly done: Done
 }
 
-export class ScriptCaller {
-  private readonly sha: string
+/**
+ * The batches of one connection, shared by the scripts called on it: calls of
+ * any of them made together leave together, in one write (a give-back
+ * leaves with the takes of its turn, not in a write and a wake-up of its own).
+ */
+export class ScriptBatches {
   /** The batch whose replies are awaited. */
   private inflight: Batch<Pending> | undefined
   /** The batch collecting calls, sent at the end of the turn or when `inflight` is done. */
   private next: Batch<Pending> | undefined
-  private readonly evalshaHeads: string[] = []
-  private readonly evalHeads: string[] = []
 
   constructor(
     private readonly conn: RespConnection,
-    private readonly lua: string,
     /** Deadline timer of a batch, in ms. */
     private readonly timerMs: number,
-  ) {
-    this.sha = createHash('sha1').update(lua).digest('hex')
-    // Loaded on every (re)connection, before any call on it: a first EVALSHA answered NOSCRIPT is
-    // sent again as EVAL after its reply, behind calls made meanwhile (a give-back would land after
-    // the decision that should have seen it). Only a flush then ever meets NOSCRIPT.
-    const load = (): void => void conn.command(['SCRIPT', 'LOAD', lua]).catch(() => undefined)
-    conn.on('ready', load)
-    if (conn.status === 'ready') load()
-  }
+  ) {}
 
-  /**
-   * Runs the script with `argc` arguments (numkeys, keys…, argv…), given
-   * already encoded as RESP bulk strings in `args`; `done` gets its reply as
-   * bytes. A callback, not a promise: every promise hop saved is CPU on the
-   * hot path.
-   */
-  call(argc: number, args: string, done: Done): void {
+  add(p: Pending): void {
     const b = this.next ?? this.start()
-    b.add({ argc, args, done, settled: false })
-  }
-
-  private evalshaHead(argc: number): string {
-    return (this.evalshaHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVALSHA')}${bulk(this.sha)}`)
-  }
-
-  private evalHead(argc: number): string {
-    return (this.evalHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVAL')}${bulk(this.lua)}`)
+    b.add(p)
   }
 
   private start(): Batch<Pending> {
@@ -97,7 +78,7 @@ export class ScriptCaller {
     const callbacks: ReplyCallback[] = []
     for (const p of b.calls) {
       if (p.settled) continue
-      text += this.evalshaHead(p.argc) + p.args
+      text += p.script.evalshaHead(p.argc) + p.args
       callbacks.push(this.answer(b, p, false))
     }
     // Not connected: nothing queues, every call fails now and the fail policy applies.
@@ -109,7 +90,7 @@ export class ScriptCaller {
       if (p.settled) return
       if (err && !isEval && err.message.startsWith('NOSCRIPT')) {
         // EVAL runs the script and caches it again; same batch, same deadline.
-        if (this.conn.send(this.evalHead(p.argc) + p.args, [this.answer(b, p, true)])) return
+        if (this.conn.send(p.script.evalHead(p.argc) + p.args, [this.answer(b, p, true)])) return
         err = new StoreUnavailableError('redis connection is not ready')
       }
       b.settle(p)
@@ -125,6 +106,45 @@ export class ScriptCaller {
       this.inflight = undefined
       this.flush()
     }
+  }
+}
+
+export class ScriptCaller {
+  private readonly sha: string
+  private readonly evalshaHeads: string[] = []
+  private readonly evalHeads: string[] = []
+
+  constructor(
+    conn: RespConnection,
+    private readonly lua: string,
+    /** The connection's batches, shared with its other scripts. */
+    private readonly batches: ScriptBatches,
+  ) {
+    this.sha = createHash('sha1').update(lua).digest('hex')
+    // Loaded on every (re)connection, before any call on it: a first EVALSHA answered NOSCRIPT is
+    // sent again as EVAL after its reply, behind calls made meanwhile (a give-back would land after
+    // the decision that should have seen it). Only a flush then ever meets NOSCRIPT.
+    const load = (): void => void conn.command(['SCRIPT', 'LOAD', lua]).catch(() => undefined)
+    conn.on('ready', load)
+    if (conn.status === 'ready') load()
+  }
+
+  /**
+   * Runs the script with `argc` arguments (numkeys, keys…, argv…), given
+   * already encoded as RESP bulk strings in `args`; `done` gets its reply as
+   * bytes. A callback, not a promise: every promise hop saved is CPU on the
+   * hot path.
+   */
+  call(argc: number, args: string, done: Done): void {
+    this.batches.add({ script: this, argc, args, done, settled: false })
+  }
+
+  evalshaHead(argc: number): string {
+    return (this.evalshaHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVALSHA')}${bulk(this.sha)}`)
+  }
+
+  evalHead(argc: number): string {
+    return (this.evalHeads[argc] ??= `*${argc + 2}\r\n${bulk('EVAL')}${bulk(this.lua)}`)
   }
 }
 

@@ -37,13 +37,15 @@ export function visitTakeArgs(checks: readonly Check[], idx: readonly number[] |
   }
 }
 
-/** The adjust script's arguments: numkeys, keys, then kind, params, amount per key. */
+/** The adjust script's arguments: numkeys, keys, then kind, params, amount, at (−1: none) per key. */
 export function visitAdjustArgs(adjustments: readonly Adjustment[], visit: Visit): void {
   visit(adjustments.length)
   for (const a of adjustments) visit(storedKey(a.key))
   for (const a of adjustments) {
     visitLimit(a.limit, visit)
     visit(a.amount)
+    // As text: times are all different, and would only crowd the cache of numbers (resp-connection.ts bulkNumber).
+    visit(String(a.at ?? -1))
   }
 }
 

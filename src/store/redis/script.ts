@@ -178,13 +178,14 @@ end
 return table.concat(reply)
 `
 
-/** ARGV entries per key in the adjust script: kind id, PARAMS parameters, amount. */
-const ADJUST_ARGS_PER_KEY = 5
+/** ARGV entries per key in the adjust script: kind id, PARAMS parameters, amount, at. */
+const ADJUST_ARGS_PER_KEY = 6
 
 /**
  * Adjust counters already charged (LLM settlement; on a cluster, refunds of
  * slots that committed for a request another slot rejected). KEYS[i]: counter
- * key; ARGV: kind, p1, p2, p3, amount (> 0 gives back, < 0 charges more). Each
+ * key; ARGV: kind, p1, p2, p3, amount (> 0 gives back, < 0 charges more), at
+ * (when the adjusted charge was made, epoch seconds; −1: now). Each
  * kind refreshes its state to now first and never gives back past its bound;
  * an absent counter has nothing to give back. Replies '' (the script caller
  * takes bytes).
@@ -193,7 +194,9 @@ const ADJUST = `
 for i = 1, #KEYS do
   local a = (i - 1) * ${ADJUST_ARGS_PER_KEY}
   local key = KEYS[i]
-  local state, ttl = adjust[tonumber(ARGV[a + 1])](redis.call('GET', key), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]))
+  local at = tonumber(ARGV[a + 6])
+  if at < 0 then at = nowS end
+  local state, ttl = adjust[tonumber(ARGV[a + 1])](redis.call('GET', key), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), at)
   if state then redis.call('PSETEX', key, ttl, state) end
 end
 return ''

@@ -6,7 +6,7 @@
  * to EVAL on a NOSCRIPT reply (Redis restarted or SCRIPT FLUSH), so a flush
  * never reaches a client. Failure handling: common.ts.
  */
-import { ScriptCaller } from './call.js'
+import { ScriptBatches, ScriptCaller } from './call.js'
 import { asksReads, encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
@@ -25,8 +25,10 @@ export class RedisStore implements Store {
   constructor(opts: RedisStoreOptions) {
     this.client = new RespConnection(opts.target, { connectTimeoutMs: 1000, reconnectDelay })
     const scripts = redisScripts()
-    this.take = new ScriptCaller(this.client, scripts.take, callTimerMs(opts.timeoutMs))
-    this.adjuster = new ScriptCaller(this.client, scripts.adjust, callTimerMs(opts.timeoutMs))
+    // One batching for both scripts: the give-backs of a turn leave in the same write as its takes.
+    const batches = new ScriptBatches(this.client, callTimerMs(opts.timeoutMs))
+    this.take = new ScriptCaller(this.client, scripts.take, batches)
+    this.adjuster = new ScriptCaller(this.client, scripts.adjust, batches)
     watchConnection(this.client, 'redis', opts.log)
   }
 

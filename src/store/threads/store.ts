@@ -1,14 +1,11 @@
 /**
- * The in-process store over a SharedArrayBuffer table (table.ts) that every
- * worker thread of the process reads and writes. A call locks the buckets of
- * all its checks (ascending, each once) before reading any of them, so its
- * groups stay all-or-nothing across threads exactly as the single-thread
- * memory store makes them by running on one thread; the maths is the kinds'
- * own `step` / `adjust` on their packed cells, as in memory.ts.
+ * The in-process store over a SharedArrayBuffer table (table.ts) that every worker thread of the process reads and
+ * writes. A call locks the buckets of all its checks (ascending, each once) before reading any of them, so its
+ * groups stay all-or-nothing across threads exactly as the single-thread memory store makes them by running on one
+ * thread; the maths is the kinds' own `step` / `adjust` on their packed cells, as in memory.ts.
  *
- * A check whose key needs a new slot claims it while its buckets are locked,
- * before anything is written; when the table has no slot for it without
- * dropping another key's live counter (table.ts), the check is refused with
+ * A check whose key needs a new slot claims it while its buckets are locked, before anything is written; when the
+ * table has no slot for it without dropping another key's live counter (table.ts), the check is refused with
  * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
@@ -44,6 +41,8 @@ export class SharedMemoryStore extends InProcessStore {
   private slotOf = new Int32Array(8)
   /** Slots claimed by this call (scratch): released at its end if nothing was written to them. */
   private claimed: number[] = []
+  /** The one adjustment adjustNow locks (scratch: no array per call). */
+  private readonly one = [{ key: '' }]
 
   constructor(opts: SharedStoreOptions) {
     super(opts.clock)
@@ -71,17 +70,30 @@ export class SharedMemoryStore extends InProcessStore {
   }
 
   adjust(adjustments: readonly Adjustment[], now: number, done: (err: Error | null) => void): void {
-    for (const a of adjustments) {
-      const held = this.locate([a])
-      try {
-        const r = a.limit.kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now)
-        // No slot for a new counter: the adjustment is dropped (counted), never made room for.
-        if (r !== undefined && this.slotFor(0, r, now) !== -1) this.write(0, a.limit, r)
-      } finally {
-        this.unlockAll(held)
-      }
-    }
+    for (const a of adjustments) this.adjustNow(a, now)
     done(null)
+  }
+
+  adjustNow(a: Adjustment, now: number): void {
+    this.one[0]!.key = a.key
+    const held = this.locate(this.one)
+    try {
+      const t = this.table
+      const kind = a.limit.kind
+      const slot = this.find(0)
+      this.slotOf[0] = slot
+      if (slot !== -1 && t.expireAt[slot]! > now && kind.adjustCells !== undefined) {
+        // In place: the cells adjusted where they are, no state objects (a slot given back per request).
+        const expireAt = kind.adjustCells(t.cells, slot * CELLS, a.limit, a.amount, now, a.at ?? now)
+        if (!Number.isNaN(expireAt)) t.expireAt[slot] = expireAt === RESERVED ? 0 : expireAt
+        return
+      }
+      const r = kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now, a.at ?? now)
+      // No slot for a new counter: the adjustment is dropped (counted), never made room for.
+      if (r !== undefined && this.slotFor(0, r, now) !== -1) this.write(0, a.limit, r)
+    } finally {
+      this.unlockAll(held)
+    }
   }
 
   peek(check: Check, now: number): Outcome {

@@ -24,6 +24,7 @@ test('version (a string), hash, source, load time, how it runs, each policy with
     [
       ['api', 'enforce', ['per_user', 'per_key', 'loop_detection']],
       ['llm', 'shadow', ['tokens']],
+      ['slots', 'enforce', ['in_flight']],
       ['tiers', 'enforce', ['gold', 'free']],
     ],
   )

@@ -128,10 +128,23 @@ async function readAndReset(store: Store, who: string): Promise<void> {
   assert.equal((await applyAsync(store, [check], Date.now() / 1000))[0]!.allowed, true)
 }
 
+/** Takes two of `who`'s three `in_flight` slots: the counter shows them in flight, and reading takes none. */
+async function slotsInFlight(store: Store, who: string): Promise<void> {
+  const t = await resolveCounter(bundle, q('slots', 'in_flight', who), Date.now(), noView)
+  assert.deepEqual(t.keys, [`cc:in_flight:l60:${who}`])
+  const answer = async () => counterAnswer(q('slots', 'in_flight', who), t, await readCounter(store, t, Date.now()))
+  assert.deepEqual([(await answer()).in_flight, (await answer()).remaining], [0, 3])
+  const check: Check = { key: t.keys[0]!, limit: t.rule.limit, cost: 1, shadow: false }
+  for (let i = 0; i < 2; i++) assert.equal((await applyAsync(store, [check], Date.now() / 1000))[0]!.allowed, true)
+  for (let i = 0; i < 2; i++) assert.deepEqual([(await answer()).in_flight, (await answer()).remaining], [2, 1])
+  assert.equal((await answer()).algorithm, 'concurrency')
+}
+
 describe('read and reset on the store in use', () => {
   test('in process (peeked: nothing written)', async () => {
     const store = new MemoryStore({ maxBytes: 1 << 20 })
     await readAndReset(store, 'alice')
+    await slotsInFlight(store, 'alice')
     await readCounter(store, await resolveCounter(bundle, q('api', 'per_user', 'never'), NOW, noView), NOW)
     assert.equal(store.has('tb:per_user:never'), false)
   })
@@ -143,8 +156,9 @@ describe('read and reset on the store in use', () => {
     const who = `admin-counters-${process.pid}-${Date.now()}`
     try {
       await readAndReset(redis, who)
+      await slotsInFlight(redis, who)
     } finally {
-      await redis.client.command(['DEL', `tb:per_user:${who}`])
+      await redis.client.command(['DEL', `tb:per_user:${who}`, `cc:in_flight:l60:${who}`])
     }
   })
 })

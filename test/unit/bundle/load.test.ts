@@ -365,6 +365,18 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.equal(h.run(req('u'), 299).reason, 'circuit_breaker_open')
     assert.equal(h.run(req('u'), 301).allowed, true)
   },
+  // The harness forwards nothing, so no exchange ends: every allowed request keeps its slots.
+  'concurrency.json': (h) => {
+    const key = (k: string): Req => ({ method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${k}` } })
+    assert.equal(allowedInARow(h, key('sk-a')), 4)
+    const d = h.run(key('sk-a'))
+    assert.deepEqual([d.reason, d.limit?.limit, d.limit?.remaining], ['concurrency_exceeded', 4, 0])
+    let inFlight = 4
+    for (let i = 0; inFlight < 64; i++) inFlight += allowedInARow(h, key(`sk-${i}`))
+    assert.equal(inFlight, 64)
+    assert.equal(h.run(key('sk-new')).reason, 'concurrency_exceeded', 'every key together holds 64')
+    assert.equal(h.run({ path: '/health' }).reason, 'no_matching_policy')
+  },
 }
 
 for (const name of FILES) {

@@ -148,9 +148,14 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/refund_statuses: policy "api", rule "chat": refund_statuses cannot be set on a token_bucket_llm rule: its charge is settled on the response\'s reported usage, and an error answer is given back already.',
     ],
   },
+  rule_status_on_concurrency: {
+    drops: [
+      '/policies/0/spec/rules/0/refund_statuses: policy "api", rule "in_flight": refund_statuses cannot be set on a concurrency rule: its slot is given back when the exchange ends, whatever the status.',
+    ],
+  },
   rule_unknown_algorithm: {
     drops: [
-      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", not "leaky_bucket".',
+      '/policies/0/spec/rules/0/algorithm: policy "api", rule "per_ip": algorithm must be one of "token_bucket", "cost_based", "token_bucket_llm", "sliding_window", "concurrency", not "leaky_bucket".',
     ],
   },
   rule_unknown_descriptor_source: {

@@ -98,3 +98,26 @@ test('without max_delay_ms a bucket rejects as it always has, and its burst must
   for (let i = 0; i < 5; i++) assert.equal(h.run({ headers: { 'x-user': 'a' } }).delayMs, undefined)
   assert.equal(h.run({ headers: { 'x-user': 'a' } }).reason, 'token_bucket_exceeded')
 })
+
+test('a held request with a concurrency slot: the slot is not among the charges, and the refusal carries it to give back at once', () => {
+  const b = bundle([
+    policy('api', [
+      rule('smooth', ['header:x-user'], tb(5, 1, { max_delay_ms: 2000 })),
+      rule('in_flight', ['header:x-user'], { max_concurrent: 10 }, { algorithm: 'concurrency' }),
+    ]),
+  ])
+  const h = new Harness(compile(b))
+  h.run({ headers: { 'x-user': 'a' } })
+  const d = h.run({ headers: { 'x-user': 'a' } })
+  assert.equal(d.delayMs, 200)
+  assert.deepEqual(
+    d.debt!.charges.map((c) => c.key),
+    ['tb:smooth:a'],
+    'the slot goes back when the exchange ends (http/slot-holds.ts): given back here too, it would free another request',
+  )
+  assert.deepEqual(
+    d.held?.map((s) => s.key),
+    ['cc:in_flight:l300:a'],
+  )
+  assert.equal(d.debt!.refused.held, d.held, 'a refusal gives its slot back as any reject does')
+})
