@@ -4,6 +4,7 @@
  * (runtime/runtime.ts): the same wiring serves both. clock.ts reads the clock; this module hands it on.
  */
 import type { AddressInfo } from 'node:net'
+import type { Context } from '@opentelemetry/api'
 import type { CompiledBundle } from './bundle/compile.js'
 import { clock } from './clock.js'
 import { Engine } from './engine/evaluate.js'
@@ -29,6 +30,8 @@ import { llmHooks } from './observe/llm-observer.js'
 import type { Logger } from './observe/logger.js'
 import { createMetrics, type Metrics } from './observe/metrics.js'
 import { rlsStatsOf } from './observe/rls-stats-sinks.js'
+import { tracedDecide, tracedDecideLimits } from './observe/decision-spans.js'
+import { startTracing } from './observe/tracing.js'
 import { makeTrustCheck } from './request/client-ip.js'
 import { createJwtVerifier } from './request/jwt-verify.js'
 import { NetworkData } from './request/network-data.js'
@@ -60,6 +63,10 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   // Before any connection opens: a bad JWT key source or data file stops start-up (exit 2).
   const jwt = createJwtVerifier(settings)
   const net = new NetworkData(settings, runtime.net)
+  // Traces (FAIRVISOR_OTEL_EXPORTER_OTLP_ENDPOINT): this thread's own exporter; off, nothing of the SDK is loaded.
+  const worker = runtime.workerId
+  const stopTracing = await startTracing(settings, worker)
+  if (stopTracing) log.info({ url: settings.otlpTracesUrl, sampler: settings.sampler }, 'exporting traces over OTLP/HTTP')
   const store = await openStore(settings.storeConfig, { log, clock, shared: runtime.tables })
   const config = runtime.config(log, metrics)
   const bundle = (): CompiledBundle | null => config.bundle()
@@ -88,15 +95,19 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   // Charges given back after the decision (a held request not forwarded, a response status not counted): one store adjust each.
   const giveBack = giveBackHook(log, metrics, store, clock)
   const holds = new Holds(slots, holdHooks(metrics, giveBack))
-  const decide = createDecider({ engine, bundle, jwt, trusted, net, clock, decided, jwtRejected, holds })
+  const untraced = createDecider({ engine, bundle, jwt, trusted, net, clock, decided, jwtRejected, holds })
+  // Tracing on: a span per decision; off, the deciders are called as they are (nothing wrapped).
+  const spans = { store: store.kind, worker }
+  const decide = stopTracing ? tracedDecide(untraced, spans) : untraced
+  const limitDecider = createLimitDecider({ engine, clock, decided })
   const proxy =
     settings.mode === 'reverse_proxy' ? createProxy({ settings, log, isTrustedPeer: makeTrustCheck(settings.trustedProxies) }) : undefined
   const admin = adminRoutes(bundle, store, failPolicy, metrics, runtime.metricsText, config.inSync?.bind(config))
   const separateAdmin = settings.adminPort !== undefined // FAIRVISOR_ADMIN_PORT, in both modes
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
-  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], s?: ConstructorParameters<typeof LlmExchange>[3]) =>
-    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s)
+  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], s?: ConstructorParameters<typeof LlmExchange>[3], trace?: Context) =>
+    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s, trace)
   const llm = { bundle, exchange, streamUsage: settings.llmStreamUsage }
   const settleStatus = settleByStatus(metrics, giveBack)
   const routes = createRoutes({
@@ -108,6 +119,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
     paths: settings,
     llm,
     settleStatus,
+    worker,
     slots: inFlight,
   })
   const main = createListener({ settings, log, ...routes })
@@ -126,7 +138,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           decide,
           exposeReason,
           encodedSlashes: settings.encodedSlashes,
-          decideLimits: createLimitDecider({ engine, clock, decided }),
+          decideLimits: stopTracing ? tracedDecideLimits(limitDecider, spans) : limitDecider,
           rlsChargeRejected: !settings.rlsStopIncrementWhenOverLimit,
           // Without FAIRVISOR_RLS_CONFIG only the bundle limits RLS calls; with it, nothing loaded is an error per call.
           rlsConfig: settings.rlsConfig === undefined ? () => NO_RLS_FILE : () => config.rls(),
@@ -146,10 +158,11 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           budget,
           idleTimeoutMs: settings.grpcIdleTimeoutMs,
           streamTimeoutMs: settings.grpcStreamTimeoutMs,
+          worker,
         })
   // Every listener bound before anything reports listening; one that cannot listen stops start-up naming its setting (exit 2).
   const at = await runtime.listen({ main: main.server, admin: adminServer?.server, grpc: grpc?.server }).catch(async (err: Error) => {
-    await Promise.allSettled([proxy?.close(), store.close(), config.close()])
+    await Promise.allSettled([proxy?.close(), store.close(), config.close(), stopTracing?.()])
     throw err
   })
   await net.watch(log)
@@ -163,7 +176,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
       runtime.stopping()
       await Promise.all([config.close(), net.close()])
       await Promise.all([main.shutdown(drain), adminServer?.shutdown(drain), grpc?.shutdown(drain)])
-      await Promise.allSettled([proxy?.close(), store.close(), rls?.close()])
+      // The spans of the last requests leave before the process does.
+      await Promise.allSettled([proxy?.close(), store.close(), rls?.close(), stopTracing?.()])
       log.info('shutdown complete')
     })())
   return { address: at.main!, adminAddress: at.admin, bundle, metrics, log, decide, shutdown }

@@ -15,6 +15,7 @@ import { adminSettings, type AdminSettings } from './settings-admin.js'
 import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { storeSettings, type StoreSettings } from './settings-store.js'
+import { traceSettings, type TraceSettings } from './settings-trace.js'
 import type { FailPolicy } from './store/store.js'
 import { recording, refuseUnknown } from './unknown-settings.js'
 import { defaultWorkers } from './workers/cores.js'
@@ -25,7 +26,14 @@ export { parseTrustedProxies }
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles, JwtVerifierSettings, AdminSettings {
+export interface Settings
+  extends GrpcSettings,
+    PathSettings,
+    StoreSettings,
+    NetworkFiles,
+    JwtVerifierSettings,
+    AdminSettings,
+    TraceSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
@@ -198,6 +206,7 @@ function parseSettings(env: Env): Readonly<Settings> {
     bundleSigningKey: secret(env, 'FAIRVISOR_BUNDLE_SIGNING_KEY', MIN_KEY_LENGTH),
     maxDelayed: maxDelayedSetting(env),
     ...grpcSettings(env, http),
+    ...traceSettings(env),
   }
   if (settings.headersTimeoutMs > settings.requestTimeoutMs && settings.requestTimeoutMs !== 0) {
     throw new SettingError(

@@ -6,6 +6,7 @@
  * Service call) is decided by the same engine and recorded the same way.
  */
 import type { BlockList } from 'node:net'
+import type { Context } from '@opentelemetry/api'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { Decision } from '../engine/decision.js'
 import type { ChargeRejected, Engine, LimitTarget, NamedLimit } from '../engine/evaluate.js'
@@ -75,10 +76,12 @@ export type DecideLimits = (
   limits: readonly NamedLimit[],
   then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
   charge?: ChargeRejected,
+  /** The call's trace context when it is traced (observe/decision-spans.ts puts the decision span in it). */
+  trace?: Context,
 ) => void
 
 export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 'decided'>): DecideLimits {
-  return (target, limits, then, charge) => {
+  return (target, limits, then, charge, trace) => {
     const start = process.hrtime.bigint()
     o.engine.evaluateLimits(
       target,
@@ -89,6 +92,7 @@ export function createLimitDecider(o: Pick<DeciderOptions, 'engine' | 'clock' | 
         then(d, outcomes, read)
       },
       charge,
+      trace,
     )
   }
 }

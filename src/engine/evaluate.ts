@@ -9,6 +9,7 @@
  * A call that names its limits itself (a Rate Limit Service call) is decided
  * here too (evaluateLimits): same store call, fail policy and observer.
  */
+import type { Context } from '@opentelemetry/api'
 import type { CompiledBundle, CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import { AmbiguousRequest } from '../errors.js'
 import type { TargetRefusal } from '../request/target.js'
@@ -127,7 +128,13 @@ export class Engine {
     const store = this.opts.store
     const bound = this.opts.llmMaxRetryAfterS
     if (store.applyNow !== undefined) return then(finish(plan, store.applyNow(plan.checks, nowMs / 1000), ids, bound))
-    store.apply(plan.checks, nowMs / 1000, (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids, bound)))
+    store.apply(
+      plan.checks,
+      nowMs / 1000,
+      (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids, bound)),
+      undefined,
+      view.trace,
+    )
   }
 
   /**
@@ -143,6 +150,7 @@ export class Engine {
    * the call found it, it would be rejected, which the function must agree with); a store that
    * cannot (a Redis Cluster call over several slots) leaves it to further calls (read-back.ts readRejected).
    * Outcomes are undefined when the store failed (the decision then carries the fail policy).
+   * `trace`: the call's decision span context when traced (the store call goes under it).
    */
   evaluateLimits(
     target: LimitTarget | undefined,
@@ -150,6 +158,7 @@ export class Engine {
     nowMs: number,
     then: (d: Decision, outcomes: Outcomes | undefined, read?: readonly boolean[]) => void,
     chargeRejected: ChargeRejected = false,
+    trace?: Context,
   ): void {
     if (target === undefined) return then(NO_MATCH, undefined)
     const { policy, view } = target
@@ -175,13 +184,14 @@ export class Engine {
         readRejected(this.opts.store, plan.checks, outcomes!, nowMs, chargeRejected, (read) => then(d, outcomes, read))
       },
       reads,
+      trace,
     )
   }
 
-  private apply(checks: readonly Check[], nowMs: number, done: ApplyDone, reads?: Outcomes): void {
+  private apply(checks: readonly Check[], nowMs: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     const store = this.opts.store
     if (store.applyNow !== undefined) done(null, store.applyNow(checks, nowMs / 1000, reads))
-    else store.apply(checks, nowMs / 1000, done, reads)
+    else store.apply(checks, nowMs / 1000, done, reads, trace)
   }
 
   private storeFailed(err: Error, ids: string[]): Decision {

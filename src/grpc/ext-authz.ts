@@ -5,6 +5,7 @@
  * it (decision/response.ts): OK with the RateLimit-* headers for the
  * client, or a denied response carrying the 429/503 status, headers and body.
  */
+import type { Context } from '@opentelemetry/api'
 import type { Decision } from '../engine/decision.js'
 import { InvalidGrpcRequest } from '../errors.js'
 import type { Decide } from '../decision/decide.js'
@@ -85,9 +86,14 @@ export function checkResponse(d: Decision, exposeReason: boolean, path?: string)
   }
 }
 
-/** Check, as a continuation: `then(err, response)`. `slashes`: FAIRVISOR_ENCODED_SLASHES. */
+/** Check, as a continuation: `then(err, response)`. `slashes`: FAIRVISOR_ENCODED_SLASHES; `trace`: the call's span context when traced. */
 export function createCheck(decide: Decide, exposeReason: boolean, slashes: EncodedSlashes) {
-  return (req: CheckRequest, then: (err: InvalidGrpcRequest | null, res?: object) => void, gone?: (fn: () => void) => void): void => {
+  return (
+    req: CheckRequest,
+    then: (err: InvalidGrpcRequest | null, res?: object) => void,
+    gone?: (fn: () => void) => void,
+    trace?: Context,
+  ): void => {
     let input: RequestInput
     try {
       input = inputFromCheck(req, slashes)
@@ -95,6 +101,7 @@ export function createCheck(decide: Decide, exposeReason: boolean, slashes: Enco
       if (err instanceof InvalidGrpcRequest) return then(err)
       throw err // a bug, not a bad request: the server answers INTERNAL
     }
+    if (trace !== undefined) input.trace = trace
     // A delay is held by holding the answer, as the decision API does; a call Envoy cancels meanwhile gives a debt's charges back.
     const answer = (d: Decision): void => then(null, checkResponse(d, exposeReason, input.path))
     decide(input, false, (d) => {

@@ -10,6 +10,7 @@
  * or, when the store failed, an error as envoyproxy/ratelimit does (or the
  * fail policy's statuses: FAIRVISOR_RLS_STORE_FAILURE).
  */
+import type { Context } from '@opentelemetry/api'
 import type { Decide, DecideLimits } from '../decision/decide.js'
 import type { Decision } from '../engine/decision.js'
 import {
@@ -169,7 +170,7 @@ export class StoreFailure extends GrpcFailure {}
 
 export function createShouldRateLimit(o: RlsOptions) {
   const storeError = o.storeFailure === 'error'
-  return (req: RateLimitRequest, then: (err: Error | GrpcFailure | null, res?: RateLimitResponse) => void): void => {
+  return (req: RateLimitRequest, then: (err: Error | GrpcFailure | null, res?: RateLimitResponse) => void, trace?: Context): void => {
     let parsed: ReturnType<typeof parse>
     try {
       parsed = parse(req)
@@ -214,7 +215,7 @@ export function createShouldRateLimit(o: RlsOptions) {
         // Counted first: envoyproxy/ratelimit counts a call's hits whatever its store answered.
         if (failed && storeError) return fail(d)
         if (o.decide && o.bundleLoaded?.()) {
-          decideDescriptors(o.decide, parsed.domain, parsed.descriptors, (ds) => {
+          decideDescriptors(o.decide, parsed.domain, parsed.descriptors, trace, (ds) => {
             const down = storeError ? ds.find(storeFailed) : undefined
             if (down !== undefined) return fail(down)
             for (let i = 0; i < ds.length; i++) statuses[i] = mergeDecision(statuses[i]!, ds[i]!)
@@ -224,6 +225,7 @@ export function createShouldRateLimit(o: RlsOptions) {
       },
       // One descriptor rejected is one going over: charged, without a predicate to make.
       o.chargeRejected || planned.length < 2 || goingOver(planned),
+      trace,
     )
   }
 }

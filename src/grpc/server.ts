@@ -19,6 +19,8 @@ import type { RlsStats } from './rls-stats.js'
 import { GrpcStatus } from './status.js'
 import { createUnaryServer, type UnaryMethod, type UnaryServer } from './unary-server.js'
 import { GrpcFailure } from './wire.js'
+import { describedHeaders, rpcSpan } from './spans.js'
+import { tracer, type Context } from '../observe/tracing.js'
 
 export interface GrpcOptions {
   decide: Decide
@@ -55,35 +57,58 @@ export interface GrpcOptions {
   /** FAIRVISOR_GRPC_IDLE_TIMEOUT_MS and FAIRVISOR_GRPC_STREAM_TIMEOUT_MS. */
   idleTimeoutMs: number
   streamTimeoutMs: number
+  /** This worker thread's id, on its spans (tracing on). */
+  worker?: number
 }
 
-/** `gone(fn)`: `fn` runs if the call ends before it is answered (the caller cancelled it, its deadline passed). */
-type Handler<Req> = (req: Req, then: (err: Error | GrpcFailure | null, res?: object) => void, gone: (fn: () => void) => void) => void
+/**
+ * `gone(fn)`: `fn` runs if the call ends before it is answered (the caller cancelled it, its deadline passed);
+ * `trace`: the call's server span context when it is traced (its decisions go under it).
+ */
+type Handler<Req> = (
+  req: Req,
+  then: (err: Error | GrpcFailure | null, res?: object) => void,
+  gone: (fn: () => void) => void,
+  trace?: Context,
+) => void
+
+interface UnaryExtras<Req> {
+  /** Answers from the bytes before they are decoded (the Rate Limit Service's descriptor cap). */
+  refuse?: UnaryMethod['refuse']
+  failed?: (f: GrpcFailure) => void
+  /** Tracing: the headers of the request a call describes (ext_authz), whose traceparent is read when the call has none. */
+  described?: (req: Req) => Record<string, string> | undefined
+  worker?: number
+}
 
 /**
- * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT;
- * `refuse` answers from the bytes before they are decoded (the Rate Limit Service's descriptor cap).
+ * A service handler as a unary method: its `then(err)` (a request that makes no sense) becomes INVALID_ARGUMENT.
+ * With tracing on, each call is a server span (grpc/spans.ts) ended with its answer.
  */
-function unary<Req>(
-  service: string,
-  name: string,
-  handle: Handler<Req>,
-  refuse?: UnaryMethod['refuse'],
-  failed?: (f: GrpcFailure) => void,
-): [string, UnaryMethod] {
+function unary<Req>(service: string, name: string, handle: Handler<Req>, x: UnaryExtras<Req> = {}): [string, UnaryMethod] {
   const codec = method(service, name)
   const fail = (err: Error | GrpcFailure): GrpcFailure => {
     const f = err instanceof GrpcFailure ? err : new GrpcFailure(GrpcStatus.INVALID_ARGUMENT, err.message)
-    failed?.(f)
+    x.failed?.(f)
     return f
   }
   return [
     codec.path,
     {
-      refuse,
+      refuse: x.refuse,
       decode: codec.decode,
       encode: codec.encode,
-      handle: (req, answer, gone) => handle(req as Req, (err, res) => answer(err ? fail(err) : res!), gone),
+      handle: (req, answer, gone, headers) => {
+        if (tracer === null) return handle(req as Req, (err, res) => answer(err ? fail(err) : res!), gone)
+        const span = rpcSpan(codec.path, headers, x.described?.(req as Req), x.worker)
+        gone(() => span.end(GrpcStatus.CANCELLED))
+        const reply = (err: Error | GrpcFailure | null, res?: object): void => {
+          const out = err ? fail(err) : res!
+          span.end(out instanceof GrpcFailure ? out.code : GrpcStatus.OK)
+          answer(out)
+        }
+        handle(req as Req, reply, gone, span.ctx)
+      },
     },
   ]
 }
@@ -120,15 +145,21 @@ export function createGrpc(o: GrpcOptions): UnaryServer {
     counted: stats && ((name, domain, entries, p, after) => stats.hit(name, domain, entries, p, after)),
   })
   const methods = new Map([
-    unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason, o.encodedSlashes)),
+    unary<CheckRequest>('envoy.service.auth.v3.Authorization', 'Check', createCheck(o.decide, o.exposeReason, o.encodedSlashes), {
+      described: describedHeaders,
+      worker: o.worker,
+    }),
     unary<RateLimitRequest>(
       'envoy.service.ratelimit.v3.RateLimitService',
       'ShouldRateLimit',
-      (req, then) => (o.rlsConfig() === undefined ? then(NO_CONFIG) : shouldRateLimit(req, then)),
-      descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
-      // envoyproxy/ratelimit's call errors: a call it refuses (no configuration, a bad request); its store failing is
-      // counted by `answered` (a StoreFailure is that answer).
-      stats && ((f) => (f instanceof StoreFailure ? undefined : stats.count('service_error'))),
+      (req, then, _gone, trace) => (o.rlsConfig() === undefined ? then(NO_CONFIG) : shouldRateLimit(req, then, trace)),
+      {
+        refuse: descriptorCap(o.rlsMaxDescriptors, () => o.metrics.rlsTooManyDescriptors.inc()),
+        // envoyproxy/ratelimit's call errors: a call it refuses (no configuration, a bad request); its store failing is
+        // counted by `answered` (a StoreFailure is that answer).
+        failed: stats && ((f) => (f instanceof StoreFailure ? undefined : stats.count('service_error'))),
+        worker: o.worker,
+      },
     ),
     unary<{ service?: string }>('grpc.health.v1.Health', 'Check', (req, then) =>
       then(null, { status: SERVICES.has(req.service ?? '') ? 1 : 3 }),

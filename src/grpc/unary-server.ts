@@ -30,6 +30,7 @@ import {
   createServer,
   type Http2SecureServer,
   type Http2Server,
+  type IncomingHttpHeaders,
   type Http2Session,
   type ServerHttp2Stream,
 } from 'node:http2'
@@ -46,9 +47,14 @@ export interface UnaryMethod {
   encode(message: unknown): Buffer
   /**
    * Answers exactly once: a message, or a GrpcFailure. `gone(fn)`: `fn` runs when the call ends
-   * without the handler's answer (reset by the client, its deadline, its session destroyed).
+   * without the handler's answer (reset by the client, its deadline, its session destroyed). `headers`: the call's.
    */
-  handle(request: unknown, answer: (response: object | GrpcFailure) => void, gone: (fn: () => void) => void): void
+  handle(
+    request: unknown,
+    answer: (response: object | GrpcFailure) => void,
+    gone: (fn: () => void) => void,
+    headers: IncomingHttpHeaders,
+  ): void
 }
 
 export interface UnaryServerOptions {
@@ -196,6 +202,7 @@ export function createUnaryServer(o: UnaryServerOptions): UnaryServer {
             }
           },
           ended,
+          headers,
         )
       } catch (err) {
         internal(err)

@@ -18,9 +18,11 @@ import type { RequestInput } from '../request/view.js'
 import type { Decide } from '../decision/decide.js'
 import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
-import { inputFromDecisionCall } from './decision-call.js'
+import { DECISION_PATH, inputFromDecisionCall } from './decision-call.js'
 import { afterDelay, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
+import { serverSpan } from './spans.js'
+import { tracer } from '../observe/tracing.js'
 
 export interface DecisionApiOptions {
   decide: Decide
@@ -28,7 +30,12 @@ export interface DecisionApiOptions {
   debug: DebugSessions
   /** FAIRVISOR_ENCODED_SLASHES */
   encodedSlashes: EncodedSlashes
+  /** This worker thread's id, on its spans (tracing on). */
+  worker?: number
 }
+
+/** Envoy's HTTP ext_authz `path_prefix` calls: the described path follows (the span's route is this prefix and `*`). */
+const PREFIXED = `${DECISION_PATH}/`
 
 /**
  * What every 200 of the decision API carries after the decision's own headers. Not frozen:
@@ -49,7 +56,7 @@ function framed(headers: readonly string[]): readonly string[] {
   return out
 }
 
-export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }: DecisionApiOptions): Handler {
+export function decisionHandler({ decide, exposeReason, debug, encodedSlashes, worker }: DecisionApiOptions): Handler {
   const answer = (res: ServerResponse, input: RequestInput, d: Decision, debugging: boolean, startNs: bigint): void => {
     const debugLatencyUs = debugging ? Number((process.hrtime.bigint() - startNs) / 1000n) : undefined
     // The path of the request the call describes: an LLM reject answers in the error shape of its API.
@@ -67,6 +74,8 @@ export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }:
     req.resume()
     const debugging = debug.active(req)
     const start = debugging ? process.hrtime.bigint() : 0n
+    // Tracing on: the call's server span, under the traceparent the calling proxy sent (http/spans.ts).
+    const trace = tracer === null ? undefined : serverSpan(req, res, worker, req.url?.startsWith(PREFIXED) ? `${PREFIXED}*` : DECISION_PATH)
     let input: RequestInput
     try {
       input = inputFromDecisionCall(
@@ -85,6 +94,7 @@ export function decisionHandler({ decide, exposeReason, debug, encodedSlashes }:
       }
       return writeDecision(res, decisionResponse(d, { exposeReason }))
     }
+    if (trace !== undefined) input.trace = trace
     decide(input, debugging, (d) => answer(res, input, d, debugging, start))
   }
 }

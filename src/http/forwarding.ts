@@ -18,6 +18,8 @@ import { ClientClosedError } from '../errors.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import { downstreamFromParsed, downstreamHeaders } from './forward-headers.js'
 import { LlmRelay, type RelayHost } from './llm-relay.js'
+import { upstreamEnd, upstreamStatus } from './spans.js'
+import type { Span } from '../observe/tracing.js'
 
 const kForwarding = Symbol('forwarding')
 type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
@@ -52,6 +54,8 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   cut = false
   /** An LLM call's response side (counts, may cut, decodes). */
   relay: LlmRelay | undefined = undefined
+  /** A traced request's upstream span (http/spans.ts), ended with the upstream call. */
+  span: Span | undefined = undefined
   /** Told the response's status once (count_statuses / refund_statuses); cleared when told. */
   private onStatus: ((status: number) => void) | undefined
   /** The client socket, kept because undici may detach req.socket when it destroys the body. */
@@ -95,6 +99,7 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusText?: string): void {
     if (statusCode < 200) return // interim responses are not relayed
     this.statusKnown(statusCode)
+    if (this.span !== undefined) upstreamStatus(this.span, statusCode)
     if (this.tap === undefined) return void this.res.writeHead(statusCode, statusText, downstreamFromParsed(headers, this.extraHeaders))
     // An LLM call's head may be rewritten by its relay (framing, encoding), on the raw list.
     this.relay = new LlmRelay(this, this.tap)
@@ -114,6 +119,7 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   }
 
   onResponseEnd(): void {
+    if (this.span !== undefined) upstreamEnd(this.span, null)
     if (this.relay !== undefined) return this.relay.complete()
     this.done = true
     this.tap?.end(true)
@@ -121,6 +127,7 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.span !== undefined) upstreamEnd(this.span, this.cut ? null : err)
     if (this.cut) return
     this.done = true
     this.tap?.end(false)

@@ -15,6 +15,8 @@ import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { upstreamHeaders } from './forward-headers.js'
 import { Forwarding } from './forwarding.js'
+import { upstreamSpan } from './spans.js'
+import type { Context } from '../observe/tracing.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
@@ -39,7 +41,8 @@ export interface Proxy {
    * forwardTarget gives it); `extraHeaders` (flat name/value list) are added to the
    * response. `held`: the body's start already read (LLM rules); `tap`: the
    * LLM exchange that reads (and may cut) the response as it passes; `onStatus`: told
-   * once the status the client gets is known (not when the client left first).
+   * once the status the client gets is known (not when the client left first); `trace`: a traced
+   * request's server span context, which the upstream call's span goes under (http/spans.ts).
    */
   forward(
     req: IncomingMessage,
@@ -49,6 +52,7 @@ export interface Proxy {
     held?: HeldBody,
     tap?: LlmExchange,
     onStatus?: (status: number) => void,
+    trace?: Context,
   ): void
   /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read; `onStatus` as for forward (101, or 502). */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string, onStatus?: (status: number) => void): void
@@ -130,6 +134,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     held?: HeldBody,
     tap?: LlmExchange,
     onStatus?: (status: number) => void,
+    trace?: Context,
   ): void {
     const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     const headers: string[] = []
@@ -137,6 +142,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     if (tap !== undefined) askIdentity(headers)
     // A body held whole is sent as held, which the gateway may have changed (llm/stream-usage.ts): its length is the length.
     if (held?.ended === true) setContentLength(headers, held.held.length)
+    if (trace !== undefined) f.span = upstreamSpan(trace, req.method ?? 'GET', origin, target, headers)
     pool.dispatch(
       {
         origin: origin.origin,

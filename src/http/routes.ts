@@ -26,6 +26,8 @@ import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import type { SlotHolds } from './slot-holds.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
 import type { Handler } from './server.js'
+import { delaySpan, serverSpan } from './spans.js'
+import { tracer, type Context } from '../observe/tracing.js'
 
 export interface RoutesOptions {
   decide: Decide
@@ -43,11 +45,13 @@ export interface RoutesOptions {
    */
   llm?: {
     bundle(): CompiledBundle | null
-    exchange(reservations: LlmReservation[], spend?: SpendReservation[]): LlmExchange
+    exchange(reservations: LlmReservation[], spend?: SpendReservation[], trace?: Context): LlmExchange
     streamUsage?: boolean
   }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
+  /** This worker thread's id, on its spans (tracing on). */
+  worker?: number
   /** Concurrency slots of forwarded requests, given back when each exchange ends. */
   slots?: SlotHolds
 }
@@ -60,20 +64,31 @@ export interface Routes {
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
 
-export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths, llm, settleStatus, slots }: RoutesOptions): Routes {
+export function createRoutes({
+  decide,
+  exposeReason,
+  debug,
+  proxy,
+  admin,
+  paths,
+  llm,
+  settleStatus,
+  worker,
+  slots,
+}: RoutesOptions): Routes {
   // Debug sessions live on the main listener in both modes: the cookie belongs to the clients' host.
   const routes = new Map<string, Handler>([...debug.routes, ...admin])
   if (proxy === undefined) {
-    const decision = decisionHandler({ decide, exposeReason, debug, encodedSlashes: paths.encodedSlashes })
+    const decision = decisionHandler({ decide, exposeReason, debug, encodedSlashes: paths.encodedSlashes, worker })
     routes.set(DECISION_PATH, decision)
     const prefixed = `${DECISION_PATH}/`
     const fallback: Handler = (req, res) => ((req.url ?? '').startsWith(prefixed) ? decision(req, res) : notFound(req, res))
     return { routes, fallback, upgrade: undefined }
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
-  const tapOf = (d: Decision): LlmExchange | undefined => {
+  const tapOf = (d: Decision, trace: Context | undefined): LlmExchange | undefined => {
     if ((d.llm === undefined && d.spend === undefined) || llm === undefined) return undefined
-    const x = llm.exchange(d.llm ?? [], d.spend)
+    const x = llm.exchange(d.llm ?? [], d.spend, trace)
     if (d.allowed) return x
     x.end(false)
     return undefined
@@ -94,8 +109,9 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     debugLatencyUs?: number,
   ): void => {
     const r = decisionResponse(d, { exposeReason, path: input.path, debugLatencyUs })
+    const trace = input.trace
     slots?.holdUntilClosed(d, res)
-    const tap = tapOf(d)
+    const tap = tapOf(d, trace)
     if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
     if (tap !== undefined && held !== undefined && llm?.streamUsage === true) {
       const asked = withStreamUsage(held.held, held.ended, input.path)
@@ -108,14 +124,20 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
     const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)
     const onStatus = statusHookOf(d)
     // Without a delay, forward at once: no closures for a timer that is not set.
-    if (d.delayMs === undefined) proxy.forward(req, res, target, extra, held, tap, onStatus)
-    else
-      afterDelay(
-        d,
-        res,
-        () => proxy.forward(req, res, target, extra, held, tap, onStatus),
-        () => tap?.end(false),
-      )
+    if (d.delayMs === undefined) return proxy.forward(req, res, target, extra, held, tap, onStatus, trace)
+    const wait = trace === undefined ? undefined : delaySpan(trace, d.delayMs)
+    afterDelay(
+      d,
+      res,
+      () => {
+        wait?.end()
+        proxy.forward(req, res, target, extra, held, tap, onStatus, trace)
+      },
+      () => {
+        wait?.end()
+        tap?.end(false)
+      },
+    )
   }
   const run = (req: IncomingMessage, res: ServerResponse, input: RequestInput, held: HeldBody | undefined): void => {
     if (debug.active(req)) {
@@ -126,6 +148,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   }
   const fallback: Handler = (req, res) => {
     const input = inputFromRequest(req, paths.encodedSlashes)
+    // Tracing on: the request's server span, under the trace its client sent (http/spans.ts).
+    if (tracer !== null) input.trace = serverSpan(req, res, worker)
     // Only a request that a policy with an LLM rule matches waits for (the first MiB of) its body.
     const budget = llm === undefined ? undefined : bodyBudget(llm.bundle(), input)
     if (budget !== undefined)

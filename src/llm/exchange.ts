@@ -7,7 +7,9 @@
  * counters — so they end at what was really used. A store failure drops the
  * settlement (logged, counted) and never holds the response.
  */
+import type { Context } from '@opentelemetry/api'
 import type { LlmReservation, SpendReservation } from '../engine/decision.js'
+import { settledAttributes } from '../observe/decision-spans.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
@@ -21,8 +23,6 @@ import { collectUsage, usageFromTail, type Usage } from './usage.js'
 /** JSON bodies up to this size are parsed whole; of larger ones only the tail is searched for usage. */
 const JSON_KEEP = 1024 * 1024
 const TAIL_KEEP = 64 * 1024
-
-export type { SettledBy } from './settlement.js'
 
 /**
  * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
@@ -89,6 +89,8 @@ export class LlmExchange {
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
     /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
     private readonly spend: readonly SpendReservation[] = [],
+    /** A traced request's server span context: the settlement is written on it (observe/decision-spans.ts). */
+    private readonly trace?: Context,
   ) {}
 
   /** The request was sent with stream_options.include_usage the client did not ask for (llm/stream-usage.ts). */
@@ -234,11 +236,9 @@ export class LlmExchange {
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
-    const spent = settleSpends(
-      this.spend,
-      { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status, usageFinal },
-      adjustments,
-    )
+    const measured = { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status, usageFinal }
+    const spent = settleSpends(this.spend, measured, adjustments)
+    if (this.trace !== undefined) settledAttributes(this.trace, out)
     const done = (err: Error | null): void => {
       if (err) this.hooks.dropped(err, out)
       else this.hooks.settled(out)

@@ -12,7 +12,7 @@
  */
 import type { SpendReservation } from '../engine/decision.js'
 import type { Adjustment } from '../store/store.js'
-import type { SettledBy } from './exchange.js'
+import type { SettledBy } from './settlement.js'
 import { costMicros, type BilledTokens } from './prices.js'
 import type { Usage } from './usage.js'
 

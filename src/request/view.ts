@@ -4,6 +4,7 @@
  * (a bundle keyed on one header never parses the query or the JWT).
  */
 import type { BlockList } from 'node:net'
+import type { Context } from '@opentelemetry/api'
 import { AmbiguousRequest } from '../errors.js'
 import { botCategory, type BotCategory } from './bots.js'
 import { clientIp } from './client-ip.js'
@@ -39,6 +40,11 @@ export interface RequestInput extends TargetParts {
   descriptorEntries?: ReadonlyMap<string, string>
   /** `body` is the whole body. */
   bodyComplete?: boolean
+  /**
+   * Tracing on (observe/tracing.ts): the trace context this request's spans go under (its server span's,
+   * then its decision span's, which the store call is made under); absent when tracing is off.
+   */
+  trace?: Context
 }
 
 export class RequestView {
@@ -70,6 +76,11 @@ export class RequestView {
     this.path = input.path
     this.alsoPaths = input.alsoPaths
     this.trusted = trusted
+  }
+
+  /** The decision span's context of a traced request (RequestInput.trace), which its store call goes under. */
+  get trace(): Context | undefined {
+    return this.input.trace
   }
 
   /** Why the request's target is refused (400), if it is. */

@@ -17,6 +17,7 @@ export function oneThread(settings: Readonly<Settings>, clock: () => number): Ru
   let offHup: (() => void) | undefined
   return {
     logger: createLogger,
+    workerId: undefined,
     tables: undefined,
     net: undefined,
     grpcBudget: undefined,

@@ -71,6 +71,8 @@ export function ports(at: Named<AddressInfo>): Named<number> {
 export interface Runtime {
   /** This gateway's logger (a worker's lines carry `worker`, its id). */
   logger(level: LogLevel): Logger
+  /** This worker thread's id (its log lines' and spans' `worker`); undefined in a process of one thread. */
+  readonly workerId: number | undefined
   /** The counter and lease tables the threads share, and this thread's id in them; undefined: this thread's own. */
   readonly tables: StoreWiring['shared']
   /** The network data files as the supervisor read them (and their changes); undefined: this thread reads them. */

@@ -70,6 +70,10 @@ export class WorkerThread implements Runtime {
 
   readonly send = (m: FromWorker): void => this.port.postMessage(m)
 
+  get workerId(): number {
+    return this.data.workerId
+  }
+
   logger(level: LogLevel): Logger {
     return createLogger(level).child({ worker: this.data.workerId })
   }

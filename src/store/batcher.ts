@@ -15,12 +15,14 @@
  * timer is cleared and `onEmpty` runs (Redis sends its next batch then).
  */
 
-/** One call of a batch; `settled` once answered or expired. */
+/** One call of a batch; `settled` once answered or expired; `span`: its store-call span when its request is traced. */
 export interface Pending {
   settled: boolean
+  span?: Span
 }
 
 import { StoreTimeoutError } from '../errors.js'
+import type { Span } from '../observe/tracing.js'
 
 /** A call that reached its deadline: recognised by its class, never by its message. */
 export class CallTimeoutError extends StoreTimeoutError {
@@ -38,6 +40,11 @@ export class Batch<P extends Pending> {
   open = 0
   /** Retries spent (PostgreSQL serialization failures), within the same deadline. */
   tries = 0
+  /**
+   * The span of the batch's round trip when a request of it is traced (observe/tracing.ts batchSpan:
+   * linked to each one's store-call span), ended by the store once the batch is answered.
+   */
+  span: Span | undefined = undefined
   /** When the deadline timer fires (performance.now() ms): a retry must leave before it. */
   readonly deadline: number
   private readonly timer: NodeJS.Timeout

@@ -32,6 +32,7 @@ import type { LeaseDescription } from '../algorithms/algorithm.js'
 import { FetchWaiters } from './lease-waiters.js'
 import { DECIDE_EXACT, FETCH, LeaseTable, SPENT, WAIT } from './threads/leases.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from './store.js'
+import type { Context } from '@opentelemetry/api'
 
 /** Shortest interval between two sweeps of the table (ended exact modes, expired leases whose opener is gone). */
 const MIN_SWEEP_MS = 100
@@ -74,17 +75,18 @@ export class LeasingStore implements Store {
   }
 
   /** `reads` (store.ts OnReject) go to the remote store with a call that leases nothing; a leased call makes none. */
-  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     let leased = false
     for (let i = 0; i < checks.length && !leased; i++) leased = leaseOf(checks[i]!) !== undefined
     if (!leased) {
       this.calls++
-      return this.inner.apply(checks, now, done, reads)
+      return this.inner.apply(checks, now, done, reads, trace)
     }
-    this.applyLeased(checks, now, done)
+    this.applyLeased(checks, now, done, trace)
   }
 
-  private applyLeased(checks: readonly Check[], now: number, done: ApplyDone): void {
+  /** `trace`: a traced request's decision span context, for its store call (none when its leases answer it). */
+  private applyLeased(checks: readonly Check[], now: number, done: ApplyDone, trace?: Context): void {
     const t = this.leases
     const nowMs = this.clock()
     const out: Outcomes = new Array(checks.length)
@@ -107,7 +109,7 @@ export class LeasingStore implements Store {
         this.giveBack(checks, local)
         for (const key of fetches) t.release(key, 0)
         this.flushReturns()
-        return this.waiting.wait(t.group, t.gen, () => this.applyLeased(checks, now, done))
+        return this.waiting.wait(t.group, t.gen, () => this.applyLeased(checks, now, done, trace))
       }
       remote.push(i)
       if (taken === FETCH) {
@@ -119,7 +121,7 @@ export class LeasingStore implements Store {
     this.flushReturns()
     if (sent.length === 0) return done(null, out)
     this.calls++
-    this.inner.apply(sent, now, (err, o) => {
+    const answered: ApplyDone = (err, o) => {
       if (err) {
         this.giveBack(checks, local)
         for (const key of fetches) t.release(key, 0)
@@ -141,7 +143,7 @@ export class LeasingStore implements Store {
         for (const key of fetches) t.release(key, at + leaseOf(checks.find((c) => c.key === key)!)!.ttlMs)
         this.scheduleSweep()
         this.flushReturns()
-        return this.applyLeased(checks, now, done)
+        return this.applyLeased(checks, now, done, trace)
       }
       for (let k = 0; k < sent.length; k++) {
         const i = remote[k]!
@@ -166,7 +168,8 @@ export class LeasingStore implements Store {
       this.cutAfterRejects(checks, out)
       this.flushReturns()
       done(null, out)
-    })
+    }
+    this.inner.apply(sent, now, answered, undefined, trace)
   }
 
   private open(c: Check, tokens: number, left: number, at: number): void {

@@ -6,6 +6,7 @@
  * Each check names its limit kind (algorithms/algorithm.ts), on which every
  * store dispatches.
  */
+import type { Context } from '@opentelemetry/api'
 import type { Limit } from '../algorithms/algorithm.js'
 
 export interface Check {
@@ -85,8 +86,10 @@ export interface Store {
    * With `reads`, the checks' `onReject` is honoured (before `done` runs, `reads[i]` holds check
    * i's read-back when its group rejected); a store that cannot (a Redis Cluster call over
    * several slots) ignores it, as apply() without `reads` does, and leaves `reads` empty.
+   * `trace`: a traced request's decision span context; a store that calls a server makes a span of
+   * the call under it (observe/tracing.ts storeCallSpan), and the layers in front pass it on.
    */
-  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes): void
+  apply(checks: readonly Check[], now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void
   /**
    * apply() of a store that answers at once and never fails (the in-process ones): the engine
    * calls it directly, which spares the hot path a callback per request.

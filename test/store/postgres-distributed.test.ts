@@ -2,16 +2,20 @@
 // machine's PostgreSQL: the schema set up once per version (a start with the current version changes nothing),
 // set up without the advisory lock where the store may not take it (a role without EXECUTE on it: 42501) or
 // the server has none (YugabyteDB before 2.25: 0A000), clean-up failures counted and logged, and serialization
-// failures and deadlocks injected by a competing transaction retried within the deadline, for take and adjust.
+// failures and deadlocks injected by a competing transaction retried within the deadline, for take and adjust
+// (a traced take: one store-call span over its sends, each send a statement span).
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { ROOT_CONTEXT } from '@opentelemetry/api'
 import pg from 'pg'
+import { SpanKind, startSpan, startTracing, under } from '../../src/observe/tracing.js'
 import type { PostgresStore } from '../../src/store/postgres/store.js'
 import { schemaVersion } from '../../src/store/postgres/schema.js'
 import type { StoreLog } from '../../src/store/remote.js'
 import { applyAsync, type Check } from '../../src/store/store.js'
 import { tbCheck } from '../helpers/store.js'
 import { dropPrefix, openStore, PG_URL, sql, takeFunctionRow, uniquePrefix } from '../helpers/postgres-db.js'
+import { startOtlpReceiver } from '../helpers/otlp-receiver.js'
 import { waitFor } from '../helpers/wait.js'
 
 const tb = (key: string, burst: number, cost = 1): Check => tbCheck(`tb:${key}`, burst, 0.001, cost)
@@ -192,6 +196,53 @@ describe('postgres store retries of serialization failures and deadlocks', () =>
     } finally {
       await store.close()
     }
+  })
+
+  it('take, traced: the request has one store-call span over both sends, its retry counted, and each statement a span of its own', async () => {
+    const receiver = await startOtlpReceiver()
+    const otlpTracesUrl = `${receiver.endpoint}/v1/traces`
+    const stop = (await startTracing({ otlpTracesUrl, serviceName: 'pg', sampler: 'always_on', samplerRatio: 1 }, undefined))!
+    const store = await openStore(prefix, { timeoutMs: 3000 }, snapshotUrl)
+    try {
+      await applyAsync(base, [tb('st', 10)], 0)
+      await holdRow('tb:st', 3)
+      const decision = startSpan('fairvisor.decision', SpanKind.INTERNAL, ROOT_CONTEXT)
+      const taking = new Promise<Error | null>((resolve) =>
+        store.apply([tb('st', 10)], 0, (err) => resolve(err), undefined, under(ROOT_CONTEXT, decision)),
+      )
+      await waitsForLock('take')
+      await other.query('COMMIT')
+      assert.equal(await taking, null)
+      decision.end()
+    } finally {
+      await store.close()
+      await stop()
+      await receiver.close()
+    }
+    const call = receiver.spans.find((s) => s.name === 'fairvisor.store')
+    assert.ok(call, `a store-call span among ${receiver.spans.map((s) => s.name)}`)
+    assert.equal(call.attributes['fairvisor.store.retries'], 1)
+    const sends = receiver.spans.filter((s) => s.name === `SELECT ${prefix}take`).sort((a, b) => (a.startNs < b.startNs ? -1 : 1))
+    assert.deepEqual(
+      sends.map((s) => [s.parentSpanId, s.attributes['error.type'] ?? 'none']),
+      [
+        [call.spanId, '40001'],
+        [call.spanId, 'none'],
+      ],
+      'the failed send, then its retry, both under the store call',
+    )
+    assert.deepEqual(
+      [sends[0]!.status, call.status],
+      ['STATUS_CODE_ERROR', 'STATUS_CODE_UNSET'],
+      'the call ended on the answer, not the failure',
+    )
+    // Each span's start is read from Date.now() (whole ms) and its end from it plus a performance.now() duration
+    // (the SDK's Span), so spans of one trace compare within a millisecond.
+    const ms = 1_000_000n
+    assert.ok(
+      call.startNs <= sends[0]!.startNs + ms && call.endNs + ms >= sends[1]!.endNs,
+      'the store call covers both sends and the pause',
+    )
   })
 
   it('adjust: a serialization failure (40001) is sent again within the deadline', async () => {

@@ -86,3 +86,26 @@ export function readOutcomes(reply: readonly number[], off: number, n: number, o
   }
   return out
 }
+
+/**
+ * Each unanswered request's part of a `take` reply, in order: `answer(r, outcomes)`, its read-backs (which follow
+ * its outcomes) written to its `reads`; outcomes undefined when the reply is no array long enough to hold them.
+ */
+export function eachTakeReply<R extends TakeRequest & { readonly settled: boolean }>(
+  requests: readonly R[],
+  reply: unknown,
+  answer: (r: R, out: Outcomes | undefined) => void,
+): void {
+  let off = 0
+  for (const r of requests) {
+    const n = r.checks.length
+    const at = off
+    off += replyLength(r)
+    if (r.settled) continue
+    if (!Array.isArray(reply) || reply.length < off) answer(r, undefined)
+    else {
+      if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, r.reads)
+      answer(r, readOutcomes(reply, at, n))
+    }
+  }
+}

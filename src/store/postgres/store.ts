@@ -17,16 +17,16 @@
  */
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
-import { adjustValues, readOutcomes, replyLength, resetQuery, takeValues, type TakeRequest } from './codec.js'
+import { adjustValues, eachTakeReply, resetQuery, takeValues, type TakeRequest } from './codec.js'
 import { Cleanup } from './cleanup.js'
 import { PgConnections, type Slot } from './conn.js'
 import { retryable, retryPause } from './retry.js'
 import type { UnloggedSetting } from './schema.js'
-import { TAKE_REPLY } from './sql.js'
-import type { PostgresTarget } from './url.js'
+import { postgresSpanAttributes, type PostgresTarget } from './url.js'
 import { Batch, CallTimeoutError, type Pending as BatchCall } from '../batcher.js'
 import { callTimerMs, storeError, type StoreLog } from '../remote.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { ATTR, batchSpan, endSpan, ending, storeCallSpan, tracer, type Context } from '../../observe/tracing.js'
 
 export interface PostgresStoreOptions {
   target: PostgresTarget
@@ -83,9 +83,11 @@ export class PostgresStore implements Store {
     return this.conns.whenReady(timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     // `_now` is ignored: the function reads the server clock.
     if (checks.length === 0) return done(null, [])
+    const span = trace === undefined ? undefined : storeCallSpan(trace, this.kind, checks.length)
+    if (span !== undefined) done = ending(span, done)
     let b = this.next
     if (b === undefined) {
       b = this.next = new Batch<Pending>('postgres', this.timerMs, this.fail)
@@ -94,7 +96,7 @@ export class PostgresStore implements Store {
         setImmediate(this.flush)
       }
     }
-    b.add({ checks, reads, done, settled: false })
+    b.add({ checks, reads, done, settled: false, span })
   }
 
   /**
@@ -116,30 +118,26 @@ export class PostgresStore implements Store {
     this.send(b, slot)
   }
 
-  /** Sends `calls` (by default the batch's unanswered ones) as one statement. */
+  /** Sends `calls` (by default the batch's unanswered ones) as one statement; traced, with a span of its own (a retry, a split: one more). */
   private send(b: Batch<Pending>, slot: Slot, calls: readonly Pending[] = b.unsettled()): void {
     this.statements++
+    const fn = `${this.opts.prefix}take`
+    const span = tracer === null ? undefined : batchSpan(`SELECT ${fn}`, postgresSpanAttributes(this.opts.target, fn), calls, calls.length)
     this.run(slot, { name: `${this.opts.prefix}take`, text: this.take, values: takeValues(calls), rowMode: 'array' }, (err, res) => {
+      if (span !== undefined) endSpan(span, err)
       const pause = err && retryable(err) && b.open > 0 ? retryPause(++b.tries, b.deadline) : undefined
-      if (pause !== undefined) return this.later(pause, (next) => this.sendOpen(b, next, calls))
+      if (pause !== undefined) {
+        for (const p of calls) p.span?.setAttribute(ATTR.retries, b.tries) // a traced request's store-call span counts its retries
+        return this.later(pause, (next) => this.sendOpen(b, next, calls))
+      }
       if (err && calls.length > 1 && isolable(err)) return this.split(b, calls)
       this.lastCallFailed = err !== null
-      const reply = res?.rows[0]?.[0] as number[] | undefined
-      let off = 0
-      for (const p of calls) {
-        const n = p.checks.length
-        const at = off
-        off += replyLength(p)
-        if (p.settled) continue
+      eachTakeReply(calls, err ? undefined : res?.rows[0]?.[0], (p, out) => {
         b.settle(p)
         if (err) p.done(storeError('postgres', err))
-        else if (!Array.isArray(reply) || reply.length < off) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
-        else {
-          // Read-backs follow the request's outcomes.
-          if (off - at > n * TAKE_REPLY) readOutcomes(reply, at + n * TAKE_REPLY, n, p.reads)
-          p.done(null, readOutcomes(reply, at, n))
-        }
-      }
+        else if (out === undefined) p.done(new StoreProtocolError('postgres take reply has the wrong length'))
+        else p.done(null, out)
+      })
     })
   }
 

@@ -10,6 +10,15 @@
  * A malformed value throws a SettingError naming FAIRVISOR_STORE, so start-up
  * stops before any connection is tried.
  */
+import type { Attributes } from '@opentelemetry/api'
+import {
+  ATTR_DB_NAMESPACE,
+  ATTR_DB_OPERATION_NAME,
+  ATTR_DB_STORED_PROCEDURE_NAME,
+  ATTR_DB_SYSTEM_NAME,
+  ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
+} from '@opentelemetry/semantic-conventions'
 import { SettingError } from '../../errors.js'
 
 const SSLMODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']
@@ -46,4 +55,20 @@ export function parsePostgresUrl(raw: string): PostgresTarget {
   if (sslmode !== null && !SSLMODES.includes(sslmode)) throw bad(raw, `has a bad sslmode "${sslmode}"; use one of ${SSLMODES.join(', ')}`)
   const host = url.hostname || socketDir!
   return { connectionString: raw, display: `${host}${url.port ? `:${url.port}` : ''}/${database}` }
+}
+
+/** A traced statement's attributes (database semantic conventions): the server and database of `display`, the function called. */
+export function postgresSpanAttributes(target: PostgresTarget, fn: string): Attributes {
+  const slash = target.display.lastIndexOf('/')
+  const where = target.display.slice(0, slash)
+  const colon = where.lastIndexOf(':')
+  const port = colon === -1 || where.endsWith(']') ? undefined : Number(where.slice(colon + 1))
+  return {
+    [ATTR_DB_SYSTEM_NAME]: 'postgresql',
+    [ATTR_DB_NAMESPACE]: target.display.slice(slash + 1),
+    [ATTR_DB_OPERATION_NAME]: 'SELECT',
+    [ATTR_DB_STORED_PROCEDURE_NAME]: fn,
+    [ATTR_SERVER_ADDRESS]: port === undefined ? where : where.slice(0, colon),
+    ...(port === undefined ? {} : { [ATTR_SERVER_PORT]: port }),
+  }
 }

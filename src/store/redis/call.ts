@@ -25,6 +25,8 @@ import { createHash } from 'node:crypto'
 import { Batch, type Pending as BatchCall } from '../batcher.js'
 import { bulk, type RespConnection, type ReplyCallback } from './resp-connection.js'
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
+import { batchSpan, endSpan, type Span } from '../../observe/tracing.js'
+import type { Attributes } from '@opentelemetry/api'
 
 /** Called once per call: with the reply bytes, or with the error (a CallTimeoutError at the deadline). */
 export type Done = (err: Error | null, reply?: Buffer) => void
@@ -53,6 +55,8 @@ export class ScriptBatches {
     private readonly conn: RespConnection,
     /** Deadline timer of a batch, in ms. */
     private readonly timerMs: number,
+    /** A traced batch's span attributes (db.system.name, server.address, …). */
+    private readonly spanAttributes: Attributes = {},
   ) {}
 
   add(p: Pending): void {
@@ -81,6 +85,8 @@ export class ScriptBatches {
       text += p.script.evalshaHead(p.argc) + p.args
       callbacks.push(this.answer(b, p, false))
     }
+    // Traced requests in it: the batch's span, linked to theirs (undefined at once when tracing is off).
+    b.span = batchSpan('EVALSHA', this.spanAttributes, b.calls, callbacks.length)
     // Not connected: nothing queues, every call fails now and the fail policy applies.
     if (!this.conn.send(text, callbacks)) for (const cb of callbacks) cb(new StoreUnavailableError('redis connection is not ready'))
   }
@@ -102,6 +108,7 @@ export class ScriptBatches {
 
   /** The batch in flight is answered (or expired): the collecting one may leave. */
   private readonly release = (b: Batch<Pending>): void => {
+    if (b.span !== undefined) endSpan(b.span)
     if (this.inflight === b) {
       this.inflight = undefined
       this.flush()
@@ -133,10 +140,10 @@ export class ScriptCaller {
    * Runs the script with `argc` arguments (numkeys, keys…, argv…), given
    * already encoded as RESP bulk strings in `args`; `done` gets its reply as
    * bytes. A callback, not a promise: every promise hop saved is CPU on the
-   * hot path.
+   * hot path. `span`: the call's store-call span when its request is traced (the batch's span links to it).
    */
-  call(argc: number, args: string, done: Done): void {
-    this.batches.add({ script: this, argc, args, done, settled: false })
+  call(argc: number, args: string, done: Done, span?: Span): void {
+    this.batches.add({ script: this, argc, args, done, settled: false, span })
   }
 
   evalshaHead(argc: number): string {

@@ -30,6 +30,7 @@ import { redisScripts } from './script.js'
 import { sniFor, type RedisTarget } from './url.js'
 import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { ending, storeCallSpan, type Context } from '../../observe/tracing.js'
 
 /** The take script's reply: TAKE_REPLY_BYTES per check (script.ts). */
 type TakeReply = Buffer
@@ -92,7 +93,10 @@ export class RedisClusterStore implements Store {
     return waitForReady(this.client, timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
+    // Traced: the call's span (ioredis sends it: there is no batch of ours to link).
+    const span = trace === undefined ? undefined : storeCallSpan(trace, this.kind, checks.length)
+    if (span !== undefined) done = ending(span, done)
     const groups = bySlot(checks)
     // Read-backs only within one slot: over several, a group's reject is known after the slots committed theirs.
     const back = reads !== undefined && groups.length === 1 && asksReads(checks) ? reads : undefined

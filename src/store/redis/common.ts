@@ -10,6 +10,8 @@
  * resumes by itself on reconnect.
  */
 import type { EventEmitter } from 'node:events'
+import type { Attributes } from '@opentelemetry/api'
+import { ATTR_DB_OPERATION_NAME, ATTR_DB_SYSTEM_NAME, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT } from '@opentelemetry/semantic-conventions'
 import type { RedisTarget } from './url.js'
 import { REFUSED_RE } from './resp-connection.js'
 import type { StoreLog } from '../remote.js'
@@ -21,6 +23,15 @@ export interface RedisStoreOptions {
   /** Deadline of each call in ms (FAIRVISOR_REDIS_TIMEOUT_MS, default 50). */
   timeoutMs: number
   log?: StoreLog
+}
+
+/** A traced batch's attributes (database semantic conventions): the server it goes to. */
+export function redisSpanAttributes(target: RedisTarget): Attributes {
+  const where =
+    target.path !== undefined
+      ? { [ATTR_SERVER_ADDRESS]: target.path }
+      : { [ATTR_SERVER_ADDRESS]: target.host ?? '', [ATTR_SERVER_PORT]: target.port ?? 6379 }
+  return { [ATTR_DB_SYSTEM_NAME]: 'redis', [ATTR_DB_OPERATION_NAME]: 'EVALSHA', ...where }
 }
 
 /** Connecting while the client is not ready; degraded while calls fail. */

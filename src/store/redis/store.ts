@@ -8,12 +8,13 @@
  */
 import { ScriptBatches, ScriptCaller } from './call.js'
 import { asksReads, encodeArgs, readTake, visitAdjustArgs, visitTakeArgs } from './codec.js'
-import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
+import { closeClient, redisSpanAttributes, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
 import { redisScripts } from './script.js'
 import { RespConnection } from './resp-connection.js'
 import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
+import { ending, storeCallSpan, type Context } from '../../observe/tracing.js'
 
 export class RedisStore implements Store {
   readonly kind = 'redis'
@@ -26,7 +27,7 @@ export class RedisStore implements Store {
     this.client = new RespConnection(opts.target, { connectTimeoutMs: 1000, reconnectDelay })
     const scripts = redisScripts()
     // One batching for both scripts: the give-backs of a turn leave in the same write as its takes.
-    const batches = new ScriptBatches(this.client, callTimerMs(opts.timeoutMs))
+    const batches = new ScriptBatches(this.client, callTimerMs(opts.timeoutMs), redisSpanAttributes(opts.target))
     this.take = new ScriptCaller(this.client, scripts.take, batches)
     this.adjuster = new ScriptCaller(this.client, scripts.adjust, batches)
     watchConnection(this.client, 'redis', opts.log)
@@ -36,24 +37,31 @@ export class RedisStore implements Store {
     return waitForReady(this.client, timeoutMs)
   }
 
-  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes): void {
+  apply(checks: readonly Check[], _now: number, done: ApplyDone, reads?: Outcomes, trace?: Context): void {
     // `_now` is ignored: the script reads the server clock.
+    const span = trace === undefined ? undefined : storeCallSpan(trace, this.kind, checks.length)
+    if (span !== undefined) done = ending(span, done)
     const back = reads !== undefined && asksReads(checks) ? reads : undefined
     const { argc, args } = encodeArgs((visit) => visitTakeArgs(checks, undefined, visit, back !== undefined))
-    this.take.call(argc, args, (err, reply) => {
-      if (err) {
-        this.lastCallFailed = true
-        return done(storeError('redis', err))
-      }
-      this.lastCallFailed = false
-      const out: Outcomes = new Array(checks.length)
-      try {
-        readTake(reply!, out, undefined, back)
-      } catch (e) {
-        return done(storeError('redis', e))
-      }
-      done(null, out)
-    })
+    this.take.call(
+      argc,
+      args,
+      (err, reply) => {
+        if (err) {
+          this.lastCallFailed = true
+          return done(storeError('redis', err))
+        }
+        this.lastCallFailed = false
+        const out: Outcomes = new Array(checks.length)
+        try {
+          readTake(reply!, out, undefined, back)
+        } catch (e) {
+          return done(storeError('redis', e))
+        }
+        done(null, out)
+      },
+      span,
+    )
   }
 
   adjust(adjustments: readonly Adjustment[], _now: number, done: (err: Error | null) => void): void {

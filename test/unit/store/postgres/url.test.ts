@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process'
 import { describe, it } from 'node:test'
 import { SettingError } from '../../../../src/errors.js'
 import { loadSettings } from '../../../../src/settings.js'
-import { parsePostgresUrl } from '../../../../src/store/postgres/url.js'
+import { parsePostgresUrl, postgresSpanAttributes } from '../../../../src/store/postgres/url.js'
 import { CLI, ROOT } from '../../../helpers/processes.js'
 
 const base = { FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:1' }
@@ -84,5 +84,22 @@ describe('FAIRVISOR_STORE postgres forms', () => {
       r.stderr.trim(),
       'fairvisor: invalid setting FAIRVISOR_STORE: "postgres://app:***@db:70000/limits" is not a URL; use postgres://user[:password]@host[:port]/database[?sslmode=require]',
     )
+  })
+})
+
+describe("a traced statement's attributes", () => {
+  it('the server, port and database of the URL, never its credentials', () => {
+    const attrs = (url: string) => postgresSpanAttributes(parsePostgresUrl(url), 'fv_take')
+    assert.deepEqual(attrs('postgres://app:hunter2@db.internal:6432/limits'), {
+      'db.system.name': 'postgresql',
+      'db.namespace': 'limits',
+      'db.operation.name': 'SELECT',
+      'db.stored_procedure.name': 'fv_take',
+      'server.address': 'db.internal',
+      'server.port': 6432,
+    })
+    assert.equal(attrs('postgres://db/limits')['server.port'], undefined)
+    assert.equal(attrs('postgres://[::1]:5433/limits')['server.address'], '[::1]')
+    assert.equal(attrs('postgres:///limits?host=/run/postgresql')['server.address'], '/run/postgresql')
   })
 })
