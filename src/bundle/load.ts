@@ -30,7 +30,16 @@ export interface BundleSummary {
 }
 
 export type LoadResult =
-  | { ok: true; bundle: CompiledBundle; summary: BundleSummary; warnings: string[]; dropped: string[]; file: string }
+  | {
+      ok: true
+      bundle: CompiledBundle
+      summary: BundleSummary
+      warnings: string[]
+      dropped: string[]
+      file: string
+      /** What validation found in these bytes (warnings and dropped policies): a thread building them again needs no validator. */
+      issues: BundleIssue[]
+    }
   | { ok: false; errors: string[]; issues: BundleIssue[]; file: string }
 
 /** A directory is accepted when it holds one bundle: bundle.json, or its only *.json file. */
@@ -60,8 +69,17 @@ function fail(file: string, message: string, pointer = ''): LoadResult {
 /**
  * Parse and compile bytes already read (the CLI's `validate -` reads stdin). `now` is epoch ms.
  * The bundle's hash is always that of the exact bytes given, signature line included.
+ * `validated`: the issues another thread's validation of the same bytes, `now` and options found
+ * (a worker building what its supervisor accepted): validation is pure, so it is not run again,
+ * and a worker never loads or compiles the JSON Schema validator (several MiB per thread).
  */
-export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: LoadOptions = {}): LoadResult {
+export function loadBundleBytes(
+  bytes: Buffer,
+  file: string,
+  now: number,
+  opts: LoadOptions = {},
+  validated?: readonly BundleIssue[],
+): LoadResult {
   let json = bytes
   if (opts.signingKey !== undefined) {
     const v = verifySigned(bytes, opts.signingKey)
@@ -75,7 +93,7 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
   } catch (err) {
     return fail(file, `the file is not valid JSON (${(err as Error).message.replace(/\s+/g, ' ').trim()})`)
   }
-  const issues = validateBundle(doc, now, opts.mode, opts.grpc)
+  const issues = validated ?? validateBundle(doc, now, opts.mode, opts.grpc)
   const fatal = issues.filter((i) => i.policyIndex === undefined && !i.warning)
   if (fatal.length) {
     // Report every error, the policies' too, so one round of fixes is enough.
@@ -132,6 +150,7 @@ export function loadBundleBytes(bytes: Buffer, file: string, now: number, opts: 
     warnings,
     dropped,
     file,
+    issues: [...issues],
   }
 }
 

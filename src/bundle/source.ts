@@ -15,6 +15,7 @@
  */
 import { readFileSync } from 'node:fs'
 import type { CompiledBundle } from './compile.js'
+import type { BundleIssue } from './types.js'
 import { bundleHash, loadBundleBytes, loadBundleFile, resolveBundleFile, type LoadOptions, type LoadResult } from './load.js'
 
 /** `unchanged`: the file holds the bytes already in force (a SIGHUP with nothing new): not a failure. */
@@ -31,21 +32,28 @@ export interface ReloadReport {
 
 export type BundleSourceOptions = LoadOptions
 
-/** A bundle as applied: its exact bytes, where they were read and when (validation's `now`). Cheap to post to a worker. */
+/**
+ * A bundle as applied: its exact bytes, where they were read and when (validation's `now`), and
+ * what validation found in them. Cheap to post to a worker.
+ */
 export interface AcceptedBundle {
   bytes: Uint8Array
   file: string
   now: number
+  /** Validation's findings (warnings, dropped policies): a worker builds the bundle without validating it again. */
+  issues: readonly BundleIssue[]
 }
 
 /**
  * The bundle `a` describes, built again in this thread: the same bytes,
  * options and `now` give the same bundle (validation and compilation are
- * pure), so a worker runs exactly what its supervisor accepted. Throws if it
- * does not load, which only a different signing key could cause.
+ * pure), so a worker runs exactly what its supervisor accepted. Validation is
+ * the supervisor's: its findings come with the bytes, so a worker thread never
+ * loads the JSON Schema validator. Throws if it does not load, which only a
+ * different signing key could cause.
  */
 export function buildAccepted(a: AcceptedBundle, opts: BundleSourceOptions = {}): CompiledBundle {
-  const r = loadBundleBytes(Buffer.from(a.bytes.buffer, a.bytes.byteOffset, a.bytes.byteLength), a.file, a.now, opts)
+  const r = loadBundleBytes(Buffer.from(a.bytes.buffer, a.bytes.byteOffset, a.bytes.byteLength), a.file, a.now, opts, a.issues)
   if (!r.ok) throw new Error(`the accepted bundle did not load again: ${r.errors.join('; ')}`)
   return r.bundle
 }
@@ -109,8 +117,9 @@ export class BundleSource {
     // The bytes in force, read again (SIGHUP): nothing to apply and nothing wrong.
     if (this.bundle?.hash === hash) return this.emit({ result: 'unchanged', file, version: this.bundle.version, errors: [], warnings: [] })
     const now = this.clock()
-    const report = this.apply(loadBundleBytes(bytes, file, now, this.opts))
-    if (report.result === 'applied') this.acceptedNow = { bytes, file, now }
+    const loaded = loadBundleBytes(bytes, file, now, this.opts)
+    const report = this.apply(loaded)
+    if (report.result === 'applied' && loaded.ok) this.acceptedNow = { bytes, file, now, issues: loaded.issues }
     return this.emit(report)
   }
 

@@ -4,9 +4,12 @@
  * says why over @bufbuild/protobuf). Messages are plain objects: field names as
  * in the .proto (keepCase), enums and 64-bit integers as numbers.
  */
+import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { loadSync, type MethodDefinition, type PackageDefinition } from '@grpc/proto-loader'
+import type { MethodDefinition, PackageDefinition } from '@grpc/proto-loader'
 import { GrpcServiceMissing } from '../errors.js'
+
+const require = createRequire(import.meta.url)
 
 /** proto/ at the package root: two levels above dist/grpc/ (and src/grpc/ under tsx). */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url))
@@ -20,8 +23,11 @@ export const PROTO_FILES = [
 export const LOADER_OPTIONS = { keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] }
 
 let loaded: PackageDefinition | undefined
+/** Loaded on first use, with @grpc/proto-loader and protobufjs: a gateway without FAIRVISOR_GRPC_PORT never loads them. */
 export function packageDefinition(): PackageDefinition {
-  return (loaded ??= loadSync(PROTO_FILES, LOADER_OPTIONS))
+  if (loaded !== undefined) return loaded
+  const { loadSync } = require('@grpc/proto-loader') as typeof import('@grpc/proto-loader')
+  return (loaded = loadSync(PROTO_FILES, LOADER_OPTIONS))
 }
 
 /** One method of a service: its full path (`/package.Service/Method`) and its codec. */

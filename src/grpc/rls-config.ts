@@ -8,8 +8,11 @@
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseAllDocuments } from 'yaml'
+import { createRequire } from 'node:module'
 import { RlsConfigError } from '../errors.js'
+
+/** yaml is loaded with the first RLS configuration read: a gateway without one never loads it. */
+const require = createRequire(import.meta.url)
 
 export { RlsConfigError }
 
@@ -181,6 +184,7 @@ function parseDescriptors(list: unknown, source: string, where: string, parentKe
  * envoyproxy/ratelimit merges one domain split over several files; a descriptor both define is still refused.
  */
 export function parseRlsYaml(text: string, source: string, into: RlsConfig = new Map(), merge = false): RlsConfig {
+  const { parseAllDocuments } = require('yaml') as typeof import('yaml')
   for (const doc of parseAllDocuments(text)) {
     if (doc.errors.length) throw new RlsConfigError(`${source}: error loading config file: ${doc.errors[0]!.message}`)
     const typed: unknown = doc.toJS({ mapAsMap: true })

@@ -44,12 +44,17 @@ function dropListed(out: string[], listed: Set<string>, from: number): void {
   for (let i = out.length - 2; i >= from; i -= 2) if (listed.has(out[i]!.toLowerCase())) out.splice(i, 2)
 }
 
+/** upstreamHeaders' answer: the request has a body (a length other than 0, or a transfer coding). */
+export const HAS_BODY = 1
+/** upstreamHeaders' answer: the request has a Host header. */
+export const HAS_HOST = 2
+
 /**
  * Appends the request headers for the backend to `out` as a flat
  * [name, value, …] list, in one pass over rawHeaders (req.headers is never
- * built here). Returns whether the request has a body.
+ * built here). Returns HAS_BODY | HAS_HOST as they apply.
  */
-export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: string[]): boolean {
+export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: string[]): number {
   const raw = req.rawHeaders
   let connection: string | undefined
   let host: string | undefined
@@ -86,7 +91,7 @@ export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: str
   out.push('x-forwarded-proto', trusted && xfp ? xfp : (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http')
   const fwdHost = trusted && xfh ? xfh : host
   if (fwdHost) out.push('x-forwarded-host', fwdHost)
-  return body
+  return (body ? HAS_BODY : 0) | (host === undefined ? 0 : HAS_HOST)
 }
 
 /**
@@ -109,6 +114,47 @@ export function downstreamFromParsed(parsed: IncomingHttpHeaders, extra: readonl
     else for (let i = 0; i < v.length; i++) out.push(name, v[i]!)
   }
   return withoutListed(out, listed, extra)
+}
+
+/**
+ * Response headers for the client from the raw [name, value, …] strings of Node's parser (upstream.ts),
+ * the same list downstreamFromParsed makes: names in lower case, a repeated name with all its values at
+ * its first place, hop-by-hop removed. A backend's `Keep-Alive: timeout=<s>` lowers `hint.keepAliveMs`
+ * (one second under it, as undici does), so an idle connection is not reused as the backend closes it.
+ */
+export function downstreamFromRaw(raw: string[], extra: readonly string[] | undefined, hint: { keepAliveMs: number }): string[] {
+  const out: string[] = []
+  let listed: Set<string> | undefined
+  let repeated = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase() // no new string when the backend already sends lower case
+    if (SPECIAL_LENGTH[name.length] === true && HOP_BY_HOP.has(name)) {
+      if (name === 'connection') listed = connectionTokens(raw[i + 1]!)
+      else if (name === 'keep-alive') keepAliveHint(raw[i + 1]!, hint)
+      continue
+    }
+    for (let j = 0; j < out.length && !repeated; j += 2) repeated = out[j] === name
+    out.push(name, raw[i + 1]!)
+  }
+  return withoutListed(repeated ? grouped(out) : out, listed, extra)
+}
+
+function keepAliveHint(value: string, hint: { keepAliveMs: number }): void {
+  const m = /timeout=(\d+)/i.exec(value)
+  if (m !== null) hint.keepAliveMs = Math.min(hint.keepAliveMs, Math.max(1000, Number(m[1]) * 1000 - 1000))
+}
+
+/** A flat list with each repeated name's pairs moved up to its first place (the order of a parsed head). */
+function grouped(flat: string[]): string[] {
+  const out: string[] = []
+  const done = new Set<string>()
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = flat[i]!
+    if (done.has(name)) continue
+    done.add(name)
+    for (let j = i; j < flat.length; j += 2) if (flat[j] === name) out.push(name, flat[j + 1]!)
+  }
+  return out
 }
 
 /** Response headers for the client: raw buffers from undici, hop-by-hop removed (names as the backend spelled them). */

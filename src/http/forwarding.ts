@@ -24,8 +24,16 @@ import type { Span } from '../observe/tracing.js'
 const kForwarding = Symbol('forwarding')
 type ForwardedResponse = ServerResponse & { [kForwarding]?: Forwarding }
 
+/** A proxied request as the failure path sees it (this file's Forwarding, or direct-forwarding.ts's). */
+export interface Forwarded {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  readonly client: Duplex
+  statusKnown(status: number): void
+}
+
 /** How a forwarding that failed is answered (the proxy's 502/504 or a truncated body). */
-export type ForwardFailure = (f: Forwarding, err: Error & { code?: string }) => void
+export type ForwardFailure = (f: Forwarded, err: Error & { code?: string }) => void
 
 /** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
 function isBufferList(v: unknown): v is Buffer[] {

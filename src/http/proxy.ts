@@ -13,8 +13,10 @@ import type { LlmExchange } from '../llm/exchange.js'
 import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
-import { upstreamHeaders } from './forward-headers.js'
-import { Forwarding } from './forwarding.js'
+import { DirectForwarding } from './direct-forwarding.js'
+import { HAS_BODY, HAS_HOST, upstreamHeaders } from './forward-headers.js'
+import { Forwarding, type Forwarded } from './forwarding.js'
+import { UpstreamPool } from './upstream.js'
 import { upstreamSpan } from './spans.js'
 import type { Context } from '../observe/tracing.js'
 import { endRaw, rawHead, sendJson } from './respond.js'
@@ -59,6 +61,9 @@ export interface Proxy {
   close(): Promise<void>
 }
 
+/** A request-target the direct path writes as it is (undici's own check); anything else goes through undici, which refuses it. */
+const VALID_TARGET = /^\/[\u0021-\u00ff]*$/
+
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
 
 /** An LLM call asks the upstream for an uncompressed answer, which the gateway can count and cut (a compressed one is decoded). */
@@ -95,6 +100,18 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     connect: { timeout: settings.upstreamConnectTimeoutMs },
   })
 
+  // A plain-HTTP backend gets the proxy's own pool for requests without a body or LLM rule (upstream.ts).
+  const direct =
+    origin.protocol === 'http:'
+      ? new UpstreamPool({
+          host: origin.hostname,
+          port: Number(origin.port || 80),
+          connections: settings.upstreamConnections,
+          timeoutMs: settings.upstreamTimeoutMs,
+          connectTimeoutMs: settings.upstreamConnectTimeoutMs,
+        })
+      : undefined
+
   /** Answers a forwarding the backend failed; the status the client got, if it got one now. */
   function fail(req: IncomingMessage, res: ServerResponse, client: Duplex, err: Error & { code?: string }): number | undefined {
     const timeout = err.code !== undefined && TIMEOUT_CODES.has(err.code)
@@ -121,7 +138,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   }
 
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
-  const failure = (f: Forwarding, err: Error & { code?: string }): void => {
+  const failure = (f: Forwarded, err: Error & { code?: string }): void => {
     const status = fail(f.req, f.res, f.client, err)
     if (status !== undefined) f.statusKnown(status)
   }
@@ -136,9 +153,19 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     onStatus?: (status: number) => void,
     trace?: Context,
   ): void {
-    const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     const headers: string[] = []
-    const body = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
+    const flags = upstreamHeaders(req, trustCheck?.(req.socket.remoteAddress ?? '') === true, headers)
+    const body = (flags & HAS_BODY) !== 0
+    // A traced request stays on undici, whose handler carries the upstream span (http/spans.ts).
+    if (direct !== undefined && !body && tap === undefined && held === undefined && trace === undefined && VALID_TARGET.test(target)) {
+      const method = req.method!
+      let head = `${method} ${target} HTTP/1.1\r\n`
+      for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+      if ((flags & HAS_HOST) === 0) head += `host: ${origin.host}\r\n`
+      head += 'connection: keep-alive\r\n\r\n'
+      return direct.request(new DirectForwarding(req, res, extraHeaders, failure, onStatus), head, method === 'HEAD')
+    }
+    const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     if (tap !== undefined) askIdentity(headers)
     // A body held whole is sent as held, which the gateway may have changed (llm/stream-usage.ts): its length is the length.
     if (held?.ended === true) setContentLength(headers, held.held.length)
@@ -190,5 +217,12 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       })
   }
 
-  return { forward, upgrade, close: () => pool.close() }
+  return {
+    forward,
+    upgrade,
+    close: () => {
+      direct?.close()
+      return pool.close()
+    },
+  }
 }

@@ -112,7 +112,11 @@ export function createRoutes({
     const trace = input.trace
     slots?.holdUntilClosed(d, res)
     const tap = tapOf(d, trace)
-    if (!d.allowed) return rejectHeld(req, res, held, () => writeDecision(res, r))
+    if (!d.allowed) {
+      // Nothing held (no LLM rule matched): written at once, no closure for a body to wait for.
+      if (held === undefined) return writeDecision(res, r)
+      return rejectHeld(req, res, held, () => writeDecision(res, r))
+    }
     if (tap !== undefined && held !== undefined && llm?.streamUsage === true) {
       const asked = withStreamUsage(held.held, held.ended, input.path)
       if (asked !== undefined) {

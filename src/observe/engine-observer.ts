@@ -128,17 +128,18 @@ export function decisionRecorder(metrics: Metrics, log: Logger): (d: Decision, s
   }
 }
 
+/** Label sets by their one value, made once a key is first seen (module-level: no closure per decision). */
+const policyLabel = (policy: string): { policy: string } => ({ policy })
+const bucketLabel = (bucket: string): { bucket: string } => ({ bucket })
+
 /** Counters and the duration histogram of one decision; `startNs` from process.hrtime.bigint(). */
 function recordDecision(metrics: Metrics, d: Decision, startNs: bigint): void {
   const action = d.allowed ? 'allow' : d.status === 503 ? 'error' : 'reject'
   metrics.hot.decisions.inc(action, d.reason, d.policyId ?? '')
   metrics.decisionDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9)
   const limit = d.limit
-  if (limit) metrics.hot.ratelimitRemaining.set(limit.policyId, () => ({ policy: limit.policyId }), limit.remaining)
-  if (d.retryAfterS !== undefined) {
-    const bucket = retryAfterBucket(d.retryAfterS)
-    metrics.hot.retryAfterBucket.inc(bucket, () => ({ bucket }))
-  }
+  if (limit) metrics.hot.ratelimitRemaining.set(limit.policyId, policyLabel, limit.remaining)
+  if (d.retryAfterS !== undefined) metrics.hot.retryAfterBucket.inc(retryAfterBucket(d.retryAfterS), bucketLabel)
 }
 
 /** A warning for an event that can come per request: at most one line every 10 s, with how many came (`countField`). */

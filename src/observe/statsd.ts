@@ -6,9 +6,13 @@
  * the datagrams and a log line a minute, never an answer's time; the lines of
  * one flush are bounded by the counters there are (grpc/rls-stats.ts caps them).
  */
-import StatsD from 'hot-shots'
+import { createRequire } from 'node:module'
+import type StatsD from 'hot-shots'
 import type { Logger } from './logger.js'
 import { LogThrottle } from './log-throttle.js'
+
+/** hot-shots is loaded when a flusher starts (USE_STATSD): a gateway without statsd never loads it. */
+const require = createRequire(import.meta.url)
 
 export interface StatsdTarget {
   host: string
@@ -31,7 +35,8 @@ export class StatsdFlusher {
     log: Logger,
   ) {
     const throttle = new LogThrottle(Date.now, 60_000)
-    this.client = new StatsD({
+    const Client = require('hot-shots') as typeof StatsD
+    this.client = new Client({
       host: target.host,
       port: target.port,
       protocol: 'udp',

@@ -6,9 +6,13 @@
  * the disk and a replaced file cannot change under a running reader.
  */
 import { readFileSync } from 'node:fs'
-import { Reader, type Response } from 'maxmind'
+import { createRequire } from 'node:module'
+import type { Reader, Response } from 'maxmind'
 import { DataFileError } from '../errors.js'
 import { boundedCache } from '../bounded-cache.js'
+
+/** maxmind is loaded with the first database: a gateway without GeoIP files never loads it. */
+const require = createRequire(import.meta.url)
 
 /** Decoded records remembered (least recently used out): a country database has a few hundred distinct records, an ASN one ~80k. */
 const RECORD_CACHE_ENTRIES = 8192
@@ -27,7 +31,8 @@ export class GeoDatabase {
   /** Throws (with the reason) when `bytes` is not a MaxMind DB. */
   constructor(readonly bytes: Buffer) {
     // The reader decodes records by offset; caching the decoded ones saves rebuilding the same objects per request.
-    this.reader = new Reader<Response>(bytes, { cache: boundedCache<number, NonNullable<unknown>>(RECORD_CACHE_ENTRIES) })
+    const { Reader: MmdbReader } = require('maxmind') as typeof import('maxmind')
+    this.reader = new MmdbReader<Response>(bytes, { cache: boundedCache<number, NonNullable<unknown>>(RECORD_CACHE_ENTRIES) })
     const m = this.reader.metadata
     // A file that merely ends in something metadata-like (or a truncated copy) must not pass as a database.
     if (

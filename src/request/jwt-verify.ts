@@ -6,11 +6,12 @@
  * that quietly fails is not mistaken for a missing one). Results are
  * cached per token string (bounded, honouring `exp`) so a client repeating
  * its token pays the signature check once, and a flood of one bad token
- * costs one check.
+ * costs one check. jose is loaded with the first token checked, so a
+ * gateway without a key source never loads it.
  */
 import { boundedCache, mapKeyOk } from '../bounded-cache.js'
 import { readFileSync } from 'node:fs'
-import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose'
+import type { JWTVerifyGetKey } from 'jose'
 import { SettingError } from '../errors.js'
 import type { Claims } from './jwt.js'
 
@@ -70,8 +71,16 @@ const CACHE_MAX = 10_000
 const NEGATIVE_TTL_MS = 30_000
 
 type KeySource = Uint8Array | JWTVerifyGetKey
+type Jose = typeof import('jose')
 
-function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string[]; remote: boolean } | undefined {
+/** A configured key source, checked at start-up; `key` makes jose's key from it once jose is loaded. */
+interface Source {
+  key(jose: Jose): KeySource
+  algorithms: string[]
+  remote: boolean
+}
+
+function keySource(s: JwtVerifierSettings): Source | undefined {
   const set = [
     s.jwtHmacSecret && 'FAIRVISOR_JWT_HMAC_SECRET',
     s.jwksFile && 'FAIRVISOR_JWKS_FILE',
@@ -81,7 +90,8 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
   if (s.jwtHmacSecret) {
     if (s.jwtHmacSecret.length < 32)
       throw new SettingError('FAIRVISOR_JWT_HMAC_SECRET', 'must be at least 32 characters (HS256 needs a 256-bit secret)')
-    return { key: new TextEncoder().encode(s.jwtHmacSecret), algorithms: ['HS256', 'HS384', 'HS512'], remote: false }
+    const secret = new TextEncoder().encode(s.jwtHmacSecret)
+    return { key: () => secret, algorithms: ['HS256', 'HS384', 'HS512'], remote: false }
   }
   const asymmetric = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
   if (s.jwksFile) {
@@ -91,10 +101,21 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
     } catch (err) {
       throw new SettingError('FAIRVISOR_JWKS_FILE', `cannot read a JSON Web Key Set from ${s.jwksFile} (${(err as Error).message})`)
     }
-    if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys)) {
-      throw new SettingError('FAIRVISOR_JWKS_FILE', `${s.jwksFile} must hold a JSON object with a "keys" array`)
+    // What jose's createLocalJWKSet requires of a set, checked here at start-up since jose is loaded later.
+    const keys = (jwks as { keys?: unknown } | null)?.keys
+    if (
+      !jwks ||
+      typeof jwks !== 'object' ||
+      !Array.isArray(keys) ||
+      !keys.every((k) => k !== null && typeof k === 'object' && !Array.isArray(k))
+    ) {
+      throw new SettingError('FAIRVISOR_JWKS_FILE', `${s.jwksFile} must hold a JSON object with a "keys" array of JSON Web Key objects`)
     }
-    return { key: createLocalJWKSet(jwks as Parameters<typeof createLocalJWKSet>[0]), algorithms: asymmetric, remote: false }
+    return {
+      key: (jose) => jose.createLocalJWKSet(jwks as Parameters<Jose['createLocalJWKSet']>[0]),
+      algorithms: asymmetric,
+      remote: false,
+    }
   }
   if (s.jwksUrl) {
     let url: URL
@@ -105,7 +126,11 @@ function keySource(s: JwtVerifierSettings): { key: KeySource; algorithms: string
     }
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new SettingError('FAIRVISOR_JWKS_URL', 'must be an http(s) URL')
     // jose caches the set and refetches on an unknown kid (at most every 30 s).
-    return { key: createRemoteJWKSet(url, { timeoutDuration: 2000, cooldownDuration: 30_000 }), algorithms: asymmetric, remote: true }
+    return {
+      key: (jose) => jose.createRemoteJWKSet(url, { timeoutDuration: 2000, cooldownDuration: 30_000 }),
+      algorithms: asymmetric,
+      remote: true,
+    }
   }
   return undefined
 }
@@ -116,6 +141,9 @@ export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefin
   if (!source) return undefined
   // A failed token keeps its reason: every request that brings it again is counted as rejected again.
   const cache = boundedCache<string, { result: JwtResult; untilMs: number }>(CACHE_MAX)
+  // jose and the key it makes, once, on the first token (module loading is cached by the runtime anyway).
+  let loaded: Promise<{ jwtVerify: Jose['jwtVerify']; key: KeySource }> | undefined
+  const jose = () => (loaded ??= import('jose').then((j) => ({ jwtVerify: j.jwtVerify, key: source.key(j) })))
   const remember = (token: string, result: JwtResult, untilMs: number): JwtResult => {
     if (mapKeyOk(token)) cache.set(token, { result, untilMs })
     return result
@@ -125,7 +153,8 @@ export function createJwtVerifier(s: JwtVerifierSettings): JwtVerifier | undefin
       const hit = mapKeyOk(token) ? cache.get(token) : undefined
       if (hit && hit.untilMs > nowMs) return hit.result
       try {
-        const { payload } = await jwtVerify(token, source.key as Uint8Array, {
+        const { jwtVerify, key } = await jose()
+        const { payload } = await jwtVerify(token, key as Uint8Array, {
           algorithms: source.algorithms,
           currentDate: new Date(nowMs),
         })

@@ -2,14 +2,13 @@
  * Builds the store a StoreConfig names: memory (in-process, or the table
  * worker threads share), Redis, Redis Cluster or PostgreSQL; a store on a
  * server sits behind the leasing wrapper (leases are opt-in per rule and only
- * make sense on a remote store).
+ * make sense on a remote store). The Redis and PostgreSQL stores, and their
+ * clients (ioredis, pg), are loaded only when named: a gateway on the
+ * in-process store does not carry them (several MiB in every worker thread).
  */
 import type { StoreConfig } from './config.js'
 import { LeasingStore } from './leasing.js'
 import { MemoryStore, type MemoryStoreOptions } from './memory/store.js'
-import { PostgresStore } from './postgres/store.js'
-import { RedisClusterStore } from './redis/cluster.js'
-import { RedisStore } from './redis/store.js'
 import type { StoreLog } from './remote.js'
 import { LeaseTable } from './threads/leases.js'
 import { SharedMemoryStore } from './threads/store.js'
@@ -26,7 +25,7 @@ export interface StoreWiring {
   shared?: { table: SharedArrayBuffer | undefined; leases: SharedArrayBuffer | undefined; threadId: number }
 }
 
-export function createStore(config: StoreConfig, w: StoreWiring): Store {
+export async function createStore(config: StoreConfig, w: StoreWiring): Promise<Store> {
   switch (config.kind) {
     case 'memory':
       return w.shared?.table
@@ -36,12 +35,13 @@ export function createStore(config: StoreConfig, w: StoreWiring): Store {
       const { target, timeoutMs } = config
       const store =
         target.kind === 'cluster'
-          ? new RedisClusterStore({ target, timeoutMs, log: w.log })
-          : new RedisStore({ target, timeoutMs, log: w.log })
+          ? new (await import('./redis/cluster.js')).RedisClusterStore({ target, timeoutMs, log: w.log })
+          : new (await import('./redis/store.js')).RedisStore({ target, timeoutMs, log: w.log })
       return new LeasingStore(store, w.clock, leaseTable(w, config.leaseKeys), w.onLeaseTableFull)
     }
     case 'postgres': {
       const { target, timeoutMs, poolSize, prefix, unlogged } = config
+      const { PostgresStore } = await import('./postgres/store.js')
       const store = new PostgresStore({ target, timeoutMs, poolSize, prefix, unlogged, log: w.log })
       return new LeasingStore(store, w.clock, leaseTable(w, config.leaseKeys), w.onLeaseTableFull)
     }

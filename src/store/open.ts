@@ -18,7 +18,7 @@ export async function openStore(
   w: { log: Logger; clock: () => number; shared: StoreWiring['shared'] },
 ): Promise<Store> {
   const { log, clock } = w
-  const store = createStore(config, {
+  const store = await createStore(config, {
     clock,
     log: (level, fields, msg) => log[level](fields, msg),
     onFull: storeFullLog(log, clock),

@@ -27,6 +27,7 @@
  *     node --import tsx test/bench/single-thread.bench.ts [seconds=5] [rounds=5] [connections=32]
  *
  * FV_BENCH_PROFILE=<dir> runs every gateway under `node --cpu-prof` and prints their hottest functions.
+ * FV_BENCH_SCENARIOS=<names, comma-separated> runs only those scenarios (e.g. 'proxied allow').
  */
 import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -57,7 +58,11 @@ const PROFILE_DIR = process.env.FV_BENCH_PROFILE
 const dir = tempDir('fv-bench-single-')
 
 type Scenario = 'decision allow' | 'decision reject' | 'proxied allow'
-const SCENARIOS: readonly Scenario[] = ['decision allow', 'decision reject', 'proxied allow']
+const ALL_SCENARIOS: readonly Scenario[] = ['decision allow', 'decision reject', 'proxied allow']
+/** FV_BENCH_SCENARIOS='proxied allow' (comma-separated) runs only those scenarios. */
+const SCENARIOS: readonly Scenario[] = process.env.FV_BENCH_SCENARIOS
+  ? ALL_SCENARIOS.filter((s) => process.env.FV_BENCH_SCENARIOS!.split(',').includes(s))
+  : ALL_SCENARIOS
 
 interface Target {
   name: string

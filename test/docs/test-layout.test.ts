@@ -100,6 +100,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'http/admin.ts': 'test/e2e/lifecycle.test.ts', // /livez /readyz /metrics
   'http/debug-session.ts': 'test/e2e/debug-session.test.ts', // debug sessions
   'http/decision-api.ts': 'test/e2e/decision.test.ts', // /v1/decision
+  'http/direct-forwarding.ts': 'test/e2e/proxy.test.ts', // bodiless requests on the proxy's own pool: 502/504, client abort, streaming
   'http/forward-headers.ts': 'test/e2e/proxy.test.ts', // hop-by-hop and X-Forwarded-* rewriting
   'http/forwarding.ts': 'test/e2e/proxy.test.ts', // requests forwarded upstream
   'http/health.ts': 'test/e2e/lifecycle.test.ts', // readiness

@@ -234,9 +234,13 @@ describe('JWKS', () => {
 })
 
 describe('bad JWT key settings stop start-up with exit 2', () => {
+  // jose is loaded with the first token: what its key set needs is checked at start-up all the same.
+  const notKeys = join(dir, 'not-keys.json')
+  writeFileSync(notKeys, JSON.stringify({ keys: ['k1'] }))
   const cases: [Record<string, string>, RegExp][] = [
     [{ FAIRVISOR_JWT_HMAC_SECRET: 'short' }, /FAIRVISOR_JWT_HMAC_SECRET: must be at least 32 characters/],
     [{ FAIRVISOR_JWKS_FILE: join(dir, 'missing.json') }, /FAIRVISOR_JWKS_FILE: cannot read a JSON Web Key Set/],
+    [{ FAIRVISOR_JWKS_FILE: notKeys }, /FAIRVISOR_JWKS_FILE: .* must hold a JSON object with a "keys" array of JSON Web Key objects/],
     [{ FAIRVISOR_JWKS_URL: 'ftp://x' }, /FAIRVISOR_JWKS_URL: must be an http\(s\) URL/],
     [
       { FAIRVISOR_JWT_HMAC_SECRET: SECRET, FAIRVISOR_JWKS_URL: 'http://127.0.0.1:1/' },

@@ -5,6 +5,14 @@
  * wall-clock measurement beyond the work measured, so a latency bound can
  * take it off and stay a bound on the work. Where /proc has no schedstat it
  * reads 0 (the bound stays strict).
+ *
+ * The kernel adds a wait to that counter only when it ends, when the thread
+ * next gets a CPU. A wait still going on at the end of a measured stretch is
+ * therefore not in a reading taken then, and it is exactly the wait that made
+ * a store call miss its deadline: the 503 goes out while Redis still waits
+ * for a CPU, and Redis' counter shows that wait only once Redis runs again.
+ * runQueueWait keeps sampling after the stretch and counts such a wait, but
+ * only the part of it that can lie inside the stretch.
  */
 import { readFileSync } from 'node:fs'
 
@@ -28,28 +36,49 @@ export function withChildren(pid: number): number[] {
 
 export interface RunQueueWait {
   stop(): void
-  /** Ms of run-queue wait from the last sample at or before `from` to the first at or after `to` (epoch ms): at least the wait in between. */
+  /**
+   * Ms of run-queue wait of the processes within [from, to] (epoch ms), at most: per
+   * process, the waits that ended between two samples, each counted only for the part
+   * that can overlap the stretch, and no more than the stretch itself; summed over the
+   * processes. A wait that ends after `to` counts once a later sample has it.
+   */
   during(from: number, to: number): number
+}
+
+/** One reading of a process: taken between `t0` and `t1` (epoch ms), its wait so far `ms`. */
+interface Reading {
+  t0: number
+  t1: number
+  ms: number
+}
+
+/**
+ * The part of the waits that ended between readings `a` and `b` (`d` ms in all) that
+ * can lie within [from, to]: they ended after a.t0 and by b.t1, so at most b.t1 − from
+ * of them is after `from`, and when a.t0 is past `to` only one of them can reach back
+ * before `to`, by at most d − (a.t0 − to).
+ */
+export function overlapMs(a: Reading, b: Reading, from: number, to: number): number {
+  const d = b.ms - a.ms
+  if (d <= 0) return 0
+  return Math.max(0, Math.min(d, b.t1 - from, a.t0 > to ? d - (a.t0 - to) : d))
 }
 
 /**
  * The run-queue wait of other processes (`pids()`, asked again at each
- * sample: processes come and go), summed, sampled every few ms while this
- * one waits on them. A process counts from its first sample on.
+ * sample: processes come and go), sampled every few ms while this one waits
+ * on them. A process counts from its first sample on.
  */
 export function runQueueWait(pids: () => number[]): RunQueueWait {
-  const at: number[] = []
-  const total: number[] = []
-  const last = new Map<number, number>()
-  let sum = 0
+  const readings = new Map<number, Reading[]>()
   const read = (): void => {
     for (const pid of pids()) {
+      const t0 = Date.now()
       const ms = runQueueMs(pid)
-      sum += Math.max(0, ms - (last.get(pid) ?? ms))
-      last.set(pid, ms)
+      const t1 = Date.now()
+      const rs = readings.get(pid) ?? readings.set(pid, []).get(pid)!
+      rs.push({ t0, t1, ms })
     }
-    at.push(Date.now())
-    total.push(sum)
   }
   read()
   const timer = setInterval(read, 5)
@@ -59,11 +88,13 @@ export function runQueueWait(pids: () => number[]): RunQueueWait {
       read()
     },
     during(from, to) {
-      let i = 0
-      while (i + 1 < at.length && at[i + 1]! <= from) i++
-      let j = at.length - 1
-      while (j > i && at[j - 1]! >= to) j--
-      return total[j]! - total[i]!
+      let sum = 0
+      for (const rs of readings.values()) {
+        let own = 0
+        for (let i = 1; i < rs.length; i++) if (rs[i]!.t1 > from) own += overlapMs(rs[i - 1]!, rs[i]!, from, to)
+        sum += Math.min(own, to - from)
+      }
+      return sum
     },
   }
 }

@@ -105,6 +105,14 @@ describe('the accepted bytes: the bundle a worker builds', () => {
       [built.version, built.hash, built.loadedAt, built.policies.map((p) => p.id)],
       [4, src.current!.hash, src.current!.loadedAt, ['a', 'b']],
     )
+    // Validation's findings travel with the bytes: a worker drops the same policy without validating again.
+    assert.deepEqual(
+      [...new Set(src.accepted!.issues.filter((i) => !i.warning).map((i) => i.policyIndex))],
+      [1],
+      'the findings name the dropped policy',
+    )
+    // Without them the bad policy reaches the compiler: nothing validates the bytes a second time.
+    assert.throws(() => buildAccepted({ ...src.accepted!, issues: [] }), TypeError)
     // Refused, older, broken: the accepted bytes stay those of the bundle in force.
     for (const [text, result] of [
       [JSON.stringify({ bundle_version: 5, policies: [policy('c'), BAD] }), 'invalid'],

@@ -223,6 +223,34 @@ for (const [name, c] of Object.entries(CASES)) {
   })
 }
 
+test('one limit’s rejects in a row (built from what they share): each answer its own figures; a reloaded limit, its new ones', () => {
+  const expected = (l: typeof limit, retry: number, expose: boolean, status: 429 | 503 = 429) => {
+    const body = `{"error":"${status === 429 ? 'too_many_requests' : 'service_unavailable'}"${expose ? ',"reason":"rate_limit_exceeded"' : ''},"retry_after":${retry}}`
+    const id = '"api \\"v1\\""'
+    const rl = ['RateLimit-Limit', String(l.limit), 'RateLimit-Remaining', String(l.remaining), 'RateLimit-Reset', String(l.resetS)]
+    rl.push('RateLimit', `${id};r=${l.remaining};t=${l.resetS}`, 'RateLimit-Policy', `${id};q=${l.limit};w=${l.windowS}`)
+    return {
+      status,
+      headers: [...json(body), ...rl, 'Retry-After', String(retry), ...(expose ? ['X-Fairvisor-Reason', 'rate_limit_exceeded'] : [])],
+      body,
+    }
+  }
+  const steps: [typeof limit, number, boolean, 429 | 503][] = [
+    [limit, 7, true, 429],
+    [{ ...limit, remaining: 0, resetS: 6 }, 6, true, 429],
+    [{ ...limit, resetS: 123456 }, 123456, false, 429],
+    [{ ...limit, limit: 20, windowS: 30, resetS: 2 }, 2, true, 429],
+    [{ ...limit, limit: 20, windowS: 30, resetS: 2 }, 2, true, 503],
+    [limit, 7, true, 429],
+  ]
+  for (const [l, retry, expose, status] of steps) {
+    const d: Decision = { ...base, allowed: false, status, reason: reason('rate_limit_exceeded'), retryAfterS: retry, limit: l }
+    const r = decisionResponse(d, { exposeReason: expose })
+    assert.deepEqual(r, expected(l, retry, expose, status))
+    assert.notEqual(r.headers, decisionResponse(d, { exposeReason: expose }).headers, 'a new list on every call')
+  }
+})
+
 test('allow: RateLimit-* of the limit, then the warning; empty body', () => {
   const allowed: Decision = { ...base, allowed: true, status: 200, reason: 'all_rules_passed', limit: { ...limit, remaining: 4 } }
   const rl = [
