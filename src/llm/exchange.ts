@@ -3,31 +3,26 @@
  * stream's events are passed on whole, as each ends), cuts an over-long
  * stream, ends a stream the upstream broke (an event past the bound, or one
  * that cannot be read) with the API's error event, and settles the request's
- * reservations once — one store.adjust for all its counters — so they end
- * at what was really used: the reported usage when there is one, else the
- * streamed tokens counted (SSE, a cut, a client gone mid-stream: the count
- * wins over usage reported before the end, such as Anthropic's message_start
- * placeholder), else the reservation is kept (a JSON answer without usage).
- * A JSON answer reporting prompt tokens only (embeddings) used no completion. An error answer
- * (status ≥ 400) or no answer at all without usage is given back whole: the
- * provider charges nothing for it. A store failure drops the settlement
- * (logged, counted) and never holds the response.
+ * reservations once (llm/settlement.ts) — one store.adjust for all its
+ * counters — so they end at what was really used. A store failure drops the
+ * settlement (logged, counted) and never holds the response.
  */
 import type { Context } from '@opentelemetry/api'
-import type { LlmReservation } from '../engine/decision.js'
+import type { LlmReservation, SpendReservation } from '../engine/decision.js'
 import { settledAttributes } from '../observe/decision-spans.js'
 import type { Adjustment, Store } from '../store/store.js'
+import { completionHistory } from './completion-history.js'
 import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
 import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
+import { deltaCounter, useOf, type SettledBy } from './settlement.js'
+import { settleSpends, type SpendSettlement } from './spend-settle.js'
 import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
 /** JSON bodies up to this size are parsed whole; of larger ones only the tail is searched for usage. */
 const JSON_KEEP = 1024 * 1024
 const TAIL_KEEP = 64 * 1024
-
-export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'
 
 /**
  * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
@@ -69,6 +64,8 @@ export interface ExchangeHooks {
   overrunCapped?(c: OverrunCapped): void
   /** A stream ended with the API's error event because the upstream broke it. */
   broken?(b: BrokenStream): void
+  /** Money budgets settled (`err`: the store could not take the settlement, it is dropped). */
+  spendSettled?(s: SpendSettlement[], err: Error | undefined): void
 }
 
 export class LlmExchange {
@@ -82,15 +79,24 @@ export class LlmExchange {
   private cutBy: LlmReservation | undefined
   /** The stream's reader threw: the stream ends here. */
   private failed: Error | undefined
+  /** The gateway added stream_options.include_usage to the request: the usage chunk is not the client's. */
+  private hideUsage = false
 
   constructor(
     private readonly reservations: readonly LlmReservation[],
     private readonly hooks: ExchangeHooks,
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
+    private readonly spend: readonly SpendReservation[] = [],
     /** A traced request's server span context: the settlement is written on it (observe/decision-spans.ts). */
     private readonly trace?: Context,
   ) {}
+
+  /** The request was sent with stream_options.include_usage the client did not ask for (llm/stream-usage.ts). */
+  hideUsageChunk(): void {
+    this.hideUsage = true
+  }
 
   /**
    * The response head (`contentEncoding`: of the bytes `data` will get, the
@@ -113,7 +119,8 @@ export class LlmExchange {
                 ? 'not_streaming'
                 : undefined
           return {
-            maxCompletion: r.config.streaming.maxCompletion,
+            // Each of `n` choices may use max_completion_tokens: the stream's count is theirs together.
+            maxCompletion: r.config.streaming.maxCompletion * r.choices,
             bufferTokens: r.config.streaming.bufferTokens,
             enforce: why === undefined,
             wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
@@ -122,6 +129,7 @@ export class LlmExchange {
         path,
         this.maxEventBytes,
         framing,
+        { count: deltaCounter(this.reservations), hideUsage: this.hideUsage },
       )
       return true
     }
@@ -216,31 +224,27 @@ export class LlmExchange {
       if (usage.prompt !== undefined && usage.completion === undefined) usage.completion = 0 // embeddings: input only
     }
     const counted = this.meter?.counted
+    // A stream's usage is final once it ended by itself, or once its final usage event came before the client left;
+    // never when the gateway cut it (the count is the better figure then).
+    const usageFinal = this.cutBy === undefined && (counted === undefined || complete || this.meter!.usageFinal)
     const out: Settlement[] = []
     const adjustments: Adjustment[] = []
     for (const r of this.reservations) {
-      let used: number
-      let by: SettledBy
-      // A stream's usage is final only once it ended by itself; before that (cut, left) the count is the better figure.
-      if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined && (counted === undefined || complete)) {
-        used = usage.prompt + usage.completion
-        by = 'usage'
-      } else if (counted !== undefined) {
-        // A stream without usage, a cut one, or one the client left: what was streamed.
-        used = (usage.prompt ?? r.prompt) + Math.max(counted, usage.completion ?? 0)
-        by = 'counted'
-      } else if (this.status >= 400 || this.status === 0) {
-        used = 0
-        by = 'refunded'
-      } else {
-        used = r.reserved
-        by = 'reserved'
-      }
+      const { used, by, completion } = useOf(r, usage, usageFinal, counted, this.status)
+      if (completion !== undefined && r.config.reservation.mode === 'percentile')
+        completionHistory.record(r.minute.key, completion / r.choices)
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
+    const measured = { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status, usageFinal }
+    const spent = settleSpends(this.spend, measured, adjustments)
     if (this.trace !== undefined) settledAttributes(this.trace, out)
-    if (adjustments.length === 0) return this.hooks.settled(out)
-    this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))
+    const done = (err: Error | null): void => {
+      if (err) this.hooks.dropped(err, out)
+      else this.hooks.settled(out)
+      if (spent.length > 0) this.hooks.spendSettled?.(spent, err ?? undefined)
+    }
+    if (adjustments.length === 0) return done(null)
+    this.hooks.store.adjust(adjustments, this.hooks.now(), done)
   }
 }

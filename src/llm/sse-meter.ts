@@ -2,7 +2,8 @@
  * Reads an SSE response as it passes (docs/behaviour.md §5 Streaming): the
  * bytes are cut into events (sse-events.ts), each event is parsed whole
  * (eventsource-parser), each event's completion text (message text,
- * tool-call arguments, thinking) adds ceil(characters / 4) tokens, and
+ * tool-call arguments, thinking, transcripts) adds its tokens (the rule's
+ * tokenizer, else text-tokens.ts) and its audio its duration's, and
  * whenever the count crosses a multiple of a limit's buffer_tokens it is
  * compared with its max_completion_tokens. Events are passed on whole, as
  * soon as they end: the bytes of an event not yet ended are held, at most
@@ -21,7 +22,8 @@ import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { StreamFacts } from './dialects/index.js'
 import type { Framing } from './framings/framing.js'
 import { EventEnds } from './sse-events.js'
-import { collectUsage, deltaText, type Usage } from './usage.js'
+import { textTokens } from './text-tokens.js'
+import { collectUsage, deltaAudioTokens, deltaText, type Usage } from './usage.js'
 
 /** FAIRVISOR_LLM_MAX_EVENT_BYTES' default: far above any event the LLM APIs send (a Responses API `response.completed` repeats the whole output). */
 export const DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -44,6 +46,14 @@ export class SseMeter {
   readonly usage: Usage = { prompt: undefined, completion: undefined }
   /** `[DONE]` seen. */
   done = false
+  /**
+   * The usage is the call's final one: it came in an event that ends the call's accounting (Chat
+   * Completions' usage chunk, Groq's last chunk, `response.completed`, `message_delta`), not
+   * Anthropic's `message_start` placeholder. It then wins over the count whenever the client left.
+   */
+  usageFinal = false
+  /** The event being parsed is to be kept from the client (the usage chunk the gateway asked for). */
+  private drop = false
   /** Set when the stream is to end right after the bytes the last `feed` returned. */
   ended: MeterEnd | undefined
   /** Why a frame did not read (`ended` is then `unreadable`). */
@@ -60,12 +70,18 @@ export class SseMeter {
 
   readonly facts: StreamFacts
 
-  /** `path`: the request's, which names the API the closing events speak; `framing`: not SSE. */
+  /**
+   * `path`: the request's, which names the API the closing events speak; `framing`: not SSE.
+   * `count`: tokens of a delta's text (the rule's tokenizer, else the script-aware estimate);
+   * `hideUsage`: the client did not ask for the usage chunk the gateway added to its request
+   * (llm/stream-usage.ts).
+   */
   constructor(
     private readonly limits: readonly CompletionLimit[],
     path = '',
     readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
     private readonly framing?: Framing,
+    private readonly options: { count?: (text: string) => number; hideUsage?: boolean } = {},
   ) {
     this.blocks = limits.map(() => 0)
     this.flagged = limits.map(() => false)
@@ -97,7 +113,8 @@ export class SseMeter {
         this.ended = 'unreadable'
         return joined(out)
       }
-      out.push(event)
+      if (this.drop) this.drop = false
+      else out.push(event)
       start = end
       if (this.over) {
         this.ended = 'max_completion_tokens'
@@ -147,11 +164,17 @@ export class SseMeter {
       return
     }
     if (obj === null || typeof obj !== 'object') return
-    this.facts.observe(name, obj as Record<string, unknown>)
-    collectUsage(obj, this.usage)
-    const text = deltaText(obj)
-    if (text.length === 0) return
-    this.counted += Math.ceil(text.length / 4)
+    const o = obj as Record<string, unknown>
+    this.facts.observe(name, o)
+    if (collectUsage(o, this.usage)) {
+      if (o.type !== 'message_start' && this.usage.prompt !== undefined && this.usage.completion !== undefined) this.usageFinal = true
+      // The usage-only chunk of a client that did not ask for it: read, not passed on.
+      if (this.options.hideUsage === true && Array.isArray(o.choices) && o.choices.length === 0) this.drop = true
+    }
+    const text = deltaText(o)
+    const tokens = (text.length === 0 ? 0 : (this.options.count ?? textTokens)(text)) + deltaAudioTokens(o)
+    if (tokens === 0) return
+    this.counted += tokens
     for (let k = 0; k < this.limits.length; k++) {
       const l = this.limits[k]!
       const b = Math.floor(this.counted / l.bufferTokens)

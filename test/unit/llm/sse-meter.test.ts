@@ -8,8 +8,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { LlmReservation } from '../../../src/engine/decision.js'
+import { normaliseLlm } from '../../../src/algorithms/llm.js'
 import { LlmExchange, type BrokenStream, type Settlement } from '../../../src/llm/exchange.js'
 import { EventEnds } from '../../../src/llm/sse-events.js'
+import { eventMessage } from '../../../src/llm/framings/eventstream.js'
+import { streamFraming } from '../../../src/llm/framings/index.js'
 import { SseMeter } from '../../../src/llm/sse-meter.js'
 import type { Store } from '../../../src/store/store.js'
 
@@ -81,6 +84,7 @@ test('an event or a line past the bound ends the stream before it; an event of e
 })
 
 function reservation(): LlmReservation {
+  const config = normaliseLlm({ tokens_per_minute: 60, burst_tokens: 1000, max_completion_tokens: 100, streaming: { buffer_tokens: 10 } })
   return {
     policyId: 'p',
     ruleName: 'r',
@@ -88,20 +92,11 @@ function reservation(): LlmReservation {
     streaming: true,
     prompt: 5,
     reserved: 105,
-    minute: { key: 'k', limit: { kind: 'token_bucket', rate: 1, burst: 1000 } },
+    choices: 1,
+    minute: { key: 'k', limit: config },
     day: undefined,
-    config: {
-      burst: 1000,
-      estimator: 'simple_word',
-      streaming: {
-        maxCompletion: 100,
-        bufferTokens: 10,
-        enforceMidStream: true,
-        onLimitExceeded: 'graceful_close',
-        includePartialUsage: true,
-      },
-    },
-  } as unknown as LlmReservation
+    config,
+  }
 }
 
 function exchange(broken: BrokenStream[], settled: Settlement[][], max: number): LlmExchange {
@@ -171,4 +166,84 @@ test("a stream reader that throws ends that stream (the API's error event), neve
   assert.equal(x.ending, 'unreadable')
   assert.match(x.closing().toString(), /"code":"upstream_stream_unreadable"/)
   assert.equal(broken[0]!.err?.message, 'Invalid string length')
+})
+
+test('counted: legacy completions text, audio transcripts and audio data, CJK by its script, or by the rule’s tokenizer', () => {
+  const count = (events: object[], count?: (t: string) => number): number => {
+    const m = new SseMeter([limit], '', undefined, undefined, { count })
+    m.feed(Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('')))
+    return m.counted
+  }
+  assert.equal(count([{ object: 'text_completion', choices: [{ index: 0, text: 'abcdefgh' }] }]), 2)
+  // A second of 24 kHz 16-bit audio is 64,000 base64 characters: 20 tokens; its transcript counts as text.
+  assert.equal(count([{ choices: [{ index: 0, delta: { audio: { data: 'A'.repeat(64_000), transcript: 'abcd' } } }] }]), 21)
+  assert.equal(count([{ type: 'response.output_audio.delta', delta: 'A'.repeat(32_000) }]), 10)
+  assert.equal(count([{ type: 'response.output_audio_transcript.delta', delta: 'abcdabcd' }]), 2)
+  assert.equal(count([{ type: 'speech.audio.delta', audio: 'A'.repeat(3200) }]), 1)
+  assert.equal(count([{ choices: [{ index: 0, delta: { content: '速率限制让每个租户' } }] }]), 9, 'not 9 / 4')
+  assert.equal(
+    count([{ choices: [{ index: 0, delta: { content: 'abcdefgh' } }] }], () => 5),
+    5,
+  )
+})
+
+test('usage is final once an event other than message_start brings it; the usage chunk a client did not ask for is kept from it', () => {
+  const usage = '{"id":"c","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":84,"total_tokens":103}}'
+  const shown = new SseMeter([limit], '/v1/chat/completions', undefined, undefined, { hideUsage: true })
+  const out = shown.feed(Buffer.from(`${chat('abcd')}data: ${usage}\n\ndata: [DONE]\n\n`))!.toString()
+  assert.equal(out, `${chat('abcd')}data: [DONE]\n\n`)
+  assert.deepEqual([shown.usage.prompt, shown.usage.completion, shown.usageFinal], [19, 84, true])
+  const asked = new SseMeter([limit], '/v1/chat/completions')
+  assert.match(asked.feed(Buffer.from(`data: ${usage}\n\n`))!.toString(), /"usage"/)
+  const anthropic = new SseMeter([limit], '/v1/messages')
+  anthropic.feed(
+    Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":25,"output_tokens":1}}}\n\n'),
+  )
+  assert.equal(anthropic.usageFinal, false, 'a placeholder')
+  anthropic.feed(Buffer.from('event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":40}}\n\n'))
+  assert.equal(anthropic.usageFinal, true)
+  const groq = new SseMeter([limit], '/openai/v1/chat/completions')
+  groq.feed(
+    Buffer.from(
+      'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"id":"req_1","usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}}}\n\n',
+    ),
+  )
+  assert.deepEqual([groq.usage.prompt, groq.usage.completion, groq.usageFinal], [12, 30, true])
+})
+
+test('a client that leaves after the final usage arrived is settled on that usage; before it, on the count', () => {
+  const leave = (events: string): Settlement[] => {
+    const settled: Settlement[][] = []
+    const x = exchange([], settled, 1 << 20)
+    x.headers(200, 'text/event-stream', undefined, '/v1/chat/completions')
+    x.data(Buffer.from(events))
+    x.end(false)
+    return settled.flat()
+  }
+  const text = chat('x'.repeat(400))
+  const usage = 'data: {"id":"c","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":84,"total_tokens":103}}\n\n'
+  assert.deepEqual(
+    leave(`${text}${usage}data: [DONE]\n\n`).map((s) => [s.by, s.used]),
+    [['usage', 103]],
+  )
+  assert.deepEqual(
+    leave(text).map((s) => [s.by, s.used]),
+    [['counted', 5 + 100]],
+  )
+})
+
+test('counted by script in the native streams too: Gemini SSE and JSON array, Ollama NDJSON, Bedrock event stream', () => {
+  const cjk = '速率限制让每个租户' // 9 characters: 9 tokens, not 9 / 4
+  const counted = (path: string, type: string, body: Buffer | string): number => {
+    const m = new SseMeter([limit], path, undefined, streamFraming(200, type, path))
+    m.feed(Buffer.from(body))
+    return m.counted
+  }
+  const gemini = { candidates: [{ content: { parts: [{ text: cjk }], role: 'model' }, index: 0 }] }
+  assert.equal(counted('/v1beta/models/m:streamGenerateContent?alt=sse', 'text/event-stream', `data: ${JSON.stringify(gemini)}\r\n\r\n`), 9)
+  assert.equal(counted('/v1beta/models/m:streamGenerateContent', 'application/json', `[${JSON.stringify(gemini)}\n]`), 9)
+  const ollama = { model: 'llama3', created_at: '2026-01-01T00:00:00Z', message: { role: 'assistant', content: cjk }, done: false }
+  assert.equal(counted('/api/chat', 'application/x-ndjson', `${JSON.stringify(ollama)}\n`), 9)
+  const delta = eventMessage('contentBlockDelta', { contentBlockIndex: 0, delta: { text: cjk } })
+  assert.equal(counted('/model/m/converse-stream', 'application/vnd.amazon.eventstream', delta), 9)
 })
