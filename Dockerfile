@@ -21,8 +21,8 @@ COPY policies ./policies
 COPY proto ./proto
 USER node
 EXPOSE 8080
-# /livez is on the admin listener when FAIRVISOR_ADMIN_PORT is set (reverse_proxy mode only).
+# /livez is on the admin listener when FAIRVISOR_ADMIN_PORT is set (in both modes), else on the main one.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["node", "-e", "const e=process.env,p=(e.FAIRVISOR_MODE!=='decision_service'&&e.FAIRVISOR_ADMIN_PORT)||e.FAIRVISOR_PORT||8080;require('http').get('http://127.0.0.1:'+p+'/livez',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
+  CMD ["node", "-e", "const e=process.env,p=e.FAIRVISOR_ADMIN_PORT||e.FAIRVISOR_PORT||8080;require('http').get('http://127.0.0.1:'+p+'/livez',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
 ENTRYPOINT ["node", "dist/cli.js"]
 CMD ["serve"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * fairvisor [serve] | validate | test | init | sign | version | help. `serve`
+ * fairvisor [serve] | validate | test | init | sign | status | version | help. `serve`
  * (the default) reads its settings from the environment; a bad setting prints
  * one line and exits 2. Anything unknown on the command line exits 2 too, and
  * never falls through to serving: a typo must not start a gateway.
@@ -48,9 +48,10 @@ const commands: Record<string, () => Promise<Command>> = {
   test: async () => (await import('./commands/test.js')).run,
   init: async () => (await import('./commands/init.js')).run,
   sign: async () => (await import('./commands/sign.js')).run,
+  status: async () => (await import('./commands/status.js')).run,
 }
 
-const NAMES = 'serve, validate, test, init, sign, version or help'
+const NAMES = 'serve, validate, test, init, sign, status, version or help'
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv

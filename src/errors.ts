@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'FV_GRPC_INVALID_REQUEST'
   | 'FV_GRPC_SERVICE_MISSING'
   | 'FV_RLS_CONFIG_INVALID'
+  | 'FV_ADMIN_REQUEST'
 
 /** Abstract: what is thrown is one of the subclasses below, each with its code (test/unit/errors.test.ts). */
 export abstract class FairvisorError extends Error {
@@ -153,5 +154,46 @@ export class RlsConfigError extends FairvisorError {
   constructor(message: string) {
     super('FV_RLS_CONFIG_INVALID', message)
     this.name = 'RlsConfigError'
+  }
+}
+
+/**
+ * What the admin API answers a request it does not serve (docs/admin.md): the HTTP status of each
+ * code. The body is `{"error":{"code":"<code>","message":"…"}}`; the code is what a client branches on.
+ */
+export const ADMIN_ERRORS = {
+  /** Missing or wrong bearer token; the answer says nothing else. */
+  admin_unauthorized: 401,
+  /** FAIRVISOR_ADMIN_TOKEN is not set: the admin API is off. */
+  admin_disabled: 404,
+  /** No admin route at this path. */
+  admin_not_found: 404,
+  admin_method_not_allowed: 405,
+  /** A query parameter missing or malformed. */
+  admin_bad_request: 400,
+  /** No such policy, or no such rule in it, in the bundle in force. */
+  admin_unknown_rule: 404,
+  /** A credential's hashed form that names no key the gateway saw rejected lately: pass the credential itself. */
+  admin_unknown_key: 404,
+  /** The store failed to read or reset the counter (the message says how). */
+  admin_store_failed: 503,
+  /** The store in use cannot reset counters. */
+  admin_reset_unsupported: 501,
+  /** Anything else that kept the gateway from answering (the message says what). */
+  admin_failed: 500,
+} as const
+
+export type AdminErrorCode = keyof typeof ADMIN_ERRORS
+
+/** An admin API request refused: its code (ADMIN_ERRORS, with its HTTP status) and a sentence for the operator. */
+export class AdminRequestError extends FairvisorError {
+  readonly status: number
+  constructor(
+    readonly adminCode: AdminErrorCode,
+    message: string,
+  ) {
+    super('FV_ADMIN_REQUEST', message)
+    this.status = ADMIN_ERRORS[adminCode]
+    this.name = 'AdminRequestError'
   }
 }

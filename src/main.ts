@@ -10,15 +10,18 @@ import { Engine } from './engine/evaluate.js'
 import { ByteBudget } from './grpc/byte-budget.js'
 import { createGrpcMetrics } from './grpc/metrics.js'
 import { createGrpc } from './grpc/server.js'
-import { adminRoutes } from './http/admin.js'
+import { adminApi, adminDisabled } from './admin/api.js'
+import { recordRejects, rejectedKeys } from './admin/top.js'
+import { adminListener, adminRoutes } from './http/admin.js'
 import { createDecider, createLimitDecider, type Decide } from './decision/decide.js'
 import { HoldSlots } from './decision/hold-slots.js'
 import { Holds } from './decision/holds.js'
 import { createDebugSessions } from './http/debug-session.js'
 import { createProxy } from './http/proxy.js'
-import { createRoutes, notFound } from './http/routes.js'
+import { createRoutes } from './http/routes.js'
 import { createListener } from './http/server.js'
 import { LlmExchange } from './llm/exchange.js'
+import { threadView } from './observe/admin-view.js'
 import { decisionRecorder, engineObserver, jwtRejections } from './observe/engine-observer.js'
 import { giveBackHook, holdHooks, settleByStatus } from './observe/give-back.js'
 import { llmHooks } from './observe/llm-observer.js'
@@ -71,12 +74,10 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   })
   await config.start()
   const { failPolicy, exposeReason } = settings
-  const engine = new Engine({
-    store,
-    failPolicy,
-    observer: engineObserver(log, metrics, store.kind, failPolicy, clock),
-    llmMaxRetryAfterS: settings.llmMaxRetryAfterS,
-  })
+  // The admin API's top keys: each reject counted in a bounded sketch, only when the API is on.
+  const top = rejectedKeys(settings, clock())
+  const observer = { ...engineObserver(log, metrics, store.kind, failPolicy, clock), rejected: top && recordRejects(top) }
+  const engine = new Engine({ store, failPolicy, observer, llmMaxRetryAfterS: settings.llmMaxRetryAfterS })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decided = decisionRecorder(metrics, log)
   const jwtRejected = jwtRejections(log, metrics, clock)
@@ -105,7 +106,10 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
     settleStatus,
   })
   const main = createListener({ settings, log, ...routes })
-  const adminListener = separateAdmin ? createListener({ settings, log, routes: admin, fallback: notFound }) : undefined
+  const view = runtime.processView(() => threadView(top, metrics, clock()))
+  const token = settings.adminToken
+  const api = token === undefined ? adminDisabled : adminApi({ token, bundle, store, failPolicy, settings, view, log, clock })
+  const adminServer = separateAdmin ? createListener({ settings, log, ...adminListener(admin, api) }) : undefined
   // FAIRVISOR_GRPC_PORT: Envoy's ext_authz and rate limit filters call this listener; every thread of the process charges one byte budget.
   const budget = new ByteBudget(settings.grpcMaxBufferedBytes, runtime.grpcBudget?.shared, runtime.grpcBudget?.holder)
   // envoyproxy/ratelimit's statistics of this thread: on /metrics and, with USE_STATSD, sent to statsd.
@@ -139,7 +143,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
           streamTimeoutMs: settings.grpcStreamTimeoutMs,
         })
   // Every listener bound before anything reports listening; one that cannot listen stops start-up naming its setting (exit 2).
-  const at = await runtime.listen({ main: main.server, admin: adminListener?.server, grpc: grpc?.server }).catch(async (err: Error) => {
+  const at = await runtime.listen({ main: main.server, admin: adminServer?.server, grpc: grpc?.server }).catch(async (err: Error) => {
     await Promise.allSettled([proxy?.close(), store.close(), config.close()])
     throw err
   })
@@ -153,7 +157,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
       log.info({ timeoutMs: drain }, 'shutting down: draining in-flight requests')
       runtime.stopping()
       await Promise.all([config.close(), net.close()])
-      await Promise.all([main.shutdown(drain), adminListener?.shutdown(drain), grpc?.shutdown(drain)])
+      await Promise.all([main.shutdown(drain), adminServer?.shutdown(drain), grpc?.shutdown(drain)])
       await Promise.allSettled([proxy?.close(), store.close(), rls?.close()])
       log.info('shutdown complete')
     })())

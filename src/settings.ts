@@ -10,6 +10,7 @@ import type { JwtVerifierSettings } from './request/jwt-verify.js'
 import type { NetworkFiles } from './request/network-data.js'
 import type { PathSettings } from './request/target.js'
 import { parseTrustedProxies } from './request/trusted-proxies.js'
+import { adminSettings, type AdminSettings } from './settings-admin.js'
 import { bool, integer, oneOf, optional, secret, size, type Env } from './settings-env.js'
 import { grpcSettings, type GrpcSettings } from './settings-grpc.js'
 import { storeSettings, type StoreSettings } from './settings-store.js'
@@ -23,14 +24,14 @@ export { parseTrustedProxies }
 export type Mode = 'reverse_proxy' | 'decision_service'
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent'
 
-export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles, JwtVerifierSettings {
+export interface Settings extends GrpcSettings, PathSettings, StoreSettings, NetworkFiles, JwtVerifierSettings, AdminSettings {
   mode: Mode
   /** Upstream origin for reverse_proxy mode, e.g. http://127.0.0.1:3000 */
   backendUrl: URL | undefined
   host: string
   /** 0 picks a free port; the bound port is logged at start-up. */
   port: number
-  /** When set, /livez /readyz /metrics are served here instead of the main listener (reverse_proxy mode). */
+  /** When set, /livez /readyz /metrics (and the admin API, with FAIRVISOR_ADMIN_TOKEN) are served here instead of the main listener, in both modes. */
   adminPort: number | undefined
   logLevel: LogLevel
   accessLog: boolean
@@ -152,12 +153,14 @@ function parseSettings(env: Env): Readonly<Settings> {
     headersTimeoutMs: integer(env, 'FAIRVISOR_HEADERS_TIMEOUT_MS', 10000, 1, 600_000),
     keepAliveTimeoutMs: integer(env, 'FAIRVISOR_KEEPALIVE_TIMEOUT_MS', 65000, 1, 3_600_000),
   }
+  const adminPort = adminPortRaw === undefined ? undefined : integer(env, 'FAIRVISOR_ADMIN_PORT', 0, 0, 65535)
   const settings: Settings = {
     mode,
     backendUrl: backendUrl(env, mode),
     host: optional(env, 'FAIRVISOR_HOST') ?? '0.0.0.0',
     port: integer(env, 'FAIRVISOR_PORT', 8080, 0, 65535),
-    adminPort: adminPortRaw === undefined ? undefined : integer(env, 'FAIRVISOR_ADMIN_PORT', 0, 0, 65535),
+    adminPort,
+    ...adminSettings(env, adminPort),
     logLevel: oneOf(env, 'FAIRVISOR_LOG_LEVEL', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info'),
     accessLog: bool(env, 'FAIRVISOR_ACCESS_LOG', false),
     configFile: optional(env, 'FAIRVISOR_CONFIG_FILE'),

@@ -76,6 +76,12 @@ export interface LimitKind<L extends Limit = Limit, S = unknown> {
   save(state: S, cells: Float64Array, off: number): void
   /** The limit of these parameters (a limit read back from numbers: a lease given back, a test drawing limits). */
   limit(params: readonly number[]): L
+  /**
+   * The limit that gives back a step's charge (an adjustment of its cost) `elapsedS` after the
+   * step, for a kind whose charge lands by the step's outcome (a sliding window's held request,
+   * counted for the window it is forwarded in); absent, or undefined: the check's own limit.
+   */
+  giveBack?(limit: L, outcome: { value: number; retryAfter: number }, elapsedS: number): L | undefined
   /** `step` and `adjust` in Lua, assembled into the Redis scripts (the contract: kinds/twins.ts). */
   readonly lua: string
   /** `step` and `adjust` in PL/pgSQL, assembled into the PostgreSQL functions (the contract: kinds/twins.ts). */

@@ -1,8 +1,7 @@
 /**
- * Compilation (pure): a validated bundle document becomes the structures the
- * engine runs per request — a route index, per-rule key extractors and cost
- * functions, match predicates, normalised algorithm configs (aliases and
- * defaults applied to the config that actually runs).
+ * Compilation (pure): a validated bundle document becomes the structures the engine runs per request — a
+ * route index, per-rule key extractors and cost functions, match predicates, normalised algorithm configs
+ * (aliases and defaults applied to the config that actually runs).
  */
 import type { Algorithm, Limit, RuleAlgorithm } from '../algorithms/algorithm.js'
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
@@ -31,8 +30,9 @@ export interface CompiledRule {
   keyNames: readonly string[]
   keys: readonly Extractor[]
   match: readonly { key: string; extract: Extractor; expected: string }[]
-  /** The normalised algorithm_config: the limit's kind and parameters. */
+  /** The algorithm_config normalised (`limit`: the kind and parameters), and as written (`config`: the admin API shows it; none for RLS). */
   limit: Limit
+  config?: Readonly<Record<string, unknown>>
   cost: (view: RequestView) => number
   /** The most one request can spend on this rule's limit: burst (token_bucket), budget (cost_based); Infinity otherwise. */
   costCap: number
@@ -148,6 +148,7 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     keys: keyNames.map((k) => (llm !== undefined && k === 'llm:api_key' ? orClientAddress(extractorOf(k)) : extractorOf(k))), // llm/keyless.ts
     match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
     limit,
+    config: c,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
     cost: costFunction(
       String((algorithm.costField === undefined ? undefined : c[algorithm.costField]) ?? 'fixed'),

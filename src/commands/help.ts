@@ -52,6 +52,13 @@ commands:
                              same string as that variable (one trailing newline is ignored)
       --key-file <file>      the signing key (required, at least 32 characters)
       --out <file>           write to this file instead of standard output
+  status                     a running gateway through its admin listener: readiness, then (with the
+                             admin token) the bundle in force, decisions and rejects per second
+                             (two reads a second apart) and the keys rejected most. Exit 0 ready,
+                             1 not ready, 2 bad command line, 3 admin listener unreachable or token refused
+      --admin-url <url>      the admin listener (default http://127.0.0.1:$FAIRVISOR_ADMIN_PORT)
+      --token <token>        the admin token (default FAIRVISOR_ADMIN_TOKEN)
+      --top <n>              keys to list (default 10)
   version, --version, -v     print the version
   help, --help, -h           print this help
 
@@ -64,7 +71,18 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_BACKEND_URL', '(required in reverse_proxy)', 'backend origin, http(s)://host:port'],
   ['FAIRVISOR_HOST', '0.0.0.0', 'listen address'],
   ['FAIRVISOR_PORT', '8080', 'listen port; 0 picks a free one'],
-  ['FAIRVISOR_ADMIN_PORT', 'unset', '/livez /readyz /metrics on this port instead of the public one, in both modes (recommended)'],
+  [
+    'FAIRVISOR_ADMIN_PORT',
+    'unset',
+    '/livez /readyz /metrics (and the admin API, status page) on this port instead of the public one, in both modes (recommended)',
+  ],
+  [
+    'FAIRVISOR_ADMIN_TOKEN',
+    'unset',
+    'bearer token of the admin API /v1/admin/* (at least 16 characters; needs FAIRVISOR_ADMIN_PORT); unset: off',
+  ],
+  ['FAIRVISOR_ADMIN_TOP_KEYS', '1000', 'keys the admin API counts per thread for its top rejected keys (10 to 100000)'],
+  ['FAIRVISOR_ADMIN_TOP_WINDOW_S', '300', 'seconds of rejects the top rejected keys cover at most (at least half of it; 10 to 86400)'],
   ['FAIRVISOR_CONFIG_FILE', 'unset', 'bundle file, or a directory holding it; unset or missing: every request is 503'],
   ['FAIRVISOR_BUNDLE_SIGNING_KEY', 'unset', 'accept only bundles signed with this key (at least 32 characters)'],
   ['FAIRVISOR_LOG_LEVEL', 'info', 'trace debug info warn error fatal silent'],
@@ -98,7 +116,7 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
   ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],
   ['FAIRVISOR_MAX_HEADER_SIZE', '16384', 'largest request head in bytes (431)'],
   ['FAIRVISOR_SHUTDOWN_TIMEOUT_MS', '25000', 'drain time on SIGTERM/SIGINT'],
-  ['FAIRVISOR_MAX_DELAYED', '1024', 'requests the process holds at once for their tokens (max_delay_ms); past it they are rejected'],
+  ['FAIRVISOR_MAX_DELAYED', '1024', 'requests the process holds at once for their turn (max_delay_ms); past it they are rejected'],
   ['FAIRVISOR_STORE', 'memory', 'memory, or a redis://, rediss://, redis+cluster://, unix:// or postgres:// URL'],
   ['FAIRVISOR_SHARED_DICT_SIZE', '128m', 'memory-store bound'],
   ['FAIRVISOR_WORKERS', 'usable cores', 'worker threads serving the port over one shared counter table; 1: a single thread'],

@@ -84,7 +84,7 @@ export interface RequestReport {
   headers: Record<string, string>
   /** A throttled request, or one in debt, would be held this long before it is forwarded. */
   delay_ms?: number
-  /** The hold is a token bucket's debt (max_delay_ms): its tokens were charged ahead of time. */
+  /** The hold is a debt (max_delay_ms): a token bucket's tokens, a sliding window's count, charged ahead of time. */
   debt?: boolean
   /** Rejected because FAIRVISOR_MAX_DELAYED requests were held already; its charges were given back. */
   hold_refused?: boolean
@@ -118,7 +118,7 @@ export function table(r: RequestReport): string {
   for (const s of r.skipped) lines.push(`    skipped ${s.policy}/${s.rule}: ${s.missing_key} is missing`)
   for (const s of r.shadow_rejects) lines.push(`    shadow ${s.policy}/${s.rule} would reject key=${s.key}`)
   lines.push(
-    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms${r.debt ? ' for its tokens' : ''}` : ''}${r.hold_refused ? ', refused: FAIRVISOR_MAX_DELAYED requests are held already' : ''}`,
+    `    → ${r.decision.toUpperCase()} ${r.status} ${r.reason}${r.rule ? ` (${r.policy}/${r.rule})` : ''}${r.delay_ms ? `, held ${r.delay_ms} ms${r.debt ? ' for its turn' : ''}` : ''}${r.hold_refused ? ', refused: FAIRVISOR_MAX_DELAYED requests are held already' : ''}`,
   )
   lines.push(...llmLines(r.llm))
   if (r.response_status !== undefined) lines.push(...statusLines(r.response_status, r.status_settlement))

@@ -1,7 +1,8 @@
 /**
- * Requests held for their debt (a token bucket's `max_delay_ms`): the store
- * call already charged their tokens ahead of time, and the request is
- * forwarded (or, in the decision service, answered) once they have arrived.
+ * Requests held for their debt (`max_delay_ms`: a token bucket's, a sliding
+ * window's): the store call already charged them ahead of time, and the
+ * request is forwarded (or, in the decision service, answered) once the wait
+ * is over.
  *
  * A held request takes a slot of the process's FAIRVISOR_MAX_DELAYED
  * (hold-slots.ts) for its wait. Without a free slot it is refused instead —
@@ -37,6 +38,8 @@ class Hold implements HeldRequest {
   private state = HELD
   private waiter: (() => void) | undefined = undefined
   private readonly timer: NodeJS.Timeout
+  /** When the hold began (performance.now()): a sliding window's held charge is given back by how much of its wait is left. */
+  private readonly since = performance.now()
 
   constructor(
     private readonly holds: Holds,
@@ -59,7 +62,7 @@ class Hold implements HeldRequest {
     }
     this.state = ABANDONED
     this.waiter = undefined
-    this.holds.hooks.giveBack(this.debt.charges)
+    this.holds.hooks.giveBack(this.debt.chargesAfter?.(performance.now() - this.since) ?? this.debt.charges)
     this.holds.hooks.ended?.(this.debt.policyId, 'abandoned')
   }
 

@@ -7,6 +7,7 @@
 import { LLM_REJECTS, type LlmReject } from '../algorithms/llm-messages.js'
 import type { Decision, Reason } from '../engine/decision.js'
 import { rateLimitHeaders } from '../engine/headers.js'
+import { bedrockErrorType } from '../llm/dialects/bedrock.js'
 import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
 
@@ -56,10 +57,17 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   }
   let body: string
   const llm = LLM[d.reason]
-  if (llm !== undefined) body = rejectBody(o.path, d.message ?? llm.message, llm.tooLarge, llm.tooLarge ? d.reason : undefined)
+  const api = o.path === undefined ? undefined : apiOfPath(o.path)
+  let invalid = false
+  if (llm !== undefined) {
+    invalid = llm.tooLarge
+    body = rejectBody(o.path, d.message ?? llm.message, invalid, invalid ? d.reason : undefined, d.status === 403)
+  }
   // An LLM SDK shows the message of an error in its API's shape.
-  else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
-  else {
+  else if (d.message !== undefined && api !== undefined) {
+    invalid = true
+    body = rejectBody(o.path, d.message, true)
+  } else {
     body =
       d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
     if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
@@ -75,6 +83,9 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   // The OpenAI and Anthropic SDKs (and the Agents SDK) read x-should-retry before the status; Retry-After still
   // says when a 403's request could pass.
   if (llm !== undefined && d.status !== 429) headers.push('x-should-retry', 'false')
+  // The AWS SDK reads a Bedrock error's type from this header first.
+  if (api === 'bedrock' && (llm !== undefined || invalid))
+    headers.push('x-amzn-ErrorType', bedrockErrorType(invalid ? 'invalid' : d.status === 403 ? 'ended' : 'limit'))
   if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
   if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)

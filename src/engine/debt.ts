@@ -1,6 +1,7 @@
 /**
- * An allowed request whose tokens were charged ahead of time (a token
- * bucket's debt, `max_delay_ms`): what holding it needs (decision/holds.ts).
+ * An allowed request charged ahead of time (`max_delay_ms`: a token bucket's
+ * debt, a sliding window's count for the instant it fits): what holding it
+ * needs (decision/holds.ts).
  * Built only for such a request, never on the plain allow path: the wait, the
  * charges to give back when it is not forwarded (its client left, or the
  * process holds as many as FAIRVISOR_MAX_DELAYED), and the decision it gets
@@ -21,12 +22,22 @@ import type { Plan } from './plan.js'
  */
 export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
   const { planned, checks } = plan
-  const charges: Adjustment[] = []
-  for (let i = 0; i < planned.length; i++) {
-    const p = planned[i]!
-    if (!p.shadow && p.llm === undefined && outcomes[i]?.allowed === true)
-      charges.push({ key: checks[i]!.key, limit: checks[i]!.limit, amount: checks[i]!.cost })
+  let timed = false
+  /** The charges given back `elapsedS` after the decision: a kind may give back by its outcome (a sliding window's held charge). */
+  const chargesAt = (elapsedS: number): Adjustment[] => {
+    const out: Adjustment[] = []
+    for (let i = 0; i < planned.length; i++) {
+      const p = planned[i]!
+      const o = outcomes[i]
+      if (p.shadow || p.llm !== undefined || o?.allowed !== true) continue
+      const c = checks[i]!
+      const limit = c.limit.kind.giveBack?.(c.limit, o, elapsedS)
+      if (limit !== undefined) timed = true
+      out.push({ key: c.key, limit: limit ?? c.limit, amount: c.cost })
+    }
+    return out
   }
+  const charges = chargesAt(0)
   const p = planned[at]!
   const o = outcomes[at]!
   const reason = p.algorithm.rejectReason
@@ -48,5 +59,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
     llm: allowed.llm,
   }
-  return { waitMs, charges, refused, policyId: p.policy.id }
+  const debt: Debt = { waitMs, charges, refused, policyId: p.policy.id }
+  if (timed) debt.chargesAfter = (elapsedMs) => chargesAt(elapsedMs / 1000)
+  return debt
 }

@@ -4,6 +4,7 @@
  */
 import type { Advice, Limit, RejectReason } from '../algorithms/algorithm.js'
 import type { LlmConfig } from '../algorithms/llm.js'
+import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
 import type { Adjustment } from '../store/store.js'
@@ -44,14 +45,20 @@ export interface LlmReservation {
 }
 
 /**
- * Tokens charged ahead of time by an allowed request (a token bucket's debt,
- * `max_delay_ms`; engine/debt.ts): the request is held `waitMs` until they
- * have arrived, within FAIRVISOR_MAX_DELAYED (decision/holds.ts).
+ * Charges made ahead of time by an allowed request (`max_delay_ms`: a token
+ * bucket's debt, a sliding window's count for the instant the request fits;
+ * engine/debt.ts): the request is held `waitMs` until then, within
+ * FAIRVISOR_MAX_DELAYED (decision/holds.ts).
  */
 export interface Debt {
   waitMs: number
   /** What to give back when the request is not forwarded after all: its enforce charges but LLM reservations (their exchange gives those back). */
   charges: Adjustment[]
+  /**
+   * The same charges given back `elapsedMs` after the decision, when one of them depends on it (a
+   * sliding window's held charge: the window it was counted for); absent: `charges` at any time.
+   */
+  chargesAfter?(elapsedMs: number): Adjustment[]
   /** The decision when it cannot be held: a reject by the limit in debt. */
   refused: Decision
   /** The policy of the limit in debt (metrics). */
@@ -156,4 +163,10 @@ export interface EngineObserver {
   outcome?(index: number, allowed: boolean, value: number, detail: string | undefined): void
   /** An LLM rule's prompt estimate and reservation, before any store call (`fairvisor test`). */
   llmEstimated?(policyId: string, ruleName: string, prompt: number, reserved: number): void
+  /**
+   * A limit rejected the key `composite` (its limit-key values as the counter key holds them), in an
+   * enforce or a shadow policy, at `nowMs` (the admin API's top keys). Arguments, not an object: a
+   * flood of rejects allocates nothing for it.
+   */
+  rejected?(policy: CompiledPolicy, rule: CompiledRule, reason: Reason, composite: string, nowMs: number): void
 }

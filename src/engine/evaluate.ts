@@ -101,7 +101,8 @@ export class Engine {
     if (plan.early !== undefined) {
       // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call. The request as
       // sent can never pass, so it is a 400 that no client retries (docs/llm.md "Rejects that end").
-      const { policy, rule, reason, message } = plan.early
+      const { policy, rule, reason, message, composite } = plan.early
+      this.opts.observer.rejected?.(policy, rule, reason, composite, nowMs)
       return then({
         allowed: false,
         status: 400,

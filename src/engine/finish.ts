@@ -54,14 +54,11 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
     if (!o.allowed) {
       if (p.rule === p.policy.loop && o.full !== true) obs.loopDetected?.(p.policy.id, 'reject')
       // Shadow counters are charged whatever enforce decides, so every would-be reject is reported.
-      if (p.shadow)
-        obs.shadowReject({
-          policyId: p.policy.id,
-          ruleName: p.rule.name,
-          reason: o.full === true ? 'store_full' : algorithm.rejectReason,
-          key: logKey(p.rule, checks[i]!.key, p.composite),
-        })
-      else if (rejectedAt === -1) rejectedAt = i
+      if (p.shadow) {
+        const reason = o.full === true ? 'store_full' : algorithm.rejectReason
+        obs.shadowReject({ policyId: p.policy.id, ruleName: p.rule.name, reason, key: logKey(p.rule, checks[i]!.key, p.composite) })
+        obs.rejected?.(p.policy, p.rule, reason, p.composite, plan.nowMs)
+      } else if (rejectedAt === -1) rejectedAt = i
       continue
     }
     if (p.shadow || rejectedAt !== -1) continue
@@ -86,6 +83,7 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
   if (rejectedAt !== -1) {
     const p = planned[rejectedAt]!
     const o = outcomes[rejectedAt]!
+    obs.rejected?.(p.policy, p.rule, o.full === true ? 'store_full' : p.algorithm.rejectReason, p.composite, plan.nowMs)
     if (o.full === true)
       return {
         allowed: false,

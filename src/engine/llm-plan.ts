@@ -28,7 +28,7 @@ export interface LlmPlanTarget {
   readonly observer: EngineObserver
   /** Adds a reservation; its index. */
   reserve(r: LlmReservation): number
-  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason; message?: string } | undefined
+  early: { policy: CompiledPolicy; rule: CompiledRule; reason: RejectReason; message?: string; composite: string } | undefined
   push(
     policy: CompiledPolicy,
     rule: CompiledRule,
@@ -70,14 +70,16 @@ export function planLlm(plan: LlmPlanTarget, policy: CompiledPolicy, rule: Compi
   else if (c.maxTokensPerRequest !== undefined && requested > c.maxTokensPerRequest) early = 'max_tokens_per_request_exceeded'
   else if (reserved > capacity) early = 'burst_tokens_exceeded'
   if (early !== undefined) {
-    if (shadow)
+    if (shadow) {
       plan.observer.shadowReject({ policyId: policy.id, ruleName: rule.name, reason: early, key: logKey(rule, minuteKey, composite) })
-    else
+      plan.observer.rejected?.(policy, rule, early, composite, plan.nowMs)
+    } else
       plan.early ??= {
         policy,
         rule,
         reason: early,
         message: early === 'burst_tokens_exceeded' ? burstMessage(reserved, capacity) : undefined,
+        composite,
       }
     return
   }

@@ -18,12 +18,26 @@ export function isSecretDescriptor(name: string): boolean {
     n === 'header:proxy-authorization' ||
     n === 'header:x-api-key' ||
     n === 'header:api-key' ||
+    n === 'header:x-goog-api-key' ||
+    n === 'query:key' ||
     n === 'header:cookie'
   )
 }
 
 export function shortHash(value: string): string {
   return `sha256:${createHash('sha256').update(value).digest('hex').slice(0, 12)}`
+}
+
+/** Query parameters that carry credentials: Gemini's `key`, a presigned AWS request's credential, signature and token. */
+const SECRET_PARAMS = /([?&](?:key|x-amz-credential|x-amz-signature|x-amz-security-token)=)([^&#]*)/gi
+
+/** A request target as a log line may show it: credentials in its query string replaced by their short hash (of the decoded value, as the limit key holds it). */
+export function urlForLog(url: string | undefined): string | undefined {
+  if (url === undefined || !url.includes('=')) return url
+  return url.replace(
+    SECRET_PARAMS,
+    (_, name: string, value: string) => name + shortHash(new URLSearchParams(`v=${value}`).get('v') ?? value),
+  )
 }
 
 /** Per rule: which of its limit keys are secret (null: none, the usual case, one lookup per log). */
@@ -53,4 +67,14 @@ export function logKey(rule: CompiledRule, key: string, composite: string): stri
     parts.length === flags.length ? parts.map((p, i) => (flags[i] && !isKeyless(p) ? shortHash(p) : p)).join('|') : shortHash(composite)
   const at = key.indexOf(composite)
   return at === -1 ? shortHash(key) : key.slice(0, at) + shown + key.slice(at + composite.length)
+}
+
+/** A rule's limit-key values (`composite`) as logs show them: each secret value as its short hash. */
+export function shownKey(rule: CompiledRule, composite: string): string {
+  return logKey(rule, composite, composite)
+}
+
+/** Whether `key` is, or holds as one of its `|` parts, a short hash as shownKey() writes it. */
+export function holdsShortHash(key: string): boolean {
+  return key.split('|').some((part) => /^sha256:[0-9a-f]{12}$/.test(part))
 }

@@ -37,6 +37,8 @@ export interface EarlyReject {
   reason: RejectReason
   /** The client's message, with the figures that make the request too large (undefined: the reason's own). */
   message?: string
+  /** The rule's limit-key values. */
+  composite: string
 }
 
 /**

@@ -1,10 +1,21 @@
-/** The admin routes: /livez, /readyz and /metrics (docs/behaviour.md §1), on the main listener or on FAIRVISOR_ADMIN_PORT's. */
+/**
+ * The admin routes: /livez, /readyz and /metrics (docs/behaviour.md §1), on the main listener or on
+ * FAIRVISOR_ADMIN_PORT's; and what only the admin listener serves (adminListener): the admin API
+ * under /v1/admin/ (src/admin/api.ts, docs/admin.md) and the status page at `/`.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Metrics } from '../observe/metrics.js'
 import type { FailPolicy, Store } from '../store/store.js'
 import { livez, readyz, storeHealth, type Readiness } from './health.js'
 import { sendJson } from './respond.js'
-import type { Handler } from './server.js'
+import { notFound } from './routes.js'
+import { pathOf, type Handler } from './server.js'
+
+/** Every admin API path starts with this. */
+export const ADMIN_PREFIX = '/v1/admin/'
+
+// GET /: the status page
+import { statusPage as statusPageRoute } from '../admin/status-page.js'
 
 /**
  * `metricsText`: where /metrics comes from (default: this thread's registry; worker threads ask their supervisor for the sum).
@@ -34,4 +45,16 @@ export function adminRoutes(
       },
     ],
   ])
+}
+
+/**
+ * The admin listener's routes: the health routes, the status page at `/`, and every path under
+ * ADMIN_PREFIX to `api` (the admin API, or its answer that it is off). Never on the main listener,
+ * where `/` and /v1/admin/ are traffic.
+ */
+export function adminListener(health: ReadonlyMap<string, Handler>, api: Handler): { routes: Map<string, Handler>; fallback: Handler } {
+  return {
+    routes: new Map([...health, ['/', statusPageRoute]]),
+    fallback: (req, res) => (pathOf(req.url ?? '/').startsWith(ADMIN_PREFIX) ? api(req, res) : notFound(req, res)),
+  }
 }

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Readable, type Duplex } from 'node:stream'
 import { Pool, type Dispatcher } from 'undici'
 import type { LlmExchange } from '../llm/exchange.js'
+import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { upstreamHeaders } from './forward-headers.js'
@@ -101,14 +102,14 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     if (res.headersSent) {
       // The client already has the backend's status and part of the body: say that, not "502".
       log.error(
-        { err: { code: err.code, message: err.message }, method: req.method, path: req.url, status: res.statusCode },
+        { err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status: res.statusCode },
         timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body',
       )
       res.destroy(err) // mid-body: the only honest signal is a truncated response
       return undefined
     }
     log.error(
-      { err: { code: err.code, message: err.message }, method: req.method, path: req.url, status },
+      { err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status },
       timeout ? 'backend timed out' : 'backend unreachable',
     )
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
@@ -176,7 +177,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
         socket.pipe(upstream)
       })
       .catch((err: Error & { code?: string }) => {
-        log.error({ err: { code: err.code, message: err.message }, path: req.url }, 'backend upgrade failed')
+        log.error({ err: { code: err.code, message: err.message }, path: urlForLog(req.url) }, 'backend upgrade failed')
         if (socket.destroyed) return
         endRaw(socket, 502, ['content-type', 'application/json'], JSON.stringify({ error: 'bad_gateway', status: 502 }))
         onStatus?.(502)

@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { endRaw } from './respond.js'
@@ -92,7 +93,7 @@ function accessLog(log: Logger, req: IncomingMessage, res: ServerResponse): void
     log.info(
       {
         method: req.method,
-        url: req.url,
+        url: urlForLog(req.url),
         status: res.statusCode,
         ms: Number(process.hrtime.bigint() - start) / 1e6,
         ip: req.socket.remoteAddress,

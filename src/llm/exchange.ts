@@ -1,9 +1,8 @@
 /**
  * One LLM call after the decision: reads the response as it passes (a
  * stream's events are passed on whole, as each ends), cuts an over-long
- * stream (never inside a tool call's arguments: sse-meter.ts), ends a
- * stream the upstream broke (an event past the bound, or one that cannot
- * be read) with the API's error event, and settles the request's
+ * stream (never in a tool call's arguments), ends a stream the upstream broke
+ * (an event past the bound, an unreadable one) with the API's error event, and settles the request's
  * reservations once (llm/settlement.ts) — one store.adjust for all its
  * counters — so they end at what was really used. A store failure drops the
  * settlement (logged, counted) and never holds the response.
@@ -12,6 +11,7 @@ import type { LlmReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
 import { closingEvents, TOOL_CALL_CUT_MESSAGE, upstreamErrorEvent } from './dialects/index.js'
+import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
 import { useOf, type SettledBy } from './settlement.js'
 import { tokenCounter } from './estimate.js'
@@ -59,7 +59,6 @@ export interface ExchangeHooks {
   dropped(err: Error, s: Settlement[]): void
   /** Passed max_completion_tokens, not cut: `why` is `shadow`, `enforce_mid_stream_off` or `not_streaming` (the client did not ask for a stream). */
   wouldTruncate(r: LlmReservation, counted: number, why: string): void
-  /** Cut at max_completion_tokens; `toolCall`: the limit was passed inside a tool call, waited `grace` tokens for it, `closed` or not. */
   truncated(r: LlmReservation, counted: number, toolCall?: { grace: number; closed: boolean }): void
   /** An overrun charge was capped (settle-cap.ts). */
   overrunCapped?(c: OverrunCapped): void
@@ -95,7 +94,7 @@ export class LlmExchange {
     private readonly toolCallGrace = DEFAULT_TOOL_CALL_GRACE_TOKENS, // FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS
   ) {}
 
-  /** The reservation whose limit cuts the stream (the first that may). */
+  /** The reservation whose limit cuts the stream (the first that may); only its graceful_close waits for a tool call. */
   private cutter = (): LlmReservation | undefined =>
     this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)
 
@@ -113,8 +112,8 @@ export class LlmExchange {
   headers(status: number, contentType: string | undefined, contentEncoding: string | undefined, path = ''): boolean {
     this.status = status
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
-    if (contentType?.includes('text/event-stream')) {
-      // Only a graceful close waits for a tool call: an error event ends the call's answer anyway.
+    const framing = streamFraming(status, contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
+    if (framing !== undefined || contentType?.includes('text/event-stream')) {
       const grace = this.cutter()?.config.streaming.onLimitExceeded === 'error_chunk' ? {} : { toolCallGrace: this.toolCallGrace }
       this.meter = new SseMeter(
         this.reservations.map((r) => {
@@ -135,6 +134,7 @@ export class LlmExchange {
         }),
         path,
         this.maxEventBytes,
+        framing,
         { count: deltaCounter(this.reservations), hideUsage: this.hideUsage, ...grace },
       )
       return true
@@ -189,7 +189,7 @@ export class LlmExchange {
         reservations: this.reservations,
         maxEventBytes: this.maxEventBytes,
         api: m.facts.api,
-        ...(this.failed ? { err: this.failed } : {}),
+        ...(this.failed || m.failure ? { err: this.failed ?? m.failure } : {}),
       })
       this.end(false)
       const message =

@@ -10,7 +10,11 @@
  *   - `prompt` (string, array of strings, or token ids: one token each);
  *   - `input` (Responses API and embeddings: a string, strings, or items);
  *   - `tools`, `functions`, `tool_choice`: their JSON text (the upstream
- *     renders them into the prompt).
+ *     renders them into the prompt);
+ *   - Gemini: `contents[].parts` and `systemInstruction` (text parts, function calls and
+ *     responses as JSON text, `inlineData` / `fileData` as media), `toolConfig`; Bedrock
+ *     Converse: content blocks as above (`image` / `video` blocks as media), `toolConfig`;
+ *     Ollama: `images` (of a message, or of `/api/generate`) as media, `suffix`.
  * A client cannot move its prompt to a field the estimate does not read.
  */
 
@@ -30,6 +34,10 @@ export interface PromptParts {
 
 const IMAGE_TYPES = new Set(['image_url', 'image', 'input_image'])
 
+/** A media part of Gemini (`inlineData`, `fileData`) or a Bedrock media block (`image`, `video`): billed by size, not as base64. */
+const isMedia = (o: Record<string, unknown>): boolean =>
+  (o.inlineData ?? o.inline_data ?? o.fileData ?? o.file_data ?? o.image ?? o.video) !== undefined && o.text === undefined
+
 function part(p: unknown, out: PromptParts): void {
   if (typeof p === 'string') return void out.texts.push(p)
   if (typeof p === 'number') return void out.tokenIds++
@@ -39,10 +47,12 @@ function part(p: unknown, out: PromptParts): void {
     return
   }
   const o = p as Record<string, unknown>
-  if (typeof o.type === 'string' && IMAGE_TYPES.has(o.type)) return void out.images++
+  if ((typeof o.type === 'string' && IMAGE_TYPES.has(o.type)) || isMedia(o)) return void out.images++
   if (typeof o.text === 'string') out.texts.push(o.text)
   else if (o.content !== undefined)
     part(o.content, out) // tool_result, nested blocks
+  else if (Array.isArray(o.parts))
+    part(o.parts, out) // a Gemini Content
   else if (typeof o.output === 'string')
     out.texts.push(o.output) // Responses function_call_output
   else out.texts.push(JSON.stringify(o)) // tool_use, function_call, documents: billed as their text
@@ -56,9 +66,10 @@ function message(m: unknown, out: PromptParts): void {
   else if (o.type !== undefined) part(o, out) // a Responses item that is not a message
   if (o.tool_calls !== undefined) out.texts.push(JSON.stringify(o.tool_calls))
   if (o.function_call !== undefined) out.texts.push(JSON.stringify(o.function_call))
+  if (Array.isArray(o.images)) out.images += o.images.length // Ollama
 }
 
-const jsonFields = ['tools', 'functions', 'tool_choice'] as const
+const jsonFields = ['tools', 'functions', 'tool_choice', 'toolConfig', 'tool_config'] as const
 
 export function promptParts(json: Record<string, unknown>): PromptParts {
   const out: PromptParts = { texts: [], messages: 0, images: 0, tokenIds: 0, found: false }
@@ -68,6 +79,11 @@ export function promptParts(json: Record<string, unknown>): PromptParts {
   part(json.system, out)
   part(json.instructions, out)
   part(json.prompt, out)
+  // Gemini's contents and system instruction; Ollama's /api/generate suffix and images.
+  if (Array.isArray(json.contents)) for (const c of json.contents) message({ content: c }, out)
+  part(json.systemInstruction ?? json.system_instruction, out)
+  part(json.suffix, out)
+  if (Array.isArray(json.images)) out.images += json.images.length
   for (const f of jsonFields) if (json[f] !== undefined && json[f] !== null) out.texts.push(JSON.stringify(json[f]))
   out.found = out.messages > 0 || out.texts.length > 0 || out.images > 0 || out.tokenIds > 0
   return out

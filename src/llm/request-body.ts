@@ -4,9 +4,11 @@
  * `max_tokens`, `max_completion_tokens` and the Responses API
  * `max_output_tokens`: an upstream bills whichever it honours, so a client
  * must not shrink its reservation by sending a small one next to a large
- * one), how many completions it asks for (`n`, `best_of`: each is billed), whether it streams, and every part of it the upstream bills as
+ * one; Gemini's, Bedrock's and Ollama's own fields too, providers/), how many completions it asks
+ * for (`n`, `best_of`: each is billed), whether it streams, and every part of it the upstream bills as
  * prompt (prompt-parts.ts). Parsed at most once per request.
  */
+import { providerCap } from './providers/index.js'
 
 /** Bytes of a body held for the decision (docs/behaviour.md §5: up to 1 MiB); the rest streams on unread. */
 export const MAX_HELD_BODY = 1024 * 1024
@@ -41,7 +43,8 @@ function largestCompletion(json: Record<string, unknown> | undefined): number | 
     if (typeof v === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(v)) v = Number(v)
     if (typeof v === 'number' && v > 0 && Number.isFinite(v)) max = Math.max(max ?? 0, Math.ceil(v))
   }
-  return max
+  const own = providerCap(json)
+  return own === undefined ? max : Math.max(max ?? 0, own)
 }
 
 /** The largest of `n` and `best_of` as lax upstreams read them (numbers or numeric strings, rounded up); 1 when neither asks for more. */

@@ -13,14 +13,18 @@
  * writes are read as events of their own. An enforcing limit passed ends
  * the stream after the event that went over; shadow limits report
  * `would_truncate` once and never cut. Reported usage is merged as it
- * comes, and what a closing event must repeat is kept in `facts`. A limit
- * passed inside a tool call's arguments (tool-blocks.ts) waits, when the
- * cut is to close gracefully, for the call to close, at most `toolCallGrace`
- * more tokens (FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS): it ends right after
- * the event that closed it, else `tool_call_unclosed` (an error event).
+ * comes, and what a closing event must repeat is kept in `facts`. A stream
+ * framed otherwise (Ollama's NDJSON, Gemini's JSON array, Bedrock's event
+ * stream: framings/) is cut into its frames and read by its framing instead,
+ * and metered alike. A limit passed inside a tool call's arguments
+ * (tool-blocks.ts) waits, when the cut is to close gracefully, for the call
+ * to close, at most `toolCallGrace` more tokens
+ * (FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS): it ends right after the event that
+ * closed it, else `tool_call_unclosed` (an error event).
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { StreamFacts } from './dialects/index.js'
+import type { Framing } from './framings/framing.js'
 import { EventEnds } from './sse-events.js'
 import { textTokens } from './text-tokens.js'
 import { ToolBlocks } from './tool-blocks.js'
@@ -43,9 +47,10 @@ export const DEFAULT_TOOL_CALL_GRACE_TOKENS = 1024
 
 /**
  * Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, the limit
- * passed inside a tool call that did not close within the grace, or an event past the bound.
+ * passed inside a tool call that did not close within the grace, an event past the bound, or a
+ * frame that does not read (a checksum that fails).
  */
-export type MeterEnd = 'max_completion_tokens' | 'tool_call_unclosed' | 'event_too_large'
+export type MeterEnd = 'max_completion_tokens' | 'tool_call_unclosed' | 'event_too_large' | 'unreadable'
 
 export class SseMeter {
   /** Completion tokens counted from the stream's text. */
@@ -63,9 +68,11 @@ export class SseMeter {
   private drop = false
   /** Set when the stream is to end right after the bytes the last `feed` returned. */
   ended: MeterEnd | undefined
+  /** Why a frame did not read (`ended` is then `unreadable`). */
+  failure: Error | undefined
   private readonly parser: EventSourceParser
   private readonly decoder = new TextDecoder()
-  private readonly ends = new EventEnds()
+  private readonly ends: { in(c: Buffer): number[] }
   private readonly blocks: number[]
   private readonly flagged: boolean[]
   private over = false
@@ -80,15 +87,17 @@ export class SseMeter {
   readonly facts: StreamFacts
 
   /**
-   * `path`: the request's, which names the API the closing events speak. `count`: tokens of a
-   * delta's text (the rule's tokenizer, else the script-aware estimate); `hideUsage`: the client
-   * did not ask for the usage chunk the gateway added to its request (llm/stream-usage.ts);
-   * `toolCallGrace`: tokens a graceful cut waits for an open tool call (undefined: it never waits).
+   * `path`: the request's, which names the API the closing events speak; `framing`: not SSE.
+   * `count`: tokens of a delta's text (the rule's tokenizer, else the script-aware estimate);
+   * `hideUsage`: the client did not ask for the usage chunk the gateway added to its request
+   * (llm/stream-usage.ts); `toolCallGrace`: tokens a graceful cut waits for an open tool call
+   * (undefined: it never waits).
    */
   constructor(
     private readonly limits: readonly CompletionLimit[],
     path = '',
     readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    private readonly framing?: Framing,
     private readonly options: { count?: (text: string) => number; hideUsage?: boolean; toolCallGrace?: number } = {},
   ) {
     if (options.toolCallGrace !== undefined) this.tools = new ToolBlocks()
@@ -99,6 +108,8 @@ export class SseMeter {
       limits.some((l) => l.enforce),
     )
     this.parser = createParser({ onEvent: (e) => this.event(e.event, e.data) })
+    this.ends = framing === undefined ? new EventEnds() : { in: (c) => framing.frameEnds(c) }
+    if (framing !== undefined) this.facts.framedAs(framing)
   }
 
   /** Feeds one chunk; returns the bytes to pass on now (the events it ended), undefined for none. Then see `ended`. */
@@ -112,7 +123,14 @@ export class SseMeter {
       const event = this.heldBytes === 0 ? part : Buffer.concat([...this.held, part])
       this.held = []
       this.heldBytes = 0
-      this.parse(event)
+      try {
+        this.parse(event)
+      } catch (err) {
+        // A frame that does not read is not passed on: the stream ends before it, after the ones that did.
+        this.failure = err instanceof Error ? err : new Error(String(err))
+        this.ended = 'unreadable'
+        return joined(out)
+      }
       if (this.drop) this.drop = false
       else out.push(event)
       start = end
@@ -158,6 +176,7 @@ export class SseMeter {
 
   /** One whole event to the parser, which so never holds a byte between calls. */
   private parse(event: Buffer): void {
+    if (this.framing !== undefined) return this.framing.read(event, (name, data) => this.event(name, data))
     this.parser.feed(this.decoder.decode(event))
     // A trailing CR is a whole line end here (the next byte is known not to be LF); the parser would wait for that byte.
     if (event[event.length - 1] === 13) this.parser.feed('\n')

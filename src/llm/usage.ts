@@ -5,9 +5,10 @@
  * stream_options.include_usage), the Responses API (`usage.input_tokens` /
  * `output_tokens`, SSE `response.completed` / `response.incomplete`),
  * Anthropic Messages (`usage.input_tokens` + cache tokens / `output_tokens`;
- * SSE `message_start`, then cumulative `message_delta`), Groq's `x_groq.usage`.
- * Also the completion text and audio of one stream event.
+ * SSE `message_start`, then cumulative `message_delta`), Groq's `x_groq.usage`; Gemini, Bedrock and
+ * Ollama through providers/. Also the completion text and audio of one stream event.
  */
+import { providerText, providerUsage } from './providers/index.js'
 
 export interface Usage {
   prompt: number | undefined
@@ -44,7 +45,7 @@ export function collectUsage(obj: unknown, into: Usage): boolean {
   let found = mergeUsage(o.usage, into)
   const inner = (o.response ?? o.message ?? o.x_groq) as Record<string, unknown> | undefined // response.completed, message_start, Groq
   if (inner !== null && typeof inner === 'object') found = mergeUsage(inner.usage, into) || found
-  return found
+  return providerUsage(o, into) || found
 }
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '')
@@ -94,7 +95,7 @@ export function deltaText(obj: unknown): string {
     case 'response.audio_transcript.delta':
       return str(o.delta)
   }
-  return ''
+  return providerText(o)
 }
 
 /** 24 kHz 16-bit mono (the streamed format) is 48,000 bytes a second, 64,000 base64 characters. */
@@ -121,10 +122,12 @@ export function deltaAudioTokens(obj: unknown): number {
 /**
  * The `usage` object of a JSON body seen only in part (larger than what is
  * kept): the last `"usage":{…}` in its tail, braces matched. Both OpenAI and
- * Anthropic put usage at the end of the body.
+ * Anthropic put usage at the end of the body (Bedrock too; Gemini its `"usageMetadata"`,
+ * after an image's data).
  */
 export function usageFromTail(tail: string, into: Usage): void {
-  const at = tail.lastIndexOf('"usage"')
+  const name = tail.lastIndexOf('"usage"') === -1 ? 'usageMetadata' : 'usage'
+  const at = tail.lastIndexOf(`"${name}"`)
   if (at === -1) return
   const open = tail.indexOf('{', at)
   if (open === -1) return
@@ -139,7 +142,7 @@ export function usageFromTail(tail: string, into: Usage): void {
     else if (ch === '{') depth++
     else if (ch === '}' && --depth === 0) {
       try {
-        mergeUsage(JSON.parse(tail.slice(open, i + 1)), into)
+        collectUsage({ [name]: JSON.parse(tail.slice(open, i + 1)) }, into)
       } catch {
         // not a usage object after all
       }

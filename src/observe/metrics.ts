@@ -86,7 +86,7 @@ export function createMetrics() {
     }),
     delayed: new Counter({
       name: 'fairvisor_delayed_requests_total',
-      help: 'Requests in debt (a token bucket with max_delay_ms) by how their hold ended: forwarded, abandoned (the client left; charges given back) or refused (FAIRVISOR_MAX_DELAYED reached: rejected, charges given back), per policy.',
+      help: 'Requests in debt (a token_bucket or sliding_window with max_delay_ms) by how their hold ended: forwarded, abandoned (the client left; charges given back) or refused (FAIRVISOR_MAX_DELAYED reached: rejected, charges given back), per policy.',
       labelNames: ['policy', 'result'],
       registers: r,
     }),

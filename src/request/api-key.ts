@@ -20,9 +20,11 @@
  * differ), and keying on the combination would give a client a fresh bucket for every junk value
  * beside its real key. Only when none of the headers the API reads is present are the others
  * read (OpenAI-compatible servers such as LiteLLM accept `x-api-key` and `api-key` too), under
- * the same rule. The value is the bare key.
+ * the same rule. The value is the bare key. Gemini's and Bedrock's native paths read their own
+ * credentials first (provider-keys.ts).
  */
 import { AmbiguousRequest } from '../errors.js'
+import { providerKey } from './provider-keys.js'
 import { BEARER_SCHEME } from './raw-headers.js'
 import type { RequestView } from './view.js'
 
@@ -84,6 +86,8 @@ function oneOf(v: RequestView, mask: number): string | undefined {
 }
 
 export function apiKey(v: RequestView): string | undefined {
+  const own = providerKey(v)
+  if (own !== undefined) return own
   const read = credentialsRead(v.path)
   return oneOf(v, read) ?? (read === ALL ? undefined : oneOf(v, ALL & ~read))
 }

@@ -12,6 +12,7 @@ import type { FileWatcher } from '../file-watch.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
 import { RlsSource } from '../grpc/rls-source.js'
 import type { Logger } from '../observe/logger.js'
+import { ReloadHistory } from '../observe/reload-history.js'
 import { bundleWatchLog } from '../observe/reload-log.js'
 import type { Settings } from '../settings.js'
 import type { BundleFeed } from './runtime.js'
@@ -28,6 +29,8 @@ export interface ConfigEvents {
 export class ConfigSource implements BundleFeed {
   readonly bundles: BundleSource
   readonly rlsSource: RlsSource | undefined
+  /** The last loads, whatever their result (the admin API's bundle view). */
+  readonly history = new ReloadHistory()
   private readonly watcher: FileWatcher
 
   constructor(
@@ -37,7 +40,10 @@ export class ConfigSource implements BundleFeed {
     on: ConfigEvents,
   ) {
     this.bundles = new BundleSource(settings.configFile, clock, { signingKey: settings.bundleSigningKey, mode: settings.mode })
-    this.bundles.onReload((r) => on.reloaded(r))
+    this.bundles.onReload((r) => {
+      this.history.add(r, clock())
+      on.reloaded(r)
+    })
     this.rlsSource =
       settings.rlsConfig === undefined
         ? undefined

@@ -10,7 +10,7 @@ import { rlsLoadsOf } from '../observe/rls-stats-sinks.js'
 import { onReloadSignal } from '../reload-signal.js'
 import type { Settings } from '../settings.js'
 import { ConfigSource } from './config-source.js'
-import { listeningFields, ports, type Runtime } from './runtime.js'
+import { listeningFields, logAdminApi, ports, type Runtime } from './runtime.js'
 
 export function oneThread(settings: Readonly<Settings>, clock: () => number): Runtime {
   let source: ConfigSource | undefined
@@ -34,9 +34,11 @@ export function oneThread(settings: Readonly<Settings>, clock: () => number): Ru
     started(log, at, store) {
       const { address, port } = at.main!
       log.info(listeningFields(settings, address, ports(at), store), `fairvisor listening on ${address}:${port}`)
+      logAdminApi(log, settings, at.admin?.port)
       // SIGHUPs that came while starting (held since the process began, see reload-signal.ts) make one reload now.
       if (source) offHup = onReloadSignal(source.onHup)
     },
     stopping: () => offHup?.(),
+    processView: (local) => async () => ({ ...(await local()), reloads: source?.history.list() ?? [] }),
   }
 }

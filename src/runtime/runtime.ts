@@ -15,6 +15,7 @@ import type { AddressInfo, Server } from 'node:net'
 import type { CompiledBundle } from '../bundle/compile.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
 import type { Named } from '../listeners.js'
+import type { ProcessView, ThreadView } from '../observe/admin-view.js'
 import type { Logger } from '../observe/logger.js'
 import type { Metrics } from '../observe/metrics.js'
 import type { NetworkFeed } from '../request/network-data.js'
@@ -55,6 +56,13 @@ export function listeningFields(
   }
 }
 
+/** Start-up says whether the admin API is on, and where (docs/admin.md): once per process. */
+export function logAdminApi(log: Logger, settings: Pick<Settings, 'adminToken'>, adminPort: number | undefined): void {
+  if (settings.adminToken === undefined)
+    log.info({ adminApi: false }, 'admin API off: set FAIRVISOR_ADMIN_TOKEN (with FAIRVISOR_ADMIN_PORT) to serve /v1/admin/*')
+  else log.info({ adminApi: true, adminPort }, `admin API on the admin listener, port ${adminPort}`)
+}
+
 /** The port of each listener listening. */
 export function ports(at: Named<AddressInfo>): Named<number> {
   return { main: at.main?.port, admin: at.admin?.port, grpc: at.grpc?.port }
@@ -84,4 +92,9 @@ export interface Runtime {
   started(log: Logger, at: Named<AddressInfo>, store: string): void
   /** Shutdown begins: no more reload requests. */
   stopping(): void
+  /**
+   * What the admin API reads of the process, from this thread's part (`local`): with the reload
+   * history in one thread; with worker threads every worker's part, merged by the supervisor.
+   */
+  processView(local: () => Promise<ThreadView>): () => Promise<ProcessView>
 }

@@ -15,6 +15,7 @@ import type { AddressInfo, Server } from 'node:net'
 import { threadId, type MessagePort } from 'node:worker_threads'
 import type { Registry } from 'prom-client'
 import { listenAll, type Named } from '../listeners.js'
+import { mergeViews, type ProcessView, type ThreadView } from '../observe/admin-view.js'
 import { createLogger, type Logger } from '../observe/logger.js'
 import type { NetworkFeed } from '../request/network-data.js'
 import type { LogLevel, Settings } from '../settings.js'
@@ -42,6 +43,10 @@ export class WorkerThread implements Runtime {
   /** /metrics texts asked of the supervisor, by request id. */
   private readonly asked = new Map<number, { resolve(text: string): void; reject(err: Error): void }>()
   private seq = 0
+  /** Process views asked of the supervisor (admin API), by request id. */
+  private readonly views = new Map<number, { resolve(view: ProcessView): void; reject(err: Error): void }>()
+  /** This thread's part of the admin API's view, which the supervisor collects. */
+  private localView: (() => Promise<ThreadView>) | undefined
   private readonly netChanged: ((setting: string, bytes: SharedArrayBuffer) => void)[] = []
   /** This thread's servers on the shared sockets: the supervisor hears "closing" once none listens any more. */
   private readonly servers: Server[] = []
@@ -77,6 +82,17 @@ export class WorkerThread implements Runtime {
       this.send({ type: 'metrics', id })
     })
 
+  /** The admin API's view: every worker's part, merged by the supervisor, with its reload history. */
+  processView(local: () => Promise<ThreadView>): () => Promise<ProcessView> {
+    this.localView = local
+    return () =>
+      new Promise((resolve, reject) => {
+        const id = ++this.seq
+        this.views.set(id, { resolve, reject })
+        this.send({ type: 'admin', id })
+      })
+  }
+
   config(): WorkerConfigFeed {
     return this.feed
   }
@@ -110,6 +126,19 @@ export class WorkerThread implements Runtime {
         this.asked.delete(m.id)
         if (m.text !== undefined) w?.resolve(m.text)
         else w?.reject(new Error(m.error ?? 'metrics unavailable'))
+        break
+      }
+      case 'admin-collect': {
+        // Always answered (an empty part if need be): the supervisor waits for every worker's.
+        const part = this.localView?.().catch(() => undefined) ?? Promise.resolve(undefined)
+        void part.then((view) => this.send({ type: 'admin-collected', id: m.id, view: view ?? mergeViews([]) }))
+        break
+      }
+      case 'admin-view': {
+        const w = this.views.get(m.id)
+        this.views.delete(m.id)
+        if (m.view !== undefined) w?.resolve(m.view)
+        else w?.reject(new Error(m.error ?? 'admin view unavailable'))
         break
       }
       case 'network-data':

@@ -6,6 +6,11 @@
  * (not when it is sent), so time spent held counts. When it fires, every call
  * still unanswered fails with a CallTimeoutError; a late answer finds its call
  * settled and is ignored (the command ran whole or not at all, never half).
+ * "Unanswered" is judged after the event loop has read what its sockets hold:
+ * timers run before I/O in a loop turn, so after a busy stretch (a loaded
+ * machine, a cold start) the timer would otherwise fail calls whose replies
+ * came in time and sit unread. The expiry waits for that turn's poll phase
+ * (setImmediate runs right after it), a fraction of a millisecond.
  * When the last open call is settled, by an answer or by the deadline, the
  * timer is cleared and `onEmpty` runs (Redis sends its next batch then).
  */
@@ -36,6 +41,7 @@ export class Batch<P extends Pending> {
   /** When the deadline timer fires (performance.now() ms): a retry must leave before it. */
   readonly deadline: number
   private readonly timer: NodeJS.Timeout
+  private expiry: NodeJS.Immediate | undefined
 
   constructor(
     backend: string,
@@ -46,7 +52,9 @@ export class Batch<P extends Pending> {
     private readonly onEmpty?: (b: Batch<P>) => void,
   ) {
     this.deadline = performance.now() + timerMs
-    this.timer = setTimeout(() => onExpire(this, new CallTimeoutError(backend, timerMs)), timerMs)
+    this.timer = setTimeout(() => {
+      this.expiry = setImmediate(() => onExpire(this, new CallTimeoutError(backend, timerMs)))
+    }, timerMs)
   }
 
   add(p: P): void {
@@ -59,6 +67,7 @@ export class Batch<P extends Pending> {
     p.settled = true
     if (--this.open > 0) return
     clearTimeout(this.timer)
+    clearImmediate(this.expiry)
     this.onEmpty?.(this)
   }
 

@@ -65,6 +65,12 @@ export abstract class InProcessStore implements Store {
   /** Fill for the metrics: checks refused for want of room (`full`), bytes charged and the bound. */
   abstract fill(): StoreFill
 
+  /** The admin API: `check`'s counter read without charging or writing anything. */
+  abstract peek(check: Check, now: number): Outcome
+
+  /** The admin API: drop the counters of `keys` (synchronous; `done` runs before reset() returns). */
+  abstract reset(keys: readonly string[], done: (err: Error | null) => void): void
+
   /** One sweep-timer tick: drop counters that have expired by `now` (seconds). */
   protected abstract sweepExpired(now: number): void
 
@@ -166,7 +172,7 @@ export abstract class InProcessStore implements Store {
 }
 
 /** A counter read without charging it: a step of cost 0 on `state`, nothing written. */
-function readOf(c: Check, state: unknown, now: number): Outcome {
+export function readOf(c: Check, state: unknown, now: number): Outcome {
   const r = c.limit.kind.step(state, c.limit, 0, now)
   return { allowed: r.allowed, value: r.value, retryAfter: r.retryAfter }
 }

@@ -46,6 +46,8 @@ export class LeasingStore implements Store {
   private sweepTimer: NodeJS.Timeout | undefined
   /** Calls made to the remote store by apply() (tests and benchmarks read it). */
   calls = 0
+  /** The remote store's reset (admin API): slices leased before it lapse as usual, and never refill past burst. */
+  readonly reset: Store['reset']
 
   constructor(
     private readonly inner: Store,
@@ -57,6 +59,7 @@ export class LeasingStore implements Store {
     private readonly onFull: () => void = noop,
   ) {
     this.kind = inner.kind
+    this.reset = inner.reset?.bind(inner)
     this.leases = leases ?? LeaseTable.create()
     this.waiting = new FetchWaiters(this.leases.gens)
   }

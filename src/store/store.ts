@@ -97,6 +97,19 @@ export interface Store {
   fill?(): StoreFill
   /** The leasing layer in front of a remote store: checks decided exactly because the lease table had no cell for their key (metrics). */
   leaseTableFull?(): number
+  /**
+   * The admin API (docs/admin.md): forget the counters of `keys`, so that the next check of each starts
+   * afresh. In-process stores drop them from the table (with worker threads, the one every worker
+   * counts on); remote stores delete them on the server. `done` runs once, with the store's error if
+   * it failed. Absent: the store cannot.
+   */
+  reset?(keys: readonly string[], done: (err: Error | null) => void): void
+  /**
+   * The admin API, in-process stores: `check`'s counter as it stands at `now`, read without charging it
+   * or writing anything (a step of cost 0 on its state; `check.cost` is ignored). Remote stores have
+   * none: a check of cost 0 reads theirs.
+   */
+  peek?(check: Check, now: number): Outcome
   /** A store that deletes expired rows itself (PostgreSQL): clean-ups that failed (metrics); undefined for the others. */
   cleanupErrors?(): number | undefined
   /** Resolves true once the store can serve, false after `timeoutMs`; rejects with the reason when the server refuses the URL (credentials, database). */

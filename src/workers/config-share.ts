@@ -19,6 +19,7 @@ import type { CompiledBundle } from '../bundle/compile.js'
 import type { ReloadReport } from '../bundle/source.js'
 import type { Logger } from '../observe/logger.js'
 import type { Metrics } from '../observe/metrics.js'
+import type { ReloadEntry } from '../observe/reload-history.js'
 import { logReload, showConfig } from '../observe/reload-log.js'
 import { rlsLoadsOf } from '../observe/rls-stats-sinks.js'
 import { ConfigSource } from '../runtime/config-source.js'
@@ -60,6 +61,11 @@ export class ConfigShare {
   /** The supervisor's bundle (null while it has none). */
   bundle(): CompiledBundle | null {
     return this.source.bundle()
+  }
+
+  /** The bundle's last loads, whatever their result (the admin API's bundle view). */
+  reloads(): ReloadEntry[] {
+    return this.source.history.list()
   }
 
   /** Arm the watches, then read the bundle and the RLS configuration: before any worker starts. */

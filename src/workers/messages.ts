@@ -2,6 +2,7 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
 import type { AcceptedBundle } from '../bundle/source.js'
 import type { RlsConfig } from '../grpc/rls-config.js'
+import type { ProcessView, ThreadView } from '../observe/admin-view.js'
 import type { ListenOn, Named } from '../listeners.js'
 import type { SharedNetworkBytes } from '../request/network-data.js'
 
@@ -17,6 +18,9 @@ export type ToWorker =
   | { type: 'shutdown' }
   /** A network data file changed (the supervisor checked it): its new bytes. */
   | { type: 'network-data'; setting: string; bytes: SharedArrayBuffer }
+  /** The admin API (admin-gather.ts): the supervisor asks each worker for its part, and answers the worker that asked with the whole. */
+  | { type: 'admin-collect'; id: number }
+  | { type: 'admin-view'; id: number; view?: ProcessView; error?: string }
 
 export type FromWorker =
   | { type: 'ready'; port: number; adminPort: number | undefined }
@@ -26,6 +30,8 @@ export type FromWorker =
   | { type: 'closing' }
   | { type: 'collected'; id: number; json: MetricsJson }
   | { type: 'metrics'; id: number }
+  | { type: 'admin'; id: number }
+  | { type: 'admin-collected'; id: number; view: ThreadView }
 
 /** What the supervisor hands a worker at start (workerData). */
 export interface WorkerData {

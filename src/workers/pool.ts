@@ -6,6 +6,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import type { Logger } from '../observe/logger.js'
+import type { AdminGather } from './admin-gather.js'
 import type { ConfigShare } from './config-share.js'
 import type { FromWorker, ToWorker, WorkerData } from './messages.js'
 import type { MetricsSum } from './metrics-sum.js'
@@ -28,6 +29,8 @@ export interface PoolParts {
   log: Logger
   config: ConfigShare
   sums: MetricsSum
+  /** The admin API's view over every worker. */
+  gather: AdminGather
   /** What worker `id` starting now is handed besides the bundle (its sockets, the tables, the data files). */
   handOut(id: number): Promise<Omit<WorkerData, keyof ReturnType<ConfigShare['forWorker']>>>
   /** Worker `id` (thread `threadId`) exited: free what it held for the others; how much was freed. */
@@ -97,7 +100,7 @@ export class WorkerPool {
   }
 
   private async start(id: number): Promise<void> {
-    const { config, sums, log } = this.o
+    const { config, sums, gather, log } = this.o
     const data = await this.o.handOut(id)
     // The worker, its data and the bundle it starts on in one tick: what changes later is posted to it (config-share.ts).
     const worker = new Worker(this.o.entry, { workerData: { ...data, ...config.forWorker() } satisfies WorkerData, env: this.o.env })
@@ -112,7 +115,7 @@ export class WorkerPool {
         readyNow()
       } else if (m.type === 'fatal') this.failed(m)
       else if (m.type === 'reloaded') config.onReloaded(worker, id, m)
-      else sums.onMessage(worker, m)
+      else if (!sums.onMessage(worker, m)) gather.onMessage(worker, m)
     })
     worker.on('error', (err) => log.error({ worker: id, err: { message: err.message, stack: err.stack } }, 'worker failed'))
     worker.on('exit', (code) => {
@@ -120,6 +123,7 @@ export class WorkerPool {
       slot.running = false
       config.exited(worker, id)
       sums.exited(worker)
+      gather.exited(worker)
       const freed = this.o.release(id, slot.threadId)
       if (this.stopping) return
       if (!this.readyBefore.has(id))

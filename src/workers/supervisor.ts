@@ -21,7 +21,8 @@ import type { Settings } from '../settings.js'
 import { LeaseTable } from '../store/threads/leases.js'
 import { SharedTable } from '../store/threads/table.js'
 import { VERSION } from '../version.js'
-import { listeningFields } from '../runtime/runtime.js'
+import { listeningFields, logAdminApi } from '../runtime/runtime.js'
+import { AdminGather } from './admin-gather.js'
 import { ConfigShare } from './config-share.js'
 import { MetricsSum } from './metrics-sum.js'
 import { NetworkShare } from './network-share.js'
@@ -98,12 +99,17 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
   const fill = table && (() => table.fill())
   metrics.bindLiveState({ bundle: () => config.bundle(), nowMs: clock, storeFill: fill })
   const sums = new MetricsSum(metrics.registry, () => pool.live())
+  const gather = new AdminGather(
+    () => pool.live(),
+    () => config.reloads(),
+  )
   const pool: WorkerPool = new WorkerPool({
     entry: ENTRY,
     env,
     log,
     config,
     sums,
+    gather,
     handOut: async (id) => {
       const listen = await socks.forWorker()
       // The data files' bytes after the wait, in the worker's tick: a change from then on is posted to it.
@@ -136,6 +142,7 @@ export async function startSupervisor(settings: Readonly<Settings>, env: NodeJS.
     settings.storeConfig.kind,
   )
   log.info({ ...fields, workers: settings.workers }, `fairvisor listening on ${settings.host}:${port}`)
+  logAdminApi(log, settings, adminPort)
 
   return {
     port,

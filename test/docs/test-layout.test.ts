@@ -67,6 +67,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'commands/init-templates.ts': 'test/e2e/cli-usage.test.ts', // the files fairvisor init writes
   'commands/init.ts': 'test/e2e/cli.test.ts', // fairvisor init
   'commands/sign.ts': 'test/e2e/cli-usage.test.ts', // fairvisor sign
+  'commands/status.ts': 'test/e2e/admin-api.test.ts', // fairvisor status against a real gateway: ready, not ready, unreachable
   'commands/test-engine.ts': 'test/e2e/cli.test.ts', // the offline gateway fairvisor test runs its requests through
   'commands/test-llm.ts': 'test/e2e/cli-llm.test.ts', // fairvisor test on LLM requests
   'commands/test-replay-report.ts': 'test/e2e/cli-replay.test.ts', // the rejects of a replayed log, counted and printed
@@ -105,13 +106,24 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'http/respond.ts': 'test/e2e/ratelimit.test.ts', // rejects and throttles written to the client
   'http/routes.ts': 'test/e2e/decision.test.ts', // routes per mode
   'http/server.ts': 'test/e2e/lifecycle.test.ts', // listeners started and drained
+  'llm/dialects/bedrock.ts': 'test/unit/llm/dialects/provider-facts.test.ts', // Bedrock's closing and error messages
   'llm/dialects/chat.ts': 'test/unit/llm/dialects/index.test.ts', // the chat completions API
   'llm/dialects/event-parts.ts': 'test/unit/llm/dialects/index.test.ts', // stream event parts of each API
+  'llm/dialects/gemini.ts': 'test/unit/llm/dialects/provider-facts.test.ts', // Gemini's closing chunk and errors, SSE and JSON array
   'llm/dialects/messages.ts': 'test/unit/llm/dialects/index.test.ts', // the messages API
+  'llm/dialects/ollama.ts': 'test/unit/llm/dialects/provider-facts.test.ts', // Ollama's done line and errors
   'llm/dialects/responses.ts': 'test/unit/llm/dialects/index.test.ts', // the responses API
   'llm/dialects/stream-facts.ts': 'test/unit/llm/dialects/index.test.ts', // what a stream event tells
   'llm/exchange.ts': 'test/unit/llm/sse-meter.test.ts', // a stream ended with the API's error event
+  'llm/framings/eventstream.ts': 'test/unit/llm/framings/index.test.ts', // Bedrock event-stream messages, split anywhere, checksums
+  'llm/framings/framing.ts': 'test/unit/llm/framings/index.test.ts', // the framing contract (types only)
+  'llm/framings/json-array.ts': 'test/unit/llm/framings/index.test.ts', // Gemini's JSON array elements, split anywhere
+  'llm/framings/ndjson.ts': 'test/unit/llm/framings/index.test.ts', // Ollama's NDJSON lines, split anywhere
   'llm/prompt-parts.ts': 'test/unit/llm/request-body.test.ts', // the billed fields of the body
+  'llm/providers/bedrock.ts': 'test/unit/llm/providers/index.test.ts', // Bedrock's usage, deltas and maxTokens
+  'llm/providers/gemini.ts': 'test/unit/llm/providers/index.test.ts', // Gemini's usageMetadata, parts and maxOutputTokens
+  'llm/providers/ollama.ts': 'test/unit/llm/providers/index.test.ts', // Ollama's counts, chunks and num_predict
+  'llm/providers/paths.ts': 'test/unit/llm/providers/index.test.ts', // which provider a path names
   'llm/settle-cap.ts': 'test/unit/llm/request-body.test.ts', // an overrun charged at most the burst
   'llm/sse-events.ts': 'test/unit/llm/sse-meter.test.ts', // SSE framing across chunk splits
   'llm/usage.ts': 'test/unit/llm/estimate.test.ts', // usage parsed from each API's answer

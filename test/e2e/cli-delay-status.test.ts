@@ -2,8 +2,9 @@
  * `fairvisor validate` and `fairvisor test` on the delay and status-counting
  * examples (policies/delay-smoothing.json, policies/status-counting.json),
  * through the real CLI process: the mode a bundle is validated for, the
- * response status a sample line gives, requests held for their tokens and
- * refused past FAIRVISOR_MAX_DELAYED.
+ * response status a sample line gives, requests held for their turn (a
+ * token bucket's tokens, a sliding window's count) and refused past
+ * FAIRVISOR_MAX_DELAYED.
  */
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -102,12 +103,38 @@ describe('fairvisor test: response statuses and held requests', () => {
     )
     assert.equal(r[3]!.debt, true)
     const table = cli(['test', 'policies/delay-smoothing.json', '--requests', file])
-    assert.match(table.stdout, /→ ALLOW 200 all_rules_passed \(batch\/batch_smoothing\), held 1400 ms for its tokens/)
+    assert.match(table.stdout, /→ ALLOW 200 all_rules_passed \(batch\/batch_smoothing\), held 1400 ms for its turn/)
     assert.match(table.stdout, /in debt: 7 token\(s\) owed, 1400 ms of refill/)
     const bounded = cli(['test', 'policies/delay-smoothing.json', '--requests', file, '--format', 'json'], { FAIRVISOR_MAX_DELAYED: '2' })
     assert.deepEqual(
       reports(bounded.stdout).map((x) => (x.hold_refused ? 'refused' : x.decision)),
       ['allow', 'allow', 'allow', 'refused', 'refused', 'refused', 'refused', 'refused'],
     )
+  })
+
+  test('a sliding window with max_delay_ms: 10 at once, 5 now, 4 held 1200 … 1800 ms, the 10th refused; each hold and estimate shown', () => {
+    const file = lines('exports', [{ path: '/v1/exports/x', headers: { 'x-api-key': 'k' }, repeat: 10 }])
+    const run = cli(['test', 'policies/delay-smoothing.json', '--requests', file, '--format', 'json'])
+    assert.equal(run.code, 0, run.stderr)
+    const r = reports(run.stdout)
+    assert.deepEqual(
+      r.map((x) => [x.decision, x.delay_ms ?? 0, x.debt ?? false]),
+      [
+        ['allow', 0, false],
+        ['allow', 0, false],
+        ['allow', 0, false],
+        ['allow', 0, false],
+        ['allow', 0, false],
+        ['allow', 1200, true],
+        ['allow', 1400, true],
+        ['allow', 1600, true],
+        ['allow', 1800, true],
+        ['reject', 0, false],
+      ],
+    )
+    assert.equal(r[9]!.reason, 'sliding_window_exceeded')
+    const table = cli(['test', 'policies/delay-smoothing.json', '--requests', file])
+    assert.match(table.stdout, /→ ALLOW 200 all_rules_passed \(exports\/exports_per_second\), held 1800 ms for its turn/)
+    assert.match(table.stdout, /→ allowed; estimate 9\/5 in the last 1 s \(4 over: counted ahead for held requests\)/)
   })
 })

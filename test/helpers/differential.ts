@@ -3,8 +3,8 @@
  * (TypeScript for the in-process stores, Lua for Redis, PL/pgSQL for
  * PostgreSQL). Random sequences of (limit, cost, time step) of the given
  * kinds, each limit drawn from its kind's `sample.params`, run against the
- * memory, shared-memory, Redis and PostgreSQL stores must give the same
- * outcomes and values.
+ * memory, shared-memory, Redis and PostgreSQL stores (and a Redis Cluster
+ * when given one) must give the same outcomes and values.
  *
  * The two in-process stores are given the same `now` and must agree
  * exactly. Redis and PostgreSQL read their own clock, so time steps are real
@@ -20,6 +20,7 @@ import fc from 'fast-check'
 import type { Limit, LimitKind } from '../../src/algorithms/algorithm.js'
 import type { ParamRange } from '../../src/algorithms/kinds/twins.js'
 import { MemoryStore } from '../../src/store/memory/store.js'
+import { RedisClusterStore } from '../../src/store/redis/cluster.js'
 import { RedisStore } from '../../src/store/redis/store.js'
 import { parseRedisUrl } from '../../src/store/redis/url.js'
 import { SharedMemoryStore } from '../../src/store/threads/store.js'
@@ -50,19 +51,36 @@ const step = fc.record({
   waitMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 40 })),
 })
 
-/** Opens the four stores (the kinds must be in the kind table: the server scripts are assembled now), runs `numRuns` sequences, closes them. */
-export async function runDifferential(kinds: readonly LimitKind[], numRuns: number): Promise<void> {
+export interface DifferentialOptions {
+  /** A Redis Cluster (`redis+cluster://` URL, test/helpers/redis-servers.ts startCluster) run beside the four stores. */
+  clusterUrl?: string
+}
+
+/**
+ * Opens the stores (the kinds must be in the kind table: the server scripts are assembled now), runs
+ * `numRuns` sequences, closes them.
+ */
+export async function runDifferential(kinds: readonly LimitKind[], numRuns: number, opts: DifferentialOptions = {}): Promise<void> {
   const keyPrefix = `diff-${process.pid}-${Date.now().toString(36)}`
   const pgPrefix = uniquePrefix('diff')
   const memory = new MemoryStore({ maxBytes: 16 << 20, clock: Date.now })
   const shared = new SharedMemoryStore({ table: SharedTable.create(16 << 20), clock: Date.now })
   const redis = new RedisStore({ target: parseRedisUrl(REDIS_URL), timeoutMs: 2000 })
   const stores: Store[] = [memory, shared, redis]
+  /** The stores on a server's clock, by name, compared with the memory store. */
+  const remote: [string, Store][] = [['redis', redis]]
   let run = 0
   try {
     if (!(await redis.ready(3000))) throw new Error(`no Redis at ${REDIS_URL}`)
+    if (opts.clusterUrl !== undefined) {
+      const cluster = new RedisClusterStore({ target: parseRedisUrl(opts.clusterUrl), timeoutMs: 2000 })
+      stores.push(cluster)
+      remote.push(['redis-cluster', cluster])
+      if (!(await cluster.ready(5000))) throw new Error(`no Redis Cluster at ${opts.clusterUrl}`)
+    }
     const postgres = await openStore(pgPrefix)
     stores.push(postgres)
+    remote.push(['postgres', postgres])
     await fc.assert(
       fc.asyncProperty(limitOf(kinds), fc.array(step, { minLength: 1, maxLength: 12 }), async (limit, steps) => {
         const k = limit.kind
@@ -73,13 +91,11 @@ export async function runDifferential(kinds: readonly LimitKind[], numRuns: numb
           if (s.waitMs > 0) await sleep(s.waitMs)
           const check: Check = { key, limit, cost: s.cost, shadow: false }
           const now = Date.now() / 1000
-          const [m, sh, r, p] = await Promise.all(stores.map(async (store) => (await applyAsync(store, [check], now))[0]!))
+          const [m, sh, ...others] = await Promise.all(stores.map(async (store) => (await applyAsync(store, [check], now))[0]!))
           const where = `${k.name} ${JSON.stringify(limit.params)}, step ${i} (cost ${s.cost})`
           assert.deepEqual(sh, m, `${where}: shared memory and memory on the same clock`)
-          for (const [name, o] of [
-            ['redis', r],
-            ['postgres', p],
-          ] as [string, Outcome][]) {
+          // `remote` is in the order of stores[2…].
+          for (const [name, o] of remote.map(([n], j) => [n, others[j]!] as [string, Outcome])) {
             assert.ok(
               Math.abs(o.value - m!.value) <= tolerance + (o.allowed !== m!.allowed ? s.cost : 0),
               `${where}: ${name} value ${o.value}, memory ${m!.value}`,

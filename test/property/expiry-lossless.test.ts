@@ -5,7 +5,7 @@
  * algorithm: token_bucket and the LLM minute bucket are token buckets,
  * cost_based budgets, the LLM day counter and loop detection window
  * counters, calendar-month budgets window counters of −1, the circuit breaker
- * a rate meter, sliding_window its own kind): after any sequence of charges
+ * a rate meter, sliding_window its own kind, held requests or not): after any sequence of charges
  * and adjustments, a request after the state's expireAt gets exactly what a
  * never-seen key gets. "After" by a microsecond, the tick of every clock the
  * maths reads: the token bucket rounds elapsed time to it, so exactly at
@@ -37,8 +37,15 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
     .record({ threshold: fc.integer({ min: 1, max: 1000 }), openS: fc.integer({ min: 1, max: 3600 }) })
     .map(({ threshold, openS }) => meterLimit(threshold, openS)),
   fc
-    .record({ limit: fc.integer({ min: 1, max: 1000 }), windowS: fc.integer({ min: 1, max: 3600 }) })
-    .map(({ limit, windowS }) => slidingLimit(limit, windowS)),
+    .record({
+      limit: fc.integer({ min: 1, max: 1000 }),
+      windowS: fc.integer({ min: 1, max: 3600 }),
+      delayS: fc.oneof(
+        fc.constant(0),
+        fc.integer({ min: 1, max: 30_000 }).map((ms) => ms / 1000),
+      ),
+    })
+    .map(({ limit, windowS, delayS }) => slidingLimit(limit, windowS, delayS)),
 )
 
 /** One request (cost) or adjustment (amount ≠ 0) after `dt` seconds. */

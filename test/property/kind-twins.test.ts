@@ -30,17 +30,19 @@ const REDIS_URL = process.env.FAIRVISOR_TEST_REDIS_URL ?? 'redis://127.0.0.1:637
 const prefix = uniquePrefix('twins')
 
 /**
- * The Lua twins on given instants: ARGV kind, p1, p2, p3, then per operation
- * the time (µs), 's' (step) or 'a' (adjust) and the cost or amount. The state
+ * The Lua twins on given instants: ARGV kind, p1, p2, then per operation
+ * the time (µs), 's' (step) or 'a' (adjust), the cost or amount, and p3 (the
+ * limit's, or another in an adjustment: a held request's give-back). The state
  * is kept between operations as the take and adjust frames keep it (a reject
  * writes only when it asks to), and dropped when its TTL has run out.
  */
 const LUA = `${kindsLua('\nlocal now, nowS = 0, 0')}
 local kind = tonumber(ARGV[1])
-local p1, p2, p3 = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local p1, p2 = tonumber(ARGV[2]), tonumber(ARGV[3])
 local v, expires, out = false, 0, {}
-for i = 5, #ARGV, 3 do
+for i = 4, #ARGV, 4 do
   now = tonumber(ARGV[i])
+  local p3 = tonumber(ARGV[i + 3])
   nowS = now / 1000000
   if v and now >= expires then v = false end
   if ARGV[i + 1] == 's' then
@@ -95,7 +97,7 @@ const param = (r: ParamRange): fc.Arbitrary<number> =>
       ? fc.integer({ min: r.min, max: r.max })
       : fc.double({ min: r.min, max: r.max, noNaN: true })
 
-/** Limits of every kind from its sample ranges, and the shapes those ranges leave out: calendar months, aligned periods, long sliding windows. */
+/** Limits of every kind from its sample ranges, and the shapes those ranges leave out: calendar months, aligned periods, long sliding windows (with and without a delay). */
 const limits: fc.Arbitrary<Limit> = fc.oneof(
   ...[...KINDS.values()].map((k: LimitKind) => fc.tuple(...k.sample.params.map(param)).map((p) => k.limit(p))),
   fc
@@ -112,8 +114,10 @@ const limits: fc.Arbitrary<Limit> = fc.oneof(
     .record({
       limit: fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.double({ min: 0.5, max: 100, noNaN: true })),
       windowS: fc.integer({ min: 1, max: 86_400 }),
+      // max_delay_ms: none, or any whole number of ms up to the schema's 30 s.
+      delayMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30_000 })),
     })
-    .map(({ limit, windowS }) => slidingLimit(limit, windowS)),
+    .map(({ limit, windowS, delayMs }) => slidingLimit(limit, windowS, delayMs / 1000)),
 )
 
 /** Steps between operations (µs): none, within a second, within hours, up to 46 days (across months). */
@@ -135,11 +139,21 @@ interface Result {
   retry: number
 }
 
+/** One operation: a step of cost |amount|, or an adjustment of amount (`held`: a held request's give-back, that many seconds before its instant). */
+interface Op {
+  adjust: boolean
+  amount: number
+  held?: number
+}
+
+/** The third parameter an operation runs with: the limit's, or a held request's give-back (kinds/sliding-window/kind.ts heldGiveBack). */
+const p3Of = (limit: Limit, o: Op): number => (o.adjust && o.held !== undefined ? -o.held : (limit.params[2] ?? 0))
+
 /**
  * The TypeScript kind on the same instants, its state forgotten at expireAt as the in-process stores
  * forget it (with `forget` false, never: for kinds whose expiry is lossless, on a clock that steps back).
  */
-function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Result[] {
+function inTypeScript(limit: Limit, times: number[], ops: Op[], forget = true): Result[] {
   const kind = limit.kind as LimitKind
   let state: unknown
   let expireAt = -Infinity
@@ -147,7 +161,12 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
     const now = times[i]! / 1e6
     if (forget && expireAt <= now) state = undefined
     if (o.adjust) {
-      const r = kind.adjust(state, limit, o.amount, now)
+      const r = kind.adjust(
+        state,
+        o.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, p3Of(limit, o)]),
+        o.amount,
+        now,
+      )
       if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
       return { ok: r !== undefined, value: 0, retry: 0 }
     }
@@ -160,9 +179,14 @@ function inTypeScript(limit: Limit, times: number[], ops: { adjust: boolean; amo
 /** The Lua harness that never forgets a state (inTypeScript's `forget` false). */
 const LUA_KEEPING = LUA.replace('if v and now >= expires then v = false end', '')
 
-async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Promise<Result[]> {
-  const p = [0, 1, 2].map((i) => String(limit.params[i] ?? 0))
-  const args = ops.flatMap((o, i) => [String(times[i]), o.adjust ? 'a' : 's', String(o.adjust ? o.amount : Math.abs(o.amount))])
+async function inLua(limit: Limit, times: number[], ops: Op[], forget = true): Promise<Result[]> {
+  const p = [0, 1].map((i) => String(limit.params[i] ?? 0))
+  const args = ops.flatMap((o, i) => [
+    String(times[i]),
+    o.adjust ? 'a' : 's',
+    String(o.adjust ? o.amount : Math.abs(o.amount)),
+    String(p3Of(limit, o)),
+  ])
   const reply = (await redis.callBuffer('EVAL', forget ? LUA : LUA_KEEPING, 0, String(limit.kind.id), ...p, ...args)) as Buffer
   return ops.map((_, i) => ({
     ok: reply.readInt8(i * 17) === 1,
@@ -171,7 +195,7 @@ async function inLua(limit: Limit, times: number[], ops: { adjust: boolean; amou
   }))
 }
 
-async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; amount: number }[], forget = true): Promise<Result[]> {
+async function inPlpgsql(limit: Limit, times: number[], ops: Op[], forget = true): Promise<Result[]> {
   let cells = [0, 0, 0, 0]
   let expireAt = forget ? 0 : -Infinity
   let stored = false
@@ -182,16 +206,7 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
     const amount = o.adjust ? o.amount : Math.abs(o.amount)
     const { rows }: pg.QueryResult<{ r: number[] }> = await db.query<{ r: number[] }>(
       `SELECT ${prefix}${fn}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS r`,
-      [
-        limit.kind.id,
-        limit.params[0] ?? 0,
-        limit.params[1] ?? 0,
-        limit.params[2] ?? 0,
-        amount,
-        now,
-        forget ? expireAt > now : stored,
-        ...cells,
-      ],
+      [limit.kind.id, limit.params[0] ?? 0, limit.params[1] ?? 0, p3Of(limit, o), amount, now, forget ? expireAt > now : stored, ...cells],
     )
     const r: number[] = rows[0]!.r
     if (r[3] === 1) [cells, expireAt, stored] = [r.slice(4, 8), r[8]!, true]
@@ -200,8 +215,8 @@ async function inPlpgsql(limit: Limit, times: number[], ops: { adjust: boolean; 
   return out
 }
 
-/** Runs `ops` from `t0` (µs) in the three languages and asserts that every step decides alike. */
-async function agree(limit: Limit, t0: number, ops: { dtUs: number; adjust: boolean; amount: number }[], forget = true): Promise<void> {
+/** Runs `ops` from `t0` (µs) in the three languages and requires the TypeScript's outcomes of the Lua and PL/pgSQL twins. */
+async function sameInEveryLanguage(limit: Limit, t0: number, ops: (Op & { dtUs: number })[], forget = true): Promise<void> {
   const times: number[] = []
   let t = t0
   for (const o of ops) times.push((t += o.dtUs))
@@ -229,7 +244,7 @@ async function agree(limit: Limit, t0: number, ops: { dtUs: number; adjust: bool
 test("every kind's Lua and PL/pgSQL twins decide as its TypeScript on any instant", async () => {
   await fc.assert(
     fc.asyncProperty(limits, fc.integer({ min: 0, max: 3e15 }), fc.array(op, { minLength: 1, maxLength: 12 }), (limit, t0, ops) =>
-      agree(limit, t0, ops),
+      sameInEveryLanguage(limit, t0, ops),
     ),
     { numRuns: 300 },
   )
@@ -260,8 +275,65 @@ test('window counter and rate meter twins decide as their TypeScript when the cl
     .map(([m, d]) => Date.UTC(2024, m % 24, 1) * 1000 + m * 60e6 + d)
   await fc.assert(
     fc.asyncProperty(backLimits, t0, fc.array(back, { minLength: 2, maxLength: 14 }), (limit, start, ops) =>
-      agree(limit, start, ops, false),
+      sameInEveryLanguage(limit, start, ops, false),
     ),
     { numRuns: 300 },
+  )
+})
+
+/**
+ * Each give-back of `ops` as the gateway sends it, from the TypeScript's own outcomes: an adjustment
+ * of the latest held request's cost (a step allowed below zero, not given back yet) with the
+ * seconds it still had to wait then; a plain adjustment of `amount` when none is held.
+ */
+function resolveGiveBacks(limit: Limit, t0: number, ops: (Op & { dtUs: number; giveBack: boolean })[]): (Op & { dtUs: number })[] {
+  const kind = limit.kind as LimitKind
+  let state: unknown
+  let expireAt = -Infinity
+  let t = t0
+  let held: { at: number; wait: number; cost: number } | undefined
+  return ops.map(({ giveBack, ...o }) => {
+    const now = (t += o.dtUs) / 1e6
+    if (expireAt <= now) state = undefined
+    const op: Op & { dtUs: number } =
+      giveBack && held ? { ...o, adjust: true, amount: held.cost, held: Math.max(0, held.wait - (now - held.at)) } : o
+    if (giveBack) held = undefined
+    if (op.adjust) {
+      const r = kind.adjust(
+        state,
+        op.held === undefined ? limit : kind.limit([limit.params[0]!, limit.params[1]!, -op.held]),
+        op.amount,
+        now,
+      )
+      if (r !== undefined) [state, expireAt] = [r.state, r.expireAt]
+    } else {
+      const r = kind.step(state, limit, Math.abs(op.amount), now)
+      if (r.allowed) [state, expireAt] = [r.state, r.expireAt]
+      if (r.allowed && r.value < -1e-9) held = { at: now, wait: r.retryAfter, cost: Math.abs(op.amount) }
+    }
+    return op
+  })
+}
+
+test('the same for sliding windows with a delay, over their limit within a window or two: held in this window or the next, refused past both, held requests given back', async () => {
+  const held = fc
+    .record({
+      limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.double({ min: 0.5, max: 6, noNaN: true })),
+      windowS: fc.integer({ min: 1, max: 3 }),
+      delayMs: fc.integer({ min: 1, max: 6000 }),
+    })
+    .map(({ limit, windowS, delayMs }) => slidingLimit(limit, windowS, delayMs / 1000))
+  // Requests a few at a time, up to 1.5 s apart: the windows fill, turn, and hold; now and then the latest held one is given back.
+  const burst = fc.record({
+    dtUs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 1_500_000 })),
+    adjust: fc.oneof({ arbitrary: fc.constant(false), weight: 5 }, { arbitrary: fc.constant(true), weight: 1 }),
+    giveBack: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+    amount: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.double({ min: 0.25, max: 2, noNaN: true }), fc.integer({ min: -2, max: -1 })),
+  })
+  await fc.assert(
+    fc.asyncProperty(held, fc.integer({ min: 0, max: 3e15 }), fc.array(burst, { minLength: 1, maxLength: 16 }), (limit, t0, ops) =>
+      sameInEveryLanguage(limit, t0, resolveGiveBacks(limit, t0, ops)),
+    ),
+    { numRuns: 200 },
   )
 })

@@ -13,6 +13,7 @@ import { applyAsync, tbCheck } from '../helpers/store.js'
 import { debtCases } from './contract-debt.js'
 import { kindCases } from './contract-kinds.js'
 import { onRejectCases } from './contract-on-reject.js'
+import { slidingDelayCases } from './contract-sliding-delay.js'
 
 export interface ContractOptions {
   /** The store reads its own (server) clock: waits are real. */
@@ -206,7 +207,34 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>, 
       assert.equal(await opts.keyExists(store, absent, now()), false, 'nothing to give back to a full (absent) bucket')
     })
 
+    const reset = (keys: string[]): Promise<void> =>
+      new Promise((resolve, reject) => store.reset!(keys, (err) => (err ? reject(err) : resolve())))
+
+    it('reset (the admin API) forgets the keys named: their next checks start afresh, other keys keep their counters', async () => {
+      assert.equal(typeof store.reset, 'function', 'every store can reset')
+      const [a, b, other] = [key('reset-a'), key('reset-b'), key('reset-other')]
+      for (const k of [a, b, other]) assert.equal((await apply([tb(k, 2, 0.001, 2)]))[0]!.allowed, true)
+      for (const k of [a, b, other]) assert.equal((await apply([tb(k, 2, 0.001)]))[0]!.allowed, false, 'drained')
+      await reset([a, b, key('reset-never-seen')])
+      assert.equal(await opts.keyExists(store, a, now()), false)
+      assert.deepEqual(await apply([tb(a, 2, 0.001)]), [{ allowed: true, value: 1, retryAfter: 0 }])
+      assert.deepEqual(await apply([tb(b, 2, 0.001)]), [{ allowed: true, value: 1, retryAfter: 0 }])
+      assert.equal((await apply([tb(other, 2, 0.001)]))[0]!.allowed, false, 'a key not named keeps its counter')
+      await reset([])
+    })
+
+    it('peek (in-process stores) reads a counter without charging it or writing anything', async (t) => {
+      if (store.peek === undefined) return t.skip('a remote store is read with a check of cost 0')
+      const k = key('peek')
+      assert.deepEqual(store.peek(tb(k, 5, 0.001, 3), now()), { allowed: true, value: 5, retryAfter: 0 }, 'an unseen key reads full')
+      assert.equal(await opts.keyExists(store, k, now()), false, 'and is not written')
+      await apply([tb(k, 5, 0.001, 3)])
+      for (let i = 0; i < 2; i++) assert.ok(Math.abs(store.peek(tb(k, 5, 0.001, 3), now()).value - 2) < 1e-6, 'peeking charges nothing')
+      assert.equal((await apply([tb(k, 5, 0.001, 2)]))[0]!.allowed, true)
+    })
+
     const context = { store: () => store, serverClock: opts.serverClock, now, key, apply, adjust: adjustAsync, pass }
+    describe('sliding window with a delay', () => slidingDelayCases(context))
     describe('token bucket with debt', () => debtCases(context))
     describe('other limit kinds', () => kindCases(context))
     describe('a rejected group read back (onReject)', () => onRejectCases({ store: () => store, key, now }))

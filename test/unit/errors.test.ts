@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { StoreError, StoreTimeoutError, StoreUnavailableError } from '../../src/errors.js'
+import { ADMIN_ERRORS, AdminRequestError, StoreError, StoreTimeoutError, StoreUnavailableError } from '../../src/errors.js'
 import { CallTimeoutError } from '../../src/store/batcher.js'
 import { storeError } from '../../src/store/remote.js'
 
@@ -44,4 +44,17 @@ test('a failed remote store call is a StoreUnavailableError; a deadline stays th
   assert.equal(storeError('postgres', late), late)
   assert.ok(late instanceof StoreTimeoutError && late instanceof StoreError)
   assert.equal(late.code, 'FV_STORE_TIMEOUT')
+})
+
+test('an admin API refusal carries its catalogue code, the HTTP status of that code, and FV_ADMIN_REQUEST', () => {
+  const e = new AdminRequestError('admin_unknown_rule', 'policy "api" has no rule "x"')
+  assert.deepEqual(
+    [e.code, e.adminCode, e.status, e.message],
+    ['FV_ADMIN_REQUEST', 'admin_unknown_rule', 404, 'policy "api" has no rule "x"'],
+  )
+  assert.equal(ADMIN_ERRORS.admin_unauthorized, 401)
+  for (const [code, status] of Object.entries(ADMIN_ERRORS)) {
+    assert.match(code, /^admin_[a-z_]+$/)
+    assert.ok(status >= 400 && status < 600, code)
+  }
 })

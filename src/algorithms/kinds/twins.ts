@@ -55,5 +55,5 @@ export interface KindSample<L> {
   /** How much the value may move per second (refill, decay); 0: every store must agree to the epsilon. */
   drift(limit: L): number
   /** How far an outcome lies from the allow / reject boundary (consulted when `drift` > 0). */
-  edge(limit: L, outcome: { allowed: boolean; value: number }, cost: number): number
+  edge(limit: L, outcome: { allowed: boolean; value: number; retryAfter: number }, cost: number): number
 }

@@ -6,9 +6,14 @@
  * (openai-node replaces its snapshot with the `response` of a terminal
  * event, so that object must carry the output already streamed). Only
  * streams the gateway may end with `graceful_close` keep the output.
+ * Gemini, Bedrock and Ollama: by their paths (providers/paths.ts) or their
+ * streams' framing, with their facts in provider-facts.ts.
  */
+import type { Framing, FramingKind } from '../framings/framing.js'
+import { isProviderApi, type ProviderApi, providerOfPath } from '../providers/paths.js'
+import { ProviderFacts } from './provider-facts.js'
 
-export type LlmApi = 'chat' | 'completions' | 'responses' | 'messages'
+export type LlmApi = 'chat' | 'completions' | 'responses' | 'messages' | ProviderApi
 
 /** The API a request path belongs to (undefined: not known by path; the events decide). */
 export function apiOfPath(path: string): LlmApi | undefined {
@@ -18,7 +23,7 @@ export function apiOfPath(path: string): LlmApi | undefined {
   if (p.endsWith('/completions')) return 'completions'
   if (p.endsWith('/responses')) return 'responses'
   if (p.endsWith('/messages')) return 'messages'
-  return undefined
+  return providerOfPath(p)
 }
 
 type Obj = Record<string, unknown>
@@ -33,15 +38,27 @@ export class StreamFacts {
   sequence = -1
   /** Anthropic Messages: the content block started and not stopped. */
   openBlock: number | undefined
+  /** How the stream is framed: SSE unless the meter reads another framing (framings/). */
+  framing: FramingKind = 'sse'
+  /** Gemini, Bedrock and Ollama: what their closing events repeat. */
+  readonly provider: ProviderFacts
 
   constructor(
     path: string,
     private readonly keepOutput: boolean,
   ) {
     this.api = apiOfPath(path)
+    this.provider = new ProviderFacts(path)
+  }
+
+  /** The stream is framed as `f`, which only one API's streams are: its closing events are that API's. */
+  framedAs(f: Framing): void {
+    this.framing = f.kind
+    this.api = f.api
   }
 
   observe(name: string | undefined, o: Obj): void {
+    if (isProviderApi(this.api)) return this.provider.observe(this.api, name, o)
     const type = typeof o.type === 'string' ? o.type : name
     if (this.api === undefined && o.object === 'text_completion') this.api = 'completions'
     if (this.api === undefined)

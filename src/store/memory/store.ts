@@ -7,8 +7,8 @@
  * by construction.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { fullRetryAfter, InProcessStore } from '../in-process.js'
-import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
+import { fullRetryAfter, InProcessStore, readOf } from '../in-process.js'
+import type { Adjustment, Check, Outcome, Outcomes, StoreFill } from '../store.js'
 import { storedKey } from '../stored-key.js'
 import { Counters, RESERVED } from './counters.js'
 
@@ -109,6 +109,18 @@ export class MemoryStore extends InProcessStore {
       if (r !== undefined && this.slotFor(storedKey(a.key), r, now) !== -1) this.write(a, r)
     }
     this.reserved.length = 0
+    done(null)
+  }
+
+  peek(check: Check, now: number): Outcome {
+    return readOf(check, this.stored(check.key, check.limit, now), now)
+  }
+
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    for (const key of keys) {
+      const slot = this.counters.index.get(storedKey(key))
+      if (slot !== undefined) this.counters.remove(slot)
+    }
     done(null)
   }
 

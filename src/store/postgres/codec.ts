@@ -71,6 +71,12 @@ export function adjustValues(adjustments: readonly Adjustment[]): string[] {
   return [textArray(l.keys), `{${l.nums.join(',')}}`]
 }
 
+/** The statement that deletes the keys' rows (the admin API's reset), the keys as stored. */
+export const resetQuery = (prefix: string, keys: readonly string[]): { text: string; values: [string[]] } => ({
+  text: `DELETE FROM ${prefix}counters WHERE key = ANY($1::text[])`,
+  values: [keys.map(storedKey)],
+})
+
 /** Outcomes of the `n` checks whose reply starts at `off` (status -1: not evaluated), into `out`. */
 export function readOutcomes(reply: readonly number[], off: number, n: number, out: Outcomes = new Array(n)): Outcomes {
   for (let i = 0; i < n; i++) {

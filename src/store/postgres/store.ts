@@ -2,26 +2,22 @@
  * PostgreSQL store: every limit of a request is checked and committed by one call of
  * the `take` function (sql.ts), atomically, all or nothing per group, on the server's clock.
  *
- * Batching (group commit, as ../redis/call.ts): calls made in one event-loop
- * turn leave together as ONE statement on a free connection; while every
- * connection is busy, calls collect and leave together when one frees up.
- * The function evaluates the requests of a batch one after the other, each
- * all or nothing on its own, so batching changes the number of statements,
- * not any outcome. Under light load a call waits for nothing.
+ * Batching (group commit, as ../redis/call.ts): calls made in one event-loop turn leave together as ONE statement on
+ * a free connection; while every connection is busy, calls collect and leave together when one frees up. The
+ * function evaluates the requests of a batch one after the other, each all or nothing on its own, so batching
+ * changes the number of statements, not any outcome. Under light load a call waits for nothing.
  *
- * Deadline: one timer per batch (../batcher.ts), armed at its first call
- * (time spent waiting for a connection counts). When it fires, the batch's
- * unanswered calls fail with a timeout (the fail policy applies); a late answer is
- * ignored (the statement ran whole or not at all). A connection whose statement is still
- * unanswered long after the deadline (a hung server) is dropped and opened again.
- * Serialization failures and deadlocks (40001, 40P01: others' statements, distributed
- * SQL's conflict detection) are sent again after a jittered pause while the deadline
- * leaves room (retry.ts), `take` and `adjust` alike. A statement that fails on one
- * request's data is split until that request stands alone (split()).
+ * Deadline: one timer per batch (../batcher.ts), armed at its first call (time spent waiting for a connection
+ * counts). When it fires, the batch's unanswered calls fail with a timeout (the fail policy applies); a late answer
+ * is ignored (the statement ran whole or not at all). A connection whose statement is still unanswered long after
+ * the deadline (a hung server) is dropped and opened again. Serialization failures and deadlocks (40001, 40P01:
+ * others' statements, distributed SQL's conflict detection) are sent again after a jittered pause while the deadline
+ * leaves room (retry.ts), `take` and `adjust` alike. A statement that fails on one request's data is split until
+ * that request stands alone (split()).
  */
 import { StoreProtocolError, StoreUnavailableError } from '../../errors.js'
 import type pg from 'pg'
-import { adjustValues, readOutcomes, replyLength, takeValues, type TakeRequest } from './codec.js'
+import { adjustValues, readOutcomes, replyLength, resetQuery, takeValues, type TakeRequest } from './codec.js'
 import { Cleanup } from './cleanup.js'
 import { PgConnections, type Slot } from './conn.js'
 import { retryable, retryPause } from './retry.js'
@@ -200,6 +196,11 @@ export class PostgresStore implements Store {
     if (adjustments.length === 0) return done(null)
     const query = { name: `${this.opts.prefix}adjust`, text: this.adjuster, values: adjustValues(adjustments) }
     this.oneOff(query, this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
+  }
+
+  /** Deletes the keys' rows (the admin API), on the next free connection, within the deadline. */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    this.oneOff(resetQuery(this.opts.prefix, keys), this.timerMs, (err) => done(err ? storeError('postgres', err) : null))
   }
 
   /** Deletes expired rows, a bounded batch per statement, at most 10 statements (cleanup.ts); resolves with the number deleted. */

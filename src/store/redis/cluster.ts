@@ -23,7 +23,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type RedisOptions } from 'ioredis'
 import { StoreTimeoutError } from '../../errors.js'
-import { asksReads, listArgs, readTake, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
+import { asksReads, listArgs, readTake, takeFigures, takeReplyFits, takeStatus, visitAdjustArgs, visitTakeArgs } from './codec.js'
 import { closeClient, redisState, waitForReady, watchConnection, type RedisStoreOptions } from './common.js'
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
 import { redisScripts } from './script.js'
@@ -147,6 +147,14 @@ export class RedisClusterStore implements Store {
     )
   }
 
+  /** One DEL per key (the keys of a reset may lie in different slots; the admin API). */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    Promise.all(keys.map((k) => this.client.del(storedKey(k)))).then(
+      () => done(null),
+      (err: unknown) => done(storeError('redis', err)),
+    )
+  }
+
   private merge(checks: readonly Check[], groups: number[][], replies: TakeReply[], reads: Outcomes | undefined): Outcomes {
     const out: Outcomes = new Array(checks.length)
     for (let g = 0; g < groups.length; g++) readTake(replies[g]!, out, groups[g], reads)
@@ -177,7 +185,8 @@ export class RedisClusterStore implements Store {
       const c = checks[idx[k]!]!
       const grp = c.shadow ? 1 : 0
       if (!groupsToRefund[grp] || localReject[grp] || takeStatus(reply, k) !== 1) continue
-      refunds.push({ key: c.key, limit: c.limit, amount: c.cost })
+      // A kind may give back by its outcome (a sliding window's held charge, counted for the next window).
+      refunds.push({ key: c.key, limit: c.limit.kind.giveBack?.(c.limit, takeFigures(reply, k), 0) ?? c.limit, amount: c.cost })
     }
     if (refunds.length === 0) return
     this.refunds++

@@ -76,6 +76,12 @@ export const asksReads = (checks: readonly Check[], idx?: readonly number[]): bo
 /** Status of check k in a take reply: 1 allowed, 0 rejected, -1 not evaluated. */
 export const takeStatus = (reply: Buffer, k: number): number => reply.readInt8(k * TAKE_REPLY_BYTES)
 
+/** Value and wait of check k in a take reply. */
+export const takeFigures = (reply: Buffer, k: number): { value: number; retryAfter: number } => ({
+  value: reply.readDoubleLE(k * TAKE_REPLY_BYTES + 1),
+  retryAfter: reply.readDoubleLE(k * TAKE_REPLY_BYTES + 9),
+})
+
 /**
  * Take reply → outcomes, written into `out` at the checks' own positions; `reads`: the call was
  * sent asking for read-backs (asksReads), which follow the outcomes when a group rejected and go there.

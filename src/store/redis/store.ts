@@ -12,6 +12,7 @@ import { closeClient, redisState, waitForReady, watchConnection, type RedisStore
 import { callTimerMs, reconnectDelay, storeError } from '../remote.js'
 import { redisScripts } from './script.js'
 import { RespConnection } from './resp-connection.js'
+import { storedKey } from '../stored-key.js'
 import type { Adjustment, ApplyDone, Check, Outcomes, Store, StoreState } from '../store.js'
 
 export class RedisStore implements Store {
@@ -57,6 +58,15 @@ export class RedisStore implements Store {
     if (adjustments.length === 0) return done(null)
     const { argc, args } = encodeArgs((visit) => visitAdjustArgs(adjustments, visit))
     this.adjuster.call(argc, args, (err) => done(err ? storeError('redis', err) : null))
+  }
+
+  /** One DEL of the keys as stored (the admin API). */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    if (keys.length === 0) return done(null)
+    this.client.command(['DEL', ...keys.map(storedKey)]).then(
+      () => done(null),
+      (err: unknown) => done(storeError('redis', err)),
+    )
   }
 
   state(): StoreState {

@@ -12,8 +12,8 @@
  * `full` (fail-closed: the request is answered 503 store_full) and counted.
  */
 import { CELLS, type Step } from '../../algorithms/algorithm.js'
-import { InProcessStore } from '../in-process.js'
-import type { Adjustment, Check, Outcomes, StoreFill } from '../store.js'
+import { InProcessStore, readOf } from '../in-process.js'
+import type { Adjustment, Check, Outcome, Outcomes, StoreFill } from '../store.js'
 import { RESERVED, type SharedTable } from './table.js'
 
 /** slotOf before a check's slot is looked up. */
@@ -77,6 +77,29 @@ export class SharedMemoryStore extends InProcessStore {
         const r = a.limit.kind.adjust(this.stored(0, a.limit, now), a.limit, a.amount, now)
         // No slot for a new counter: the adjustment is dropped (counted), never made room for.
         if (r !== undefined && this.slotFor(0, r, now) !== -1) this.write(0, a.limit, r)
+      } finally {
+        this.unlockAll(held)
+      }
+    }
+    done(null)
+  }
+
+  peek(check: Check, now: number): Outcome {
+    const held = this.locate([check])
+    try {
+      return readOf(check, this.stored(0, check.limit, now), now)
+    } finally {
+      this.unlockAll(held)
+    }
+  }
+
+  /** Drops the keys' counters from the table every worker counts on: each worker's next check of them starts afresh. */
+  reset(keys: readonly string[], done: (err: Error | null) => void): void {
+    for (const key of keys) {
+      const held = this.locate([{ key }])
+      try {
+        const slot = this.find(0)
+        if (slot >= 0) this.table.forget(slot)
       } finally {
         this.unlockAll(held)
       }

@@ -183,6 +183,15 @@ export class SharedTable {
     Atomics.sub(this.header, H_USED, 1)
   }
 
+  /** Empty `slot` whatever it holds (the admin API's reset: its key's next check starts afresh). Caller holds the lock. */
+  forget(slot: number): void {
+    if (this.fp[slot * 2] === 0 && this.fp[slot * 2 + 1] === 0) return
+    this.fp[slot * 2] = 0
+    this.fp[slot * 2 + 1] = 0
+    this.expireAt[slot] = 0
+    Atomics.sub(this.header, H_USED, 1)
+  }
+
   private occupied(bucket: number): number {
     let n = 0
     for (let s = bucket * WAYS; s < (bucket + 1) * WAYS; s++) if (this.fp[s * 2] !== 0 || this.fp[s * 2 + 1] !== 0) n++

@@ -60,3 +60,63 @@ test('fairvisor validate: a fixed_cost above limit loads with a warning naming i
     'mem.json: /policies/0/spec/rules/0/algorithm_config/fixed_cost: policy "p", rule "sw": fixed_cost (3) is above limit (2), so every request this rule selects is rejected.',
   ])
 })
+
+test('max_delay_ms: 5 per 1 s, 2 s of delay, 10 at once: 5 pass, 4 are held 1.2 … 1.8 s as debts (RateLimit-Remaining 0), the 10th is refused', () => {
+  const h = new Harness(compile(bundle([policy('p', [sliding({ limit: 5, window_seconds: 1, max_delay_ms: 2000 })])])))
+  const seen = Array.from({ length: 10 }, () => h.run(user()))
+  assert.deepEqual(
+    seen.map((d) => [d.allowed, d.delayMs, d.debt !== undefined, d.limit?.remaining]),
+    [
+      [true, undefined, false, 4],
+      [true, undefined, false, 3],
+      [true, undefined, false, 2],
+      [true, undefined, false, 1],
+      [true, undefined, false, 0],
+      [true, 1200, true, 0],
+      [true, 1400, true, 0],
+      [true, 1600, true, 0],
+      [true, 1800, true, 0],
+      [false, undefined, false, 0],
+    ],
+  )
+  // A held request's reset is when it is forwarded; its refusal (no hold free) is the window's reject with that wait.
+  assert.equal(seen[8]!.limit?.resetS, 2)
+  assert.deepEqual([seen[8]!.debt!.refused.reason, seen[8]!.debt!.refused.retryAfterS! >= 2], ['sliding_window_exceeded', true])
+  // Its charge, given back, comes off the window it was counted for: its limit says how much of the wait is left.
+  const debt = seen[8]!.debt!
+  assert.deepEqual(
+    debt.charges.map((c) => [c.amount, c.limit.params]),
+    [[1, [5, 1, -1.8]]],
+  )
+  assert.deepEqual(
+    debt.chargesAfter!(800).map((c) => c.limit.params),
+    [[5, 1, -1]],
+  )
+  const r = seen[9]!
+  assert.deepEqual([r.reason, r.limit?.resetS], ['sliding_window_exceeded', 1], 'held from when the window has turned')
+  assert.ok(r.retryAfterS! >= 1 && r.retryAfterS! <= 2, `Retry-After ${r.retryAfterS}`)
+  // At 1 s the window has turned (5 previous, the 4 held now current): 5 × (1 − e) + 4 ≤ 4 at e = 1 s, then 4 × (1 − e) + 1 ≤ 4 … at 1.25 s.
+  assert.deepEqual([h.run(user(), 1).delayMs, h.run(user(), 1).delayMs], [1000, 1250])
+})
+
+test('fairvisor validate: max_delay_ms past 30 s is refused, past two windows loads with a warning, both naming the JSON pointer', () => {
+  const load = (config: object) =>
+    loadBundleBytes(
+      Buffer.from(JSON.stringify(bundle([policy('p', [sliding({ limit: 5, window_seconds: 1, ...config })])]))),
+      'mem.json',
+      T0,
+    )
+  const long = load({ max_delay_ms: 2500 })
+  assert.ok(long.ok)
+  assert.deepEqual(long.warnings, [
+    'mem.json: /policies/0/spec/rules/0/algorithm_config/max_delay_ms: policy "p", rule "sw": max_delay_ms (2500) is above two windows (2000 ms): a request is never held past the end of the window after the current one, so no wait is that long.',
+  ])
+  const over = load({ max_delay_ms: 30001 })
+  assert.ok(over.ok)
+  assert.deepEqual(over.dropped.length, 1)
+  for (const ms of [0, 2000]) {
+    const quiet = load({ max_delay_ms: ms })
+    assert.ok(quiet.ok)
+    assert.deepEqual([quiet.dropped, quiet.warnings], [[], []], `max_delay_ms ${ms}`)
+  }
+})

@@ -125,6 +125,79 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
       'tpm_exceeded',
     )
   },
+  'llm-gemini.json': (h) => {
+    const req = (body: object, extra: Partial<Req> = {}): Req => ({
+      method: 'POST',
+      path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent',
+      query: 'alt=sse',
+      headers: { 'x-goog-api-key': 'AIza-1' },
+      body: JSON.stringify(body),
+      ...extra,
+    })
+    const contents = [{ role: 'user', parts: [{ text: 'hello world '.repeat(100) }] }]
+    // 1200 characters of contents: 300 tokens; maxOutputTokens 3000 × 2 candidates, capped at 8192.
+    const d = h.run(req({ contents, generationConfig: { maxOutputTokens: 3000, candidateCount: 2 } }))
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved]),
+      [[300, 300 + 6000]],
+    )
+    assert.equal(d.limit?.remaining, 60000 - 6300)
+    assert.equal(allowedInARow(h, req({ contents, generationConfig: { maxOutputTokens: 8192 } })), 6) // 53700 / 8492
+    // The same key in the query string is the same bucket, another key another; two different keys are refused.
+    const big = { contents, generationConfig: { maxOutputTokens: 8192 } }
+    assert.equal(h.run(req(big, { query: 'key=AIza-1', headers: {} })).reason, 'tpm_exceeded')
+    assert.equal(h.run(req(big, { query: 'key=AIza-2', headers: {} })).allowed, true)
+    assert.equal(h.run(req({ contents }, { headers: { 'x-goog-api-key': 'AIza-1' }, query: 'key=AIza-2' })).status, 400)
+    // Not a POST to a model method: not limited.
+    assert.equal(h.run({ method: 'GET', path: '/v1beta/models', headers: { 'x-goog-api-key': 'AIza-1' } }).allowed, true)
+  },
+  'llm-bedrock.json': (h) => {
+    const sig = (akid: string): string =>
+      `AWS4-HMAC-SHA256 Credential=${akid}/20260101/us-east-1/bedrock/aws4_request, SignedHeaders=host;x-amz-date, Signature=${'0'.repeat(64)}`
+    const req = (body: object, akid = 'AKIAEXAMPLE1'): Req => ({
+      method: 'POST',
+      path: '/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream',
+      headers: { authorization: sig(akid) },
+      body: JSON.stringify(body),
+    })
+    const messages = [
+      { role: 'user', content: [{ text: 'hello world '.repeat(100) }, { image: { format: 'png', source: { bytes: 'A'.repeat(40000) } } }] },
+    ]
+    // 300 tokens of text, the image at 1000 (not its 40000 base64 characters), maxTokens capped at 8192.
+    const d = h.run(req({ messages, inferenceConfig: { maxTokens: 20000 } }))
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved, r.streaming]),
+      [[1300, 1300 + 8192, true]],
+    )
+    assert.equal(allowedInARow(h, req({ messages, inferenceConfig: { maxTokens: 8192 } })), 5) // 60000 burst, 9492 used
+    // Another signature by the same access key id is the same bucket; another key id is not.
+    const big = { messages, inferenceConfig: { maxTokens: 8192 } }
+    assert.equal(h.run(req(big, 'AKIAEXAMPLE1')).reason, 'tpm_exceeded')
+    assert.equal(h.run(req(big, 'AKIAEXAMPLE2')).allowed, true)
+  },
+  'llm-ollama.json': (h) => {
+    const req = (path: string, body: object, peer = '192.0.2.7'): Req => ({ method: 'POST', path, peer, body: JSON.stringify(body) })
+    // 100 × "hello world " is 201 o200k tokens + 6 of chat framing; num_predict 6000 capped at 4096.
+    const d = h.run(
+      req('/api/chat', {
+        model: 'llama3.2',
+        messages: [{ role: 'user', content: 'hello world '.repeat(100) }],
+        options: { num_predict: 6000 },
+      }),
+    )
+    assert.deepEqual(
+      d.llm?.map((r) => [r.prompt, r.reserved]),
+      [[207, 207 + 4096]],
+    )
+    // /api/generate: the prompt alone (no framing), the default 512 reserved.
+    const g = h.run(req('/api/generate', { model: 'llama3.2', prompt: 'hello world '.repeat(100) }))
+    assert.deepEqual(
+      g.llm?.map((r) => [r.prompt, r.reserved]),
+      [[201, 201 + 512]],
+    )
+    assert.equal(allowedInARow(h, req('/api/generate', { model: 'llama3.2', prompt: 'hi', options: { num_predict: 4000 } })), 3) // (20000 - 5016) / 4001
+    assert.equal(h.run(req('/api/chat', { model: 'llama3.2', messages: [] }, '192.0.2.8')).allowed, true, 'another client address')
+  },
   'quickstart.json': (h) => assert.equal(allowedInARow(h, {}), 10),
   'per-user-jwt.json': (h) => {
     assert.equal(allowedInARow(h, { path: '/api/x', jwt: { sub: 'alice' } }), 20)
@@ -224,6 +297,10 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
     assert.deepEqual(waits, [0, 200, 400, 600, 800, 1000, 1200, 1400], 'forwarded 200 ms apart')
     assert.equal(allowedInARow(h, req), 3, 'up to 2 s of tokens owed: 3 more, then 429')
     assert.equal(h.run({ ...req, headers: { 'x-api-key': 'other' } }).delayMs, undefined, 'each key has its own bucket')
+    const exports: Req = { path: '/v1/exports/x', headers: { 'x-api-key': 'k' } }
+    const held = Array.from({ length: 9 }, () => h.run(exports).delayMs ?? 0)
+    assert.deepEqual(held, [0, 0, 0, 0, 0, 1200, 1400, 1600, 1800], 'the sliding window: 5 now, then as the first second leaves the window')
+    assert.equal(h.run(exports).reason, 'sliding_window_exceeded', 'the 10th would fit only at the end of the next window')
   },
   'status-counting.json': (h) => {
     const login: Req = { method: 'POST', path: '/login' }

@@ -170,6 +170,11 @@ const CASES: Record<string, Expect> = {
       '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds must be an integer, not 2.5.',
     ],
   },
+  sliding_window_max_delay_too_long: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/max_delay_ms: policy "api", rule "smooth": max_delay_ms must be at most 30000, not 45000.',
+    ],
+  },
   sliding_window_missing_window: {
     drops: [
       '/policies/0/spec/rules/0/algorithm_config/window_seconds: policy "api", rule "per_ip": window_seconds is required but missing.',

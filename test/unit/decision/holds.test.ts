@@ -91,3 +91,21 @@ test('a client found gone as the wait ends gives back; one that leaves after bei
   assert.deepEqual(given, [[charge]])
   assert.deepEqual(ends, ['abandoned', 'forwarded'])
 })
+
+test('charges that depend on when they are given back (a sliding window’s held request) are given back as they stand when the client leaves', async () => {
+  const { h, given } = holds(4)
+  const asked: number[] = []
+  const d = inDebt(1000)
+  const late: Adjustment = { ...charge, amount: 2 }
+  d.debt!.chargesAfter = (elapsedMs) => {
+    asked.push(elapsedMs)
+    return [late]
+  }
+  const started = performance.now()
+  h.hold(d)
+  await new Promise((r) => setTimeout(r, 30))
+  d.hold!.abandon()
+  assert.deepEqual(given, [[late]])
+  assert.equal(asked.length, 1)
+  assert.ok(asked[0]! >= 29 && asked[0]! <= performance.now() - started, `given back ${asked[0]} ms into the hold`)
+})

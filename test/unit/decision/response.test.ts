@@ -144,6 +144,73 @@ const CASES: Record<string, Case> = {
       headers: [...json(body), ...RL, 'x-should-retry', 'false', 'Retry-After', '21000'],
     }
   })(),
+  'Gemini native: 403 PERMISSION_DENIED past the bound, 400 INVALID_ARGUMENT too large, 429 RESOURCE_EXHAUSTED': (() => {
+    const body = JSON.stringify({ error: { code: 403, message: 'resets in 20975 s', status: 'PERMISSION_DENIED' } })
+    return {
+      d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+      exposeReason: false,
+      path: '/v1beta/models/gemini-2.5-flash:generateContent',
+      status: 403,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'Retry-After', '21000'],
+    }
+  })(),
+  'Gemini native, too large: 400 INVALID_ARGUMENT': (() => {
+    const body = JSON.stringify({ error: { code: 400, message: 'too big', status: 'INVALID_ARGUMENT' } })
+    return {
+      d: { ...base, allowed: false, status: 400, reason: reason('burst_tokens_exceeded'), message: 'too big' },
+      exposeReason: false,
+      path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse',
+      status: 400,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false'],
+    }
+  })(),
+  'Bedrock, past the bound: 403 ServiceQuotaExceededException (the AWS SDK retries any ThrottlingException), named in x-amzn-ErrorType':
+    (() => {
+      const body = JSON.stringify({ __type: 'ServiceQuotaExceededException', message: 'resets in 20975 s' })
+      return {
+        d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+        exposeReason: false,
+        path: '/model/anthropic.claude-3-haiku/converse',
+        status: 403,
+        body,
+        headers: [...json(body), 'x-should-retry', 'false', 'x-amzn-ErrorType', 'ServiceQuotaExceededException', 'Retry-After', '21000'],
+      }
+    })(),
+  'Bedrock: 400 ValidationException too large, 429 ThrottlingException that can pass': (() => {
+    const body = JSON.stringify({ __type: 'ValidationException', message: 'too big' })
+    return {
+      d: { ...base, allowed: false, status: 400, reason: reason('max_tokens_per_request_exceeded'), message: 'too big' },
+      exposeReason: false,
+      path: '/model/m/converse-stream',
+      status: 400,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'x-amzn-ErrorType', 'ValidationException'],
+    }
+  })(),
+  'Bedrock: 429 ThrottlingException that can pass': (() => {
+    const body = JSON.stringify({ __type: 'ThrottlingException', message: TPM })
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('tpm_exceeded'), retryAfterS: 3 },
+      exposeReason: false,
+      path: '/model/m/converse',
+      status: 429,
+      body,
+      headers: [...json(body), 'x-amzn-ErrorType', 'ThrottlingException', 'Retry-After', '3'],
+    }
+  })(),
+  'Ollama, past the bound: 403 with its {"error"} body': (() => {
+    const body = JSON.stringify({ error: 'resets in 20975 s' })
+    return {
+      d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+      exposeReason: false,
+      path: '/api/chat',
+      status: 403,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'Retry-After', '21000'],
+    }
+  })(),
 }
 
 for (const [name, c] of Object.entries(CASES)) {

@@ -12,6 +12,8 @@ import type { LlmReservation } from '../../../src/engine/decision.js'
 import { normaliseLlm } from '../../../src/algorithms/llm.js'
 import { LlmExchange, type BrokenStream, type Settlement } from '../../../src/llm/exchange.js'
 import { EventEnds } from '../../../src/llm/sse-events.js'
+import { eventMessage } from '../../../src/llm/framings/eventstream.js'
+import { streamFraming } from '../../../src/llm/framings/index.js'
 import { SseMeter } from '../../../src/llm/sse-meter.js'
 import type { Store } from '../../../src/store/store.js'
 import { chatToolStream, messagesToolStream, responsesToolStream, toolArgs } from '../../helpers/tool-streams.js'
@@ -170,7 +172,7 @@ test("a stream reader that throws ends that stream (the API's error event), neve
 
 test('counted: legacy completions text, audio transcripts and audio data, CJK by its script, or by the rule’s tokenizer', () => {
   const count = (events: object[], count?: (t: string) => number): number => {
-    const m = new SseMeter([limit], '', undefined, { count })
+    const m = new SseMeter([limit], '', undefined, undefined, { count })
     m.feed(Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('')))
     return m.counted
   }
@@ -189,7 +191,7 @@ test('counted: legacy completions text, audio transcripts and audio data, CJK by
 
 test('usage is final once an event other than message_start brings it; the usage chunk a client did not ask for is kept from it', () => {
   const usage = '{"id":"c","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":84,"total_tokens":103}}'
-  const shown = new SseMeter([limit], '/v1/chat/completions', undefined, { hideUsage: true })
+  const shown = new SseMeter([limit], '/v1/chat/completions', undefined, undefined, { hideUsage: true })
   const out = shown.feed(Buffer.from(`${chat('abcd')}data: ${usage}\n\ndata: [DONE]\n\n`))!.toString()
   assert.equal(out, `${chat('abcd')}data: [DONE]\n\n`)
   assert.deepEqual([shown.usage.prompt, shown.usage.completion, shown.usageFinal], [19, 84, true])
@@ -302,8 +304,24 @@ test('a limit passed inside a tool call waits for the call to end, its tokens ch
 })
 
 test('a limit passed outside a tool call cuts where it always did', () => {
-  const meter = new SseMeter([{ ...limit, maxCompletion: 5 }], '/v1/chat/completions', 1024, { toolCallGrace: 1024 })
+  const meter = new SseMeter([{ ...limit, maxCompletion: 5 }], '/v1/chat/completions', 1024, undefined, { toolCallGrace: 1024 })
   assert.ok(meter.feed(Buffer.from(chat('a'.repeat(80)))))
   assert.equal(meter.ended, 'max_completion_tokens')
   assert.equal(meter.graceUsed, 0)
+})
+
+test('counted by script in the native streams too: Gemini SSE and JSON array, Ollama NDJSON, Bedrock event stream', () => {
+  const cjk = '速率限制让每个租户' // 9 characters: 9 tokens, not 9 / 4
+  const counted = (path: string, type: string, body: Buffer | string): number => {
+    const m = new SseMeter([limit], path, undefined, streamFraming(200, type, path))
+    m.feed(Buffer.from(body))
+    return m.counted
+  }
+  const gemini = { candidates: [{ content: { parts: [{ text: cjk }], role: 'model' }, index: 0 }] }
+  assert.equal(counted('/v1beta/models/m:streamGenerateContent?alt=sse', 'text/event-stream', `data: ${JSON.stringify(gemini)}\r\n\r\n`), 9)
+  assert.equal(counted('/v1beta/models/m:streamGenerateContent', 'application/json', `[${JSON.stringify(gemini)}\n]`), 9)
+  const ollama = { model: 'llama3', created_at: '2026-01-01T00:00:00Z', message: { role: 'assistant', content: cjk }, done: false }
+  assert.equal(counted('/api/chat', 'application/x-ndjson', `${JSON.stringify(ollama)}\n`), 9)
+  const delta = eventMessage('contentBlockDelta', { contentBlockIndex: 0, delta: { text: cjk } })
+  assert.equal(counted('/model/m/converse-stream', 'application/vnd.amazon.eventstream', delta), 9)
 })

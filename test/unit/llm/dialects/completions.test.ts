@@ -19,7 +19,7 @@ test("by path or by the chunks' object, legacy completions end with text_complet
         'data: {"id":"cmpl-7","object":"text_completion","created":9,"model":"gpt-3.5-turbo-instruct","choices":[{"text":"Hi","index":0,"logprobs":null,"finish_reason":null}]}\n\n',
       ),
     )
-    const events = closingEvents(m.facts, 'graceful_close', 5, { prompt: 3, completion: 5 }).split('\n\n')
+    const events = String(closingEvents(m.facts, 'graceful_close', 5, { prompt: 3, completion: 5 })).split('\n\n')
     assert.deepEqual(JSON.parse(events[0]!.slice(6)), {
       id: 'cmpl-7',
       object: 'text_completion',
@@ -29,6 +29,9 @@ test("by path or by the chunks' object, legacy completions end with text_complet
     })
     assert.deepEqual(JSON.parse(events[1]!.slice(6)).usage, { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 })
     assert.equal(events[2], 'data: [DONE]')
-    assert.match(closingEvents(m.facts, 'error_chunk', 5, undefined), /^data: \{"error":\{"message":"max completion tokens exceeded"/)
+    assert.match(
+      String(closingEvents(m.facts, 'error_chunk', 5, undefined)),
+      /^data: \{"error":\{"message":"max completion tokens exceeded"/,
+    )
   }
 })

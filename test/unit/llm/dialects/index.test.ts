@@ -37,7 +37,7 @@ test('under an unknown path the events decide: Anthropic events get an Anthropic
       'event: message_stop\ndata: {"type":"message_stop"}\n\n',
   )
   assert.match(
-    closingEvents(m.facts, 'error_chunk', 7, undefined),
+    String(closingEvents(m.facts, 'error_chunk', 7, undefined)),
     /^event: error\ndata: \{"type":"error","error":\{"type":"rate_limit_error"/,
   )
 })
@@ -49,7 +49,11 @@ test('Chat Completions: every choice seen ends with "length"; Responses: the nex
       'data: {"id":"c9","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}\n\n',
     ),
   )
-  const first = JSON.parse(closingEvents(c.facts, 'graceful_close', 1, undefined).split('\n\n')[0]!.slice(6)) as {
+  const first = JSON.parse(
+    String(closingEvents(c.facts, 'graceful_close', 1, undefined))
+      .split('\n\n')[0]!
+      .slice(6),
+  ) as {
     id: string
     created: number
     choices: { index: number; finish_reason: string }[]
@@ -76,7 +80,7 @@ test('Chat Completions: every choice seen ends with "length"; Responses: the nex
       ].join(''),
     ),
   )
-  const ev = closingEvents(r.facts, 'graceful_close', 1, { prompt: 4, completion: 1 })
+  const ev = String(closingEvents(r.facts, 'graceful_close', 1, { prompt: 4, completion: 1 }))
   assert.match(ev, /^event: response.incomplete\n/)
   const data = JSON.parse(ev.split('\n')[1]!.slice(6)) as {
     sequence_number: number
