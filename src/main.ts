@@ -91,8 +91,8 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const separateAdmin = settings.adminPort !== undefined // FAIRVISOR_ADMIN_PORT, in both modes
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
-  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0]) =>
-    new LlmExchange(r, hooks, settings.llmMaxEventBytes, settings.llmToolCallGraceTokens)
+  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], s?: ConstructorParameters<typeof LlmExchange>[3]) =>
+    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s, settings.llmToolCallGraceTokens)
   const llm = { bundle, exchange, streamUsage: settings.llmStreamUsage }
   const settleStatus = settleByStatus(metrics, giveBack)
   const routes = createRoutes({

@@ -18,7 +18,8 @@ export interface LlmReject {
   tooLarge: boolean
 }
 
-export const LLM_REJECTS: Readonly<Record<LlmRejectReason, LlmReject>> = {
+/** A money budget's per-request cap (llm-price.ts) answers LLM clients the same way: a 400. */
+export const LLM_REJECTS: Readonly<Record<LlmRejectReason | 'cost_per_request_exceeded', LlmReject>> = {
   prompt_tokens_exceeded: { message: 'The prompt is longer than this API key may send in one request.', tooLarge: true },
   max_tokens_per_request_exceeded: {
     message: 'The prompt plus the requested completion exceed the tokens allowed per request.',
@@ -33,11 +34,15 @@ export const LLM_REJECTS: Readonly<Record<LlmRejectReason, LlmReject>> = {
     tooLarge: false,
   },
   tpd_exceeded: { message: 'Rate limit reached for tokens per day. Please retry after the time given in Retry-After.', tooLarge: false },
+  cost_per_request_exceeded: {
+    message: "The request's estimated cost (its prompt and requested output at the model's price) exceeds the cost allowed per request.",
+    tooLarge: true,
+  },
 }
 
 /** The message of a counter's reject whose wait passes the bound (status 403): no retry, and when it could pass. */
-export function beyondBoundMessage(reason: 'tpm_exceeded' | 'tpd_exceeded', waitS: number): string {
-  const what = reason === 'tpd_exceeded' ? 'tokens per day' : 'tokens per minute'
+export function beyondBoundMessage(reason: 'tpm_exceeded' | 'tpd_exceeded' | 'budget_exceeded', waitS: number): string {
+  const what = reason === 'tpd_exceeded' ? 'tokens per day' : reason === 'tpm_exceeded' ? 'tokens per minute' : 'the budget in money'
   return `Rate limit reached for ${what}. It resets in ${Math.ceil(waitS)} s, longer than a client should wait: do not retry before then.`
 }
 

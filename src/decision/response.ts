@@ -58,15 +58,17 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   let body: string
   const llm = LLM[d.reason]
   const api = o.path === undefined ? undefined : apiOfPath(o.path)
+  // 403: an LLM reject (a token counter's or a money budget's) that cannot pass within FAIRVISOR_LLM_MAX_RETRY_AFTER.
+  const ended = d.status === 403
   let invalid = false
   if (llm !== undefined) {
     invalid = llm.tooLarge
-    body = rejectBody(o.path, d.message ?? llm.message, invalid, invalid ? d.reason : undefined, d.status === 403)
+    body = rejectBody(o.path, d.message ?? llm.message, invalid, invalid ? d.reason : undefined, ended)
   }
   // An LLM SDK shows the message of an error in its API's shape.
   else if (d.message !== undefined && api !== undefined) {
-    invalid = true
-    body = rejectBody(o.path, d.message, true)
+    invalid = !ended
+    body = rejectBody(o.path, d.message, invalid, undefined, ended)
   } else {
     body =
       d.status === 429 ? '{"error":"too_many_requests"' : d.status === 400 ? '{"error":"bad_request"' : '{"error":"service_unavailable"'
@@ -82,9 +84,9 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   }
   // The OpenAI and Anthropic SDKs (and the Agents SDK) read x-should-retry before the status; Retry-After still
   // says when a 403's request could pass.
-  if (llm !== undefined && d.status !== 429) headers.push('x-should-retry', 'false')
+  if ((llm !== undefined && d.status !== 429) || ended) headers.push('x-should-retry', 'false')
   // The AWS SDK reads a Bedrock error's type from this header first.
-  if (api === 'bedrock' && (llm !== undefined || invalid))
+  if (api === 'bedrock' && (llm !== undefined || invalid || ended))
     headers.push('x-amzn-ErrorType', bedrockErrorType(invalid ? 'invalid' : d.status === 403 ? 'ended' : 'limit'))
   if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)

@@ -17,7 +17,7 @@ import type { Plan } from './plan.js'
 
 /**
  * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
- * made. The charges are every enforce check of the request but its LLM reservations, which
+ * made. The charges are every enforce check of the request but its LLM and money reservations, which
  * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`).
  */
 export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: number, allowed: Decision): Debt {
@@ -29,7 +29,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     for (let i = 0; i < planned.length; i++) {
       const p = planned[i]!
       const o = outcomes[i]
-      if (p.shadow || p.llm !== undefined || o?.allowed !== true) continue
+      if (p.shadow || p.llm !== undefined || p.spend !== undefined || o?.allowed !== true) continue
       const c = checks[i]!
       const limit = c.limit.kind.giveBack?.(c.limit, o, elapsedS)
       if (limit !== undefined) timed = true
@@ -58,6 +58,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     descriptors: allowed.descriptors,
     // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded).
     llm: allowed.llm,
+    spend: allowed.spend,
   }
   const debt: Debt = { waitMs, charges, refused, policyId: p.policy.id }
   if (timed) debt.chargesAfter = (elapsedMs) => chargesAt(elapsedMs / 1000)

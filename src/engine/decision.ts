@@ -7,6 +7,7 @@ import type { LlmConfig } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
+import type { ModelPrice } from '../llm/prices.js'
 import type { Adjustment } from '../store/store.js'
 import type { LimitView } from './headers.js'
 
@@ -42,6 +43,31 @@ export interface LlmReservation {
   choices: number
   /** The rule's streaming is enabled: any text/event-stream answer is metered and cut, whatever the body asked. */
   streaming: boolean
+}
+
+/**
+ * A money budget's charge on an allowed request (`"cost_key": "llm_price"`, engine/spend-plan.ts):
+ * the price of the call's reservation, in micros of the currency, settled once the response says
+ * what was used (llm/spend-settle.ts) by one adjustment of the budget's counter.
+ */
+export interface SpendReservation {
+  policyId: string
+  ruleName: string
+  shadow: boolean
+  /** The budget's counter, charged `reserved`. */
+  key: string
+  limit: Limit
+  /** The model priced (llm:model; undefined: none could be read) and its price (micros per million tokens). */
+  model: string | undefined
+  price: ModelPrice
+  currency: string
+  /** Prompt tokens estimated, output tokens reserved. */
+  prompt: number
+  completion: number
+  /** Micros charged before the call. */
+  reserved: number
+  /** The budget (micros): an overrun is charged at most this much. */
+  budget: number
 }
 
 /**
@@ -121,6 +147,8 @@ export interface Decision {
   jwtRejected?: string
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
   llm?: LlmReservation[]
+  /** Money budgets' charges committed by this request, settled after the response like `llm`. */
+  spend?: SpendReservation[]
   /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
   statusCharges?: StatusCharge[]
 }

@@ -8,7 +8,7 @@
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
 import { debtOf } from './debt.js'
-import type { Decision, LlmReservation } from './decision.js'
+import type { Decision, LlmReservation, SpendReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
@@ -17,12 +17,17 @@ import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
 import { statusCharges } from './status-charges.js'
 
-/** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
-function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
-  if (plan.llm === undefined) return undefined
+/** The reservations committed (LLM or money): enforce ones when the enforce group passed, shadow ones when the shadow group did. */
+function committed<R extends LlmReservation | SpendReservation>(
+  list: R[] | undefined,
+  plan: Plan,
+  outcomes: Outcomes,
+  enforceOk: boolean,
+): R[] | undefined {
+  if (list === undefined) return undefined
   let shadowOk = true
   for (let i = 0; i < plan.planned.length; i++) if (plan.planned[i]!.shadow && outcomes[i]?.allowed === false) shadowOk = false
-  const out = plan.llm.filter((r) => (r.shadow ? shadowOk : enforceOk))
+  const out = list.filter((r) => (r.shadow ? shadowOk : enforceOk))
   return out.length ? out : undefined
 }
 
@@ -97,7 +102,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
         retryAfterS: o.retryAfter,
         matchedPolicies: ids,
         descriptors,
-        llm: committedLlm(plan, outcomes, false),
+        llm: committed(plan.llm, plan, outcomes, false),
+        spend: committed(plan.spend, plan, outcomes, false),
       }
     const reason = p.algorithm.rejectReason
     const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
@@ -114,9 +120,10 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
       retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
       matchedPolicies: ids,
       descriptors,
-      llm: committedLlm(plan, outcomes, false),
+      llm: committed(plan.llm, plan, outcomes, false),
+      spend: committed(plan.spend, plan, outcomes, false),
     }
-    return p.llm === undefined ? d : boundLlmReject(d, o.retryAfter, llmMaxRetryAfterS)
+    return p.llm === undefined && p.spend === undefined ? d : boundLlmReject(d, o.retryAfter, llmMaxRetryAfterS)
   }
   if (obs.limitCharged) {
     // Only now is it known that nothing rejected, i.e. that the charges were committed.
@@ -125,7 +132,12 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
       const p = planned[i]!
       // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
       if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit))
-        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined || p.rule.statuses !== undefined)
+        obs.limitCharged(
+          p.policy.id,
+          checks[i]!.cost,
+          o.value,
+          p.llm !== undefined || p.spend !== undefined || p.rule.statuses !== undefined,
+        )
     }
   }
   const delayMs = Math.max(advice?.delayMs ?? 0, debtMs)
@@ -143,7 +155,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetr
     delayMs: delayMs > 0 ? delayMs : undefined,
     matchedPolicies: ids,
     descriptors,
-    llm: committedLlm(plan, outcomes, true),
+    llm: committed(plan.llm, plan, outcomes, true),
+    spend: committed(plan.spend, plan, outcomes, true),
   }
   if (plan.statuses) d.statusCharges = statusCharges(plan, outcomes)
   if (debtAt !== -1) d.debt = debtOf(plan, outcomes, debtAt, debtMs, d)

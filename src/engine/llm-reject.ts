@@ -9,6 +9,7 @@
  * Anthropic SDKs sleep through any Retry-After on a 429 (8 hours for a spent
  * day), the AI SDK retries every 429 whatever it says, the Agents SDK retries
  * one over 60 s after its own short backoff; none of them retries a 403.
+ * A spent budget in money (`budget_exceeded` of a cost_key llm_price rule) is bounded alike.
  */
 import { beyondBoundMessage } from '../algorithms/llm-messages.js'
 import type { Decision } from './decision.js'
@@ -21,7 +22,8 @@ export const DEFAULT_LLM_MAX_RETRY_AFTER_S = 60
  * (the moment the request could pass). Other reasons are returned as they are.
  */
 export function boundLlmReject(d: Decision, waitS: number, boundS: number): Decision {
-  if (d.reason !== 'tpm_exceeded' && d.reason !== 'tpd_exceeded') return d
+  // A budget in money (cost_key llm_price: its rule has a spend part) ends the same way.
+  if (d.reason !== 'tpm_exceeded' && d.reason !== 'tpd_exceeded' && d.reason !== 'budget_exceeded') return d
   if (waitS <= boundS) {
     // Jitter is only ever added (engine/jitter.ts), and never past the bound a client honours.
     if (d.retryAfterS !== undefined && d.retryAfterS > boundS) d.retryAfterS = Math.max(1, boundS)

@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { CompiledBundle } from '../bundle/compile.js'
-import type { Decision, LlmReservation } from '../engine/decision.js'
+import type { Decision, LlmReservation, SpendReservation } from '../engine/decision.js'
 import type { SettleStatus } from '../engine/status-charges.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import { forwardTarget, type PathSettings } from '../request/target.js'
@@ -39,7 +39,11 @@ export interface RoutesOptions {
    * LLM rules: the bundle (does a request need its body read?), the settlement of an allowed call, and
    * FAIRVISOR_LLM_STREAM_USAGE (ask OpenAI-compatible streams for their usage: llm/stream-usage.ts).
    */
-  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[]): LlmExchange; streamUsage?: boolean }
+  llm?: {
+    bundle(): CompiledBundle | null
+    exchange(reservations: LlmReservation[], spend?: SpendReservation[]): LlmExchange
+    streamUsage?: boolean
+  }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
 }
@@ -64,8 +68,8 @@ export function createRoutes({ decide, exposeReason, debug, proxy, admin, paths,
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
   const tapOf = (d: Decision): LlmExchange | undefined => {
-    if (d.llm === undefined || llm === undefined) return undefined
-    const x = llm.exchange(d.llm)
+    if ((d.llm === undefined && d.spend === undefined) || llm === undefined) return undefined
+    const x = llm.exchange(d.llm ?? [], d.spend)
     if (d.allowed) return x
     x.end(false)
     return undefined

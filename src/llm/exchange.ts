@@ -7,14 +7,14 @@
  * counters — so they end at what was really used. A store failure drops the
  * settlement (logged, counted) and never holds the response.
  */
-import type { LlmReservation } from '../engine/decision.js'
+import type { LlmReservation, SpendReservation } from '../engine/decision.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
 import { closingEvents, TOOL_CALL_CUT_MESSAGE, upstreamErrorEvent } from './dialects/index.js'
 import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
-import { useOf, type SettledBy } from './settlement.js'
-import { tokenCounter } from './estimate.js'
+import { completionLimits, deltaCounter, useOf, type SettledBy } from './settlement.js'
+import { settleSpends, type SpendSettlement } from './spend-settle.js'
 import { DEFAULT_MAX_EVENT_BYTES, DEFAULT_TOOL_CALL_GRACE_TOKENS, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
@@ -64,12 +64,8 @@ export interface ExchangeHooks {
   overrunCapped?(c: OverrunCapped): void
   /** A stream ended with the API's error event because the upstream broke it. */
   broken?(b: BrokenStream): void
-}
-
-/** A stream's tokens are counted with the tokenizer of the first rule that has one, else estimated (text-tokens.ts). */
-function deltaCounter(reservations: readonly LlmReservation[]): ((text: string) => number) | undefined {
-  const r = reservations.find((x) => x.config.estimator === 'tokenizer')
-  return r === undefined ? undefined : tokenCounter(r.config.encoding)
+  /** Money budgets settled (`err`: the store could not take the settlement, it is dropped). */
+  spendSettled?(s: SpendSettlement[], err: Error | undefined): void
 }
 
 export class LlmExchange {
@@ -91,6 +87,8 @@ export class LlmExchange {
     private readonly hooks: ExchangeHooks,
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
+    private readonly spend: readonly SpendReservation[] = [],
     private readonly toolCallGrace = DEFAULT_TOOL_CALL_GRACE_TOKENS, // FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS
   ) {}
 
@@ -116,22 +114,7 @@ export class LlmExchange {
     if (framing !== undefined || contentType?.includes('text/event-stream')) {
       const grace = this.cutter()?.config.streaming.onLimitExceeded === 'error_chunk' ? {} : { toolCallGrace: this.toolCallGrace }
       this.meter = new SseMeter(
-        this.reservations.map((r) => {
-          const why = r.shadow
-            ? 'shadow'
-            : !r.config.streaming.enforceMidStream
-              ? 'enforce_mid_stream_off'
-              : !r.streaming
-                ? 'not_streaming'
-                : undefined
-          return {
-            // Each of `n` choices may use max_completion_tokens: the stream's count is theirs together.
-            maxCompletion: r.config.streaming.maxCompletion * r.choices,
-            bufferTokens: r.config.streaming.bufferTokens,
-            enforce: why === undefined,
-            wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
-          }
-        }),
+        completionLimits(this.reservations, this.hooks.wouldTruncate.bind(this.hooks)),
         path,
         this.maxEventBytes,
         framing,
@@ -244,7 +227,17 @@ export class LlmExchange {
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
-    if (adjustments.length === 0) return this.hooks.settled(out)
-    this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))
+    const spent = settleSpends(
+      this.spend,
+      { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status, usageFinal },
+      adjustments,
+    )
+    const done = (err: Error | null): void => {
+      if (err) this.hooks.dropped(err, out)
+      else this.hooks.settled(out)
+      if (spent.length > 0) this.hooks.spendSettled?.(spent, err ?? undefined)
+    }
+    if (adjustments.length === 0) return done(null)
+    this.hooks.store.adjust(adjustments, this.hooks.now(), done)
   }
 }

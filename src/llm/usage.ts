@@ -13,6 +13,8 @@ import { providerText, providerUsage } from './providers/index.js'
 export interface Usage {
   prompt: number | undefined
   completion: number | undefined
+  /** Of `prompt`, the tokens read from the provider's prompt cache (OpenAI's `prompt_tokens_details.cached_tokens`, the Responses API's `input_tokens_details.cached_tokens`): priced apart (llm/spend-settle.ts). */
+  cached?: number
   /** Anthropic input parts, kept apart because a later event may repeat only some of them. */
   input?: number
   cacheCreation?: number
@@ -33,6 +35,9 @@ function mergeUsage(u: unknown, into: Usage): boolean {
   const read = num(o.cache_read_input_tokens)
   if (read !== undefined) into.cacheRead = read
   if (into.input !== undefined) into.prompt = into.input + (into.cacheCreation ?? 0) + (into.cacheRead ?? 0)
+  const details = o.prompt_tokens_details ?? o.input_tokens_details
+  const cached = details !== null && typeof details === 'object' ? num((details as Record<string, unknown>).cached_tokens) : undefined
+  if (cached !== undefined) into.cached = cached
   const output = num(o.completion_tokens) ?? num(o.output_tokens)
   if (output !== undefined) into.completion = output
   return true

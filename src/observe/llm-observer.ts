@@ -7,7 +7,8 @@
  * and would_truncate (a stream over the limit that was not cut, with why:
  * a shadow policy, enforce_mid_stream off, or a client that did not ask
  * for a stream), and streams ended because the upstream broke them (an
- * event past FAIRVISOR_LLM_MAX_EVENT_BYTES, an unreadable one).
+ * event past FAIRVISOR_LLM_MAX_EVENT_BYTES, an unreadable one); money budgets' settlements:
+ * the spend in micros of the currency, what each was settled on, overruns capped at the budget.
  */
 import type { ExchangeHooks, Settlement } from '../llm/exchange.js'
 import type { Store } from '../store/store.js'
@@ -91,6 +92,26 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
           ? 'upstream stream event larger than FAIRVISOR_LLM_MAX_EVENT_BYTES: the stream was ended with an error event'
           : 'upstream stream could not be read: the stream was ended with an error event',
       )
+    },
+    spendSettled(list, err) {
+      for (const s of list) {
+        const r = s.reservation
+        metrics.llmSpendSettlements.inc({ by: err ? 'dropped' : s.by })
+        if (!err && !r.shadow && s.used > 0) metrics.llmSpend.inc({ policy: r.policyId, currency: r.currency }, s.used)
+        if (s.capped)
+          log.warn(
+            {
+              event: 'llm_spend_overrun_capped',
+              policy: r.policyId,
+              rule: r.ruleName,
+              model: r.model,
+              reserved_micros: r.reserved,
+              budget_micros: r.budget,
+              tokens: s.tokens,
+            },
+            'reported usage costs more than the whole budget: overrun charge capped at the budget',
+          )
+      }
     },
     truncated(r, counted, toolCall) {
       const unclosed = toolCall?.closed === false

@@ -115,7 +115,8 @@ describe('docs/reject-reasons.md', () => {
     assert.ok(limits.length >= 8)
     const llm = LLM_REJECTS as Readonly<Record<string, { tooLarge: boolean }>>
     for (const r of limits) {
-      const want = llm[r] === undefined ? '429' : llm[r].tooLarge ? '400' : '429, 403'
+      // budget_exceeded: a budget in money past the retry bound is also a 403 (engine/llm-reject.ts).
+      const want = r === 'budget_exceeded' ? '429, 403' : llm[r] === undefined ? '429' : llm[r].tooLarge ? '400' : '429, 403'
       assert.equal(refused.get(r)?.[0], want, `${r} is not a documented ${want}`)
     }
     for (const r of unionMembers('src/request/target.ts', 'TargetRefusal'))

@@ -254,7 +254,7 @@ function toolCut(path: string, sse: string, grace: number, action = 'graceful_cl
     wouldTruncate: () => undefined,
     truncated: (_r: LlmReservation, counted: number, toolCall?: { grace: number; closed: boolean }) => cuts.push({ counted, toolCall }),
   }
-  const x = new LlmExchange([r], hooks, 1024 * 1024, grace)
+  const x = new LlmExchange([r], hooks, 1024 * 1024, [], grace)
   x.headers(200, 'text/event-stream', undefined, path)
   let out = ''
   for (const e of sse.split(/(?<=\n\n)/)) {
