@@ -107,7 +107,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
   const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], s?: ConstructorParameters<typeof LlmExchange>[3], trace?: Context) =>
-    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s, trace)
+    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s, settings.llmToolCallGraceTokens, trace)
   const llm = { bundle, exchange, streamUsage: settings.llmStreamUsage }
   const settleStatus = settleByStatus(metrics, giveBack)
   const routes = createRoutes({

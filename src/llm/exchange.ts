@@ -1,8 +1,8 @@
 /**
  * One LLM call after the decision: reads the response as it passes (a
  * stream's events are passed on whole, as each ends), cuts an over-long
- * stream, ends a stream the upstream broke (an event past the bound, or one
- * that cannot be read) with the API's error event, and settles the request's
+ * stream (never in a tool call's arguments), ends a stream the upstream broke
+ * (an event past the bound, an unreadable one) with the API's error event, and settles the request's
  * reservations once (llm/settlement.ts) — one store.adjust for all its
  * counters — so they end at what was really used. A store failure drops the
  * settlement (logged, counted) and never holds the response.
@@ -12,12 +12,12 @@ import type { LlmReservation, SpendReservation } from '../engine/decision.js'
 import { settledAttributes } from '../observe/decision-spans.js'
 import type { Adjustment, Store } from '../store/store.js'
 import { completionHistory } from './completion-history.js'
-import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
+import { closingEvents, TOOL_CALL_CUT_MESSAGE, upstreamErrorEvent } from './dialects/index.js'
 import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
-import { deltaCounter, useOf, type SettledBy } from './settlement.js'
+import { completionLimits, deltaCounter, useOf, type SettledBy } from './settlement.js'
 import { settleSpends, type SpendSettlement } from './spend-settle.js'
-import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
+import { DEFAULT_MAX_EVENT_BYTES, DEFAULT_TOOL_CALL_GRACE_TOKENS, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
 /** JSON bodies up to this size are parsed whole; of larger ones only the tail is searched for usage. */
@@ -26,10 +26,10 @@ const TAIL_KEEP = 64 * 1024
 
 /**
  * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
- * passed; an event (or a line) longer than FAIRVISOR_LLM_MAX_EVENT_BYTES;
- * an event the gateway failed to read (its reader threw).
+ * passed (`tool_call_unclosed`: in a tool call, past its grace); an event
+ * longer than FAIRVISOR_LLM_MAX_EVENT_BYTES; one it failed to read.
  */
-export type StreamEnd = 'max_completion_tokens' | 'event_too_large' | 'unreadable'
+export type StreamEnd = 'max_completion_tokens' | 'tool_call_unclosed' | 'event_too_large' | 'unreadable'
 
 /** What is told of a stream the upstream broke. */
 export interface BrokenStream {
@@ -59,7 +59,7 @@ export interface ExchangeHooks {
   dropped(err: Error, s: Settlement[]): void
   /** Passed max_completion_tokens, not cut: `why` is `shadow`, `enforce_mid_stream_off` or `not_streaming` (the client did not ask for a stream). */
   wouldTruncate(r: LlmReservation, counted: number, why: string): void
-  truncated(r: LlmReservation, counted: number): void
+  truncated(r: LlmReservation, counted: number, toolCall?: { grace: number; closed: boolean }): void
   /** An overrun charge was capped (settle-cap.ts). */
   overrunCapped?(c: OverrunCapped): void
   /** A stream ended with the API's error event because the upstream broke it. */
@@ -89,9 +89,14 @@ export class LlmExchange {
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
     /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
     private readonly spend: readonly SpendReservation[] = [],
+    private readonly toolCallGrace = DEFAULT_TOOL_CALL_GRACE_TOKENS, // FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS
     /** A traced request's server span context: the settlement is written on it (observe/decision-spans.ts). */
     private readonly trace?: Context,
   ) {}
+
+  /** The reservation whose limit cuts the stream (the first that may); only its graceful_close waits for a tool call. */
+  private cutter = (): LlmReservation | undefined =>
+    this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)
 
   /** The request was sent with stream_options.include_usage the client did not ask for (llm/stream-usage.ts). */
   hideUsageChunk(): void {
@@ -109,27 +114,13 @@ export class LlmExchange {
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
     const framing = streamFraming(status, contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
     if (framing !== undefined || contentType?.includes('text/event-stream')) {
+      const grace = this.cutter()?.config.streaming.onLimitExceeded === 'error_chunk' ? {} : { toolCallGrace: this.toolCallGrace }
       this.meter = new SseMeter(
-        this.reservations.map((r) => {
-          const why = r.shadow
-            ? 'shadow'
-            : !r.config.streaming.enforceMidStream
-              ? 'enforce_mid_stream_off'
-              : !r.streaming
-                ? 'not_streaming'
-                : undefined
-          return {
-            // Each of `n` choices may use max_completion_tokens: the stream's count is theirs together.
-            maxCompletion: r.config.streaming.maxCompletion * r.choices,
-            bufferTokens: r.config.streaming.bufferTokens,
-            enforce: why === undefined,
-            wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
-          }
-        }),
+        completionLimits(this.reservations, this.hooks.wouldTruncate.bind(this.hooks)),
         path,
         this.maxEventBytes,
         framing,
-        { count: deltaCounter(this.reservations), hideUsage: this.hideUsage },
+        { count: deltaCounter(this.reservations), hideUsage: this.hideUsage, ...grace },
       )
       return true
     }
@@ -176,7 +167,7 @@ export class LlmExchange {
   closing(): Buffer {
     const m = this.meter!
     const why = this.ending
-    if (why !== 'max_completion_tokens') {
+    if (why !== 'max_completion_tokens' && why !== 'tool_call_unclosed') {
       // The upstream broke the stream: a server error in the API's own shape, whatever the policies say.
       this.hooks.broken?.({
         why: why === 'event_too_large' ? why : 'unreadable',
@@ -194,16 +185,18 @@ export class LlmExchange {
         upstreamErrorEvent(m.facts, message, why === 'event_too_large' ? 'upstream_event_too_large' : 'upstream_stream_unreadable'),
       )
     }
-    const r = this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)!
+    const r = this.cutter()!
     this.cutBy = r
     const usage = r.config.streaming.includePartialUsage ? { prompt: m.usage.prompt ?? r.prompt, completion: m.counted } : undefined
+    const unclosed = why === 'tool_call_unclosed'
     const events = closingEvents(
       m.facts,
-      r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
+      unclosed || r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
       m.counted,
       usage,
+      unclosed ? TOOL_CALL_CUT_MESSAGE : undefined,
     )
-    this.hooks.truncated(r, m.counted)
+    this.hooks.truncated(r, m.counted, unclosed || m.graceUsed > 0 ? { grace: m.graceUsed, closed: !unclosed } : undefined)
     this.end(true)
     return Buffer.from(events)
   }

@@ -5,16 +5,44 @@
  * one the client left before the usage came: the count beats Anthropic's
  * message_start placeholder), else nothing for an error answer or none at
  * all (the provider charges nothing), else the whole reservation (a JSON
- * answer without usage).
+ * answer without usage). Also what a call's reservations make of its
+ * stream: its counter and its completion limits.
  */
 import type { LlmReservation } from '../engine/decision.js'
 import { tokenCounter } from './estimate.js'
+import type { CompletionLimit } from './sse-meter.js'
 import type { Usage } from './usage.js'
 
 /** A stream's tokens are counted with the tokenizer of the first rule that has one, else estimated (text-tokens.ts). */
 export function deltaCounter(reservations: readonly LlmReservation[]): ((text: string) => number) | undefined {
   const r = reservations.find((x) => x.config.estimator === 'tokenizer')
   return r === undefined ? undefined : tokenCounter(r.config.encoding)
+}
+
+/**
+ * The completion limits of a call's reservations: a limit cuts when its rule enforces mid-stream
+ * on a stream the client asked for; else it reports `wouldTruncate` with why not.
+ */
+export function completionLimits(
+  reservations: readonly LlmReservation[],
+  wouldTruncate: (r: LlmReservation, counted: number, why: string) => void,
+): CompletionLimit[] {
+  return reservations.map((r) => {
+    const why = r.shadow
+      ? 'shadow'
+      : !r.config.streaming.enforceMidStream
+        ? 'enforce_mid_stream_off'
+        : !r.streaming
+          ? 'not_streaming'
+          : undefined
+    return {
+      // Each of `n` choices may use max_completion_tokens: the stream's count is theirs together.
+      maxCompletion: r.config.streaming.maxCompletion * r.choices,
+      bufferTokens: r.config.streaming.bufferTokens,
+      enforce: why === undefined,
+      wouldTruncate: (n: number) => wouldTruncate(r, n, why ?? 'shadow'),
+    }
+  })
 }
 
 export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'

@@ -3,6 +3,7 @@
  * settled usage), reservations given back, the estimate's accuracy
  * (reported ÷ estimated prompt tokens), what each was settled on, dropped
  * settlements (store down: logged at most once a second), truncated streams
+ * (with the tokens waited for a tool call to close, and whether it did)
  * and would_truncate (a stream over the limit that was not cut, with why:
  * a shadow policy, enforce_mid_stream off, or a client that did not ask
  * for a stream), and streams ended because the upstream broke them (an
@@ -112,8 +113,9 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
           )
       }
     },
-    truncated(r, counted) {
-      metrics.llmStreamCuts.inc({ reason: 'max_completion_tokens' })
+    truncated(r, counted, toolCall) {
+      const unclosed = toolCall?.closed === false
+      metrics.llmStreamCuts.inc({ reason: unclosed ? 'tool_call_unclosed' : 'max_completion_tokens' })
       log.info(
         {
           event: 'stream_truncated',
@@ -121,9 +123,14 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
           rule: r.ruleName,
           completion_tokens: counted,
           max_completion_tokens: r.config.streaming.maxCompletion,
-          action: r.config.streaming.onLimitExceeded,
+          action: unclosed ? 'error_chunk' : r.config.streaming.onLimitExceeded,
+          ...(toolCall ? { tool_call_grace_tokens: toolCall.grace, tool_call_closed: toolCall.closed } : {}),
         },
-        'stream ended at max_completion_tokens',
+        unclosed
+          ? 'stream ended at max_completion_tokens inside a tool call past its grace: error event'
+          : toolCall
+            ? 'stream ended at max_completion_tokens once its tool call closed'
+            : 'stream ended at max_completion_tokens',
       )
     },
   }

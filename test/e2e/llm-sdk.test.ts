@@ -219,15 +219,19 @@ describe('the official SDKs through the gateway', { timeout: 120_000 }, () => {
     assert.equal(upstream.acceptEncodings.at(-1), 'identity')
   })
 
-  test('tool-call argument deltas count toward the cut', async () => {
-    const r = await openai('cut', 'chat-tools-stream.sse')
-      .chat.completions.stream({ model: 'gpt-4o', messages: MESSAGES })
-      .finalChatCompletion()
+  test('tool-call argument deltas count toward the cut, which waits for the call to end (and charges what it waited for)', async () => {
+    const { result: r, used } = await settled('cut', () =>
+      openai('cut', 'chat-tools-stream.sse').chat.completions.stream({ model: 'gpt-4o', messages: MESSAGES }).finalChatCompletion(),
+    )
     assert.equal(r.choices[0]!.finish_reason, 'length')
     assert.equal(r.choices[0]!.message.tool_calls![0]!.type, 'function')
     const call = r.choices[0]!.message.tool_calls![0]! as { function: { name: string; arguments: string } }
     assert.equal(call.function.name, 'get_weather')
-    assert.equal(call.function.arguments.length, CUT_TEXT)
+    // Passed at 60 tokens (240 characters), inside the call: the cut came after its last delta, 800 characters.
+    assert.equal(call.function.arguments.length, 800)
+    assert.equal(JSON.parse(call.function.arguments).city, 'Lisbon')
+    assert.equal(r.usage!.completion_tokens, 200)
+    assert.equal(used, r.usage!.total_tokens)
   })
 
   test('Responses API: settles at the recorded usage; a cut stream is status "incomplete" with the text so far', async () => {

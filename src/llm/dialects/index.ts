@@ -23,28 +23,33 @@ const CUT_ERROR: ErrorKind = { openai: 'rate_limit_error', anthropic: 'rate_limi
 
 const CUT_MESSAGE = 'max completion tokens exceeded'
 
-/** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off. */
+/** The error event's message when the limit was passed inside a tool call that did not end within its grace. */
+export const TOOL_CALL_CUT_MESSAGE =
+  'max completion tokens exceeded inside a tool call whose arguments did not end within FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS'
+
+/** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off; `message`: an error event's. */
 export function closingEvents(
   f: StreamFacts,
   action: 'graceful_close' | 'error_chunk',
   counted: number,
   usage: CutUsage | undefined,
+  message = CUT_MESSAGE,
 ): string | Buffer {
   switch (f.api) {
     case 'responses':
-      return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE, CUT_ERROR) : responsesClose(f, usage)
+      return action === 'error_chunk' ? responsesError(f, message, CUT_ERROR) : responsesClose(f, usage)
     case 'messages':
-      return action === 'error_chunk' ? messagesError(CUT_MESSAGE, CUT_ERROR) : messagesClose(f, counted, usage)
+      return action === 'error_chunk' ? messagesError(message, CUT_ERROR) : messagesClose(f, counted, usage)
     case 'completions':
-      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : completionsClose(f, usage)
+      return action === 'error_chunk' ? chatError(message, usage, CUT_ERROR) : completionsClose(f, usage)
     case 'gemini':
-      return action === 'error_chunk' ? geminiError(f, CUT_MESSAGE, CUT_ERROR) : geminiClose(f, usage)
+      return action === 'error_chunk' ? geminiError(f, message, CUT_ERROR) : geminiClose(f, usage)
     case 'bedrock':
-      return action === 'error_chunk' ? bedrockError(CUT_MESSAGE, CUT_ERROR) : bedrockClose(f, CUT_MESSAGE, usage)
+      return action === 'error_chunk' ? bedrockError(message, CUT_ERROR) : bedrockClose(f, CUT_MESSAGE, usage)
     case 'ollama':
-      return action === 'error_chunk' ? ollamaError(CUT_MESSAGE) : ollamaClose(f, usage)
+      return action === 'error_chunk' ? ollamaError(message) : ollamaClose(f, usage)
     default:
-      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : chatClose(f, usage)
+      return action === 'error_chunk' ? chatError(message, usage, CUT_ERROR) : chatClose(f, usage)
   }
 }
 

@@ -3,7 +3,8 @@
  * exchange.ts): events end at an empty line whatever the line ends (CRLF,
  * LF, CR) and wherever the chunks split; events pass on whole; an event or a
  * line past the bound ends the stream before it, with the API's error event,
- * holding no more than the bound meanwhile.
+ * holding no more than the bound meanwhile. A cut inside a tool call waits
+ * for the call to end, within its grace, else ends with the error event.
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -15,6 +16,7 @@ import { eventMessage } from '../../../src/llm/framings/eventstream.js'
 import { streamFraming } from '../../../src/llm/framings/index.js'
 import { SseMeter } from '../../../src/llm/sse-meter.js'
 import type { Store } from '../../../src/store/store.js'
+import { chatToolStream, messagesToolStream, responsesToolStream, toolArgs } from '../../helpers/tool-streams.js'
 
 const limit = { maxCompletion: 1_000_000, bufferTokens: 10, enforce: true, wouldTruncate: (): void => undefined }
 const chat = (text: string, nl = '\n'): string => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}${nl}${nl}`
@@ -230,6 +232,82 @@ test('a client that leaves after the final usage arrived is settled on that usag
     leave(text).map((s) => [s.by, s.used]),
     [['counted', 5 + 100]],
   )
+})
+
+/** A cut of `sse` at 20 tokens (steps of 10) through an exchange on `path`: what the client got, the hooks' reports. */
+function toolCut(path: string, sse: string, grace: number, action = 'graceful_close') {
+  const config = normaliseLlm({
+    tokens_per_minute: 60,
+    burst_tokens: 100_000,
+    max_completion_tokens: 20,
+    streaming: { buffer_tokens: 10, on_limit_exceeded: action },
+  })
+  const r = { ...reservation(), config, minute: { key: 'k', limit: config } }
+  const cuts: { counted: number; toolCall?: { grace: number; closed: boolean } }[] = []
+  const settled: Settlement[][] = []
+  const store = { adjust: (_a: unknown, _n: number, cb: (err?: Error) => void) => cb() } as unknown as Store
+  const hooks = {
+    store,
+    now: () => 0,
+    settled: (x: Settlement[]) => settled.push(x),
+    dropped: () => undefined,
+    wouldTruncate: () => undefined,
+    truncated: (_r: LlmReservation, counted: number, toolCall?: { grace: number; closed: boolean }) => cuts.push({ counted, toolCall }),
+  }
+  const x = new LlmExchange([r], hooks, 1024 * 1024, [], grace)
+  x.headers(200, 'text/event-stream', undefined, path)
+  let out = ''
+  for (const e of sse.split(/(?<=\n\n)/)) {
+    const b = x.data(Buffer.from(e))
+    if (b) out += b.toString()
+    if (x.ending !== undefined) {
+      out += x.closing().toString()
+      break
+    }
+  }
+  return { out, cut: cuts[0], used: settled[0]?.[0]?.used }
+}
+
+test('a limit passed inside a tool call waits for the call to end, its tokens charged; past the grace, the error event', () => {
+  const short = toolArgs(400) // 100 tokens of arguments
+  for (const [path, sse, last] of [
+    ['/v1/chat/completions', chatToolStream(short), /"arguments":"[^"]*\\"\}"\}\}\]/],
+    ['/v1/messages', messagesToolStream(short), /event: content_block_stop\ndata: \{"type":"content_block_stop","index":1\}/],
+    ['/v1/responses', responsesToolStream(short), /event: response\.output_item\.done/],
+  ] as const) {
+    const waited = toolCut(path, sse, 1024)
+    assert.equal(waited.cut?.toolCall?.closed, true, path)
+    assert.ok(waited.cut!.counted >= 100, `${path}: every argument token counted (${waited.cut!.counted})`)
+    const passedAt = waited.cut!.counted - waited.cut!.toolCall!.grace // the count that passed the limit, in the call
+    assert.ok(passedAt > 20 && passedAt < 40, `${path}: passed at ${passedAt}`)
+    assert.equal(waited.used, 5 + waited.cut!.counted + (path === '/v1/messages' ? 64 - 5 : 0), `${path}: settled on the count`)
+    assert.match(waited.out, last, path)
+    assert.doesNotMatch(waited.out, /"error":\{|event: error/, path)
+    // The whole call, then the API's graceful close.
+    assert.match(waited.out, /finish_reason":"length"|"stop_reason":"max_tokens"|response\.incomplete/, path)
+
+    const over = toolCut(path, sse, 30)
+    assert.equal(over.cut?.toolCall?.closed, false, path)
+    assert.ok(over.cut!.toolCall!.grace >= 30, path)
+    assert.match(over.out, /max completion tokens exceeded inside a tool call/, path)
+    assert.match(over.out, /(^|\n)(event: error\n)?data: \{"(type":"error|error)"[^\n]*\n\n$/, `${path}: ends with the error event`)
+    assert.equal(over.used, 5 + over.cut!.counted + (path === '/v1/messages' ? 64 - 5 : 0), path)
+
+    // Grace 0: no wait, the error event at once; error_chunk: no wait, its own error event.
+    assert.equal(toolCut(path, sse, 0).cut?.toolCall?.grace, 0, path)
+    assert.match(toolCut(path, sse, 0).out, /inside a tool call/, path)
+    const err = toolCut(path, sse, 1024, 'error_chunk')
+    assert.equal(err.cut?.toolCall, undefined, path)
+    assert.equal(err.cut?.counted, passedAt, `${path}: cut where the limit was passed`)
+    assert.match(err.out, /"message":"max completion tokens exceeded"/, path)
+  }
+})
+
+test('a limit passed outside a tool call cuts where it always did', () => {
+  const meter = new SseMeter([{ ...limit, maxCompletion: 5 }], '/v1/chat/completions', 1024, undefined, { toolCallGrace: 1024 })
+  assert.ok(meter.feed(Buffer.from(chat('a'.repeat(80)))))
+  assert.equal(meter.ended, 'max_completion_tokens')
+  assert.equal(meter.graceUsed, 0)
 })
 
 test('counted by script in the native streams too: Gemini SSE and JSON array, Ollama NDJSON, Bedrock event stream', () => {
