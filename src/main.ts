@@ -88,7 +88,7 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   // The admin API's top keys: each reject counted in a bounded sketch, only when the API is on.
   const top = rejectedKeys(settings, clock())
   const observer = { ...engineObserver(log, metrics, store.kind, failPolicy, clock), rejected: top && recordRejects(top) }
-  const engine = new Engine({ store, failPolicy, observer })
+  const engine = new Engine({ store, failPolicy, observer, llmMaxRetryAfterS: settings.llmMaxRetryAfterS })
   const trusted = settings.trustedProxiesText ? settings.trustedProxies : undefined
   const decided = decisionRecorder(metrics, log)
   const jwtRejected = jwtRejections(log, metrics, clock)
@@ -106,9 +106,9 @@ export async function startGateway(settings: Readonly<Settings>, runtime: Runtim
   const separateAdmin = settings.adminPort !== undefined // FAIRVISOR_ADMIN_PORT, in both modes
   const debug = createDebugSessions(settings.debugSessionSecret, clock)
   const hooks = llmHooks(log, metrics, store, clock) // LLM settlement: usage read from responses, one store adjust each
-  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], trace?: Context) =>
-    new LlmExchange(r, hooks, settings.llmMaxEventBytes, trace)
-  const llm = { bundle, exchange }
+  const exchange = (r: ConstructorParameters<typeof LlmExchange>[0], s?: ConstructorParameters<typeof LlmExchange>[3], trace?: Context) =>
+    new LlmExchange(r, hooks, settings.llmMaxEventBytes, s, settings.llmToolCallGraceTokens, trace)
+  const llm = { bundle, exchange, streamUsage: settings.llmStreamUsage }
   const settleStatus = settleByStatus(metrics, giveBack)
   const routes = createRoutes({
     decide,

@@ -57,6 +57,12 @@ export interface Settings
   headersTimeoutMs: number
   /** Largest SSE event (or line) of an LLM stream the relay passes on (FAIRVISOR_LLM_MAX_EVENT_BYTES); a larger one ends the stream. Default 8m. */
   llmMaxEventBytes: number
+  /** Longest wait an LLM reject answers 429 with Retry-After (FAIRVISOR_LLM_MAX_RETRY_AFTER, s); a longer one is 403, not retried. Default 60. */
+  llmMaxRetryAfterS: number
+  /** Tokens a graceful cut waits for a tool call's arguments to end (FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS); past them an error event. Default 1024. */
+  llmToolCallGraceTokens: number
+  /** Add stream_options.include_usage to OpenAI-compatible streaming requests without stream_options (FAIRVISOR_LLM_STREAM_USAGE). Default true. */
+  llmStreamUsage: boolean
   /** Whole request (head and body) must arrive within this; 0 disables. Default 300000. */
   requestTimeoutMs: number
   /** Idle keep-alive client connections are closed after this. Default 65000. */
@@ -183,6 +189,9 @@ function parseSettings(env: Env): Readonly<Settings> {
     upstreamConnectTimeoutMs: integer(env, 'FAIRVISOR_UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 1, 600_000),
     upstreamConnections: integer(env, 'FAIRVISOR_UPSTREAM_CONNECTIONS', 256, 1, 65535),
     llmMaxEventBytes: size(env, 'FAIRVISOR_LLM_MAX_EVENT_BYTES', '8m'),
+    llmMaxRetryAfterS: integer(env, 'FAIRVISOR_LLM_MAX_RETRY_AFTER', 60, 0, 86_400),
+    llmStreamUsage: bool(env, 'FAIRVISOR_LLM_STREAM_USAGE', true),
+    llmToolCallGraceTokens: integer(env, 'FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS', 1024, 0, 1_000_000),
     headersTimeoutMs: http.headersTimeoutMs,
     requestTimeoutMs: integer(env, 'FAIRVISOR_REQUEST_TIMEOUT_MS', 300000, 0, 86_400_000),
     keepAliveTimeoutMs: http.keepAliveTimeoutMs,

@@ -1,21 +1,17 @@
 /**
  * The algorithm seam. Two levels:
  *
- * - A **limit kind** is what a store applies: pure maths on one counter's
- *   state (`step`), the numbers a server script needs (`params`), how the
- *   in-process stores pack the state into their cells, and the same maths in
- *   Lua and PL/pgSQL. Each kind is one folder, algorithms/kinds/<kind>/
- *   (kind.ts, redis.ts, postgres.ts), and one line in the kind table
- *   (algorithms/kinds/index.ts), from which the Redis script and the
- *   PostgreSQL functions are assembled. Every store dispatches on `kind.id`.
- * - An **algorithm** is what a bundle names (`token_bucket`, …): it
- *   normalises its `algorithm_config` once at load into a Limit (kind and
- *   parameters), names its counter-key prefix and reject reason, and turns an
- *   outcome into the RateLimit-* header values.
+ * - A **limit kind** is what a store applies: pure maths on one counter's state (`step`), the numbers a server
+ *   script needs (`params`), how the in-process stores pack the state into their cells, and the same maths in Lua
+ *   and PL/pgSQL. Each kind is one folder, algorithms/kinds/<kind>/ (kind.ts, redis.ts, postgres.ts), and one line
+ *   in the kind table (algorithms/kinds/index.ts), from which the Redis script and the PostgreSQL functions are
+ *   assembled. Every store dispatches on `kind.id`.
+ * - An **algorithm** is what a bundle names (`token_bucket`, …): it normalises its `algorithm_config` once at load
+ *   into a Limit (kind and parameters), names its counter-key prefix and reject reason, and turns an outcome into
+ *   the RateLimit-* header values.
  *
- * Adding an algorithm: a file here and a line in ALGORITHMS
- * (algorithms/index.ts); on a new kind, also the kind's folder and its line
- * in the kind table. Nothing here does I/O or reads a clock: time is passed in.
+ * Adding an algorithm: a file here and a line in ALGORITHMS (algorithms/index.ts); on a new kind, also the kind's
+ * folder and its line in the kind table. Nothing here does I/O or reads a clock: time is passed in.
  */
 import type { GatewayMode } from '../bundle/types.js'
 import type { KindSample, KindSql } from './kinds/twins.js'

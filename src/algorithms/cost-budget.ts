@@ -7,6 +7,7 @@
  */
 import { EPSILON, type Advice, type HeaderValues, type RuleAlgorithm } from './algorithm.js'
 import { counterLimit, SUNDAY_ORIGIN_S, type CounterLimit } from './kinds/window-counter/kind.js'
+import { checkMoney, LLM_PRICE, MONEY_FIELDS, normaliseMoney, type MoneyConfig } from './llm-price.js'
 
 declare module './algorithm.js' {
   interface RejectReasons {
@@ -38,6 +39,8 @@ export interface BudgetConfig extends CounterLimit {
   periodS: number
   /** warn/throttle stages, highest threshold first. */
   stages: readonly Stage[]
+  /** A budget counted in money (`"cost_key": "llm_price"`, llm-price.ts): budget and usage are in micros of the currency. */
+  money?: MoneyConfig
 }
 
 /** The stage that applies at `usage` (this request included), if any. */
@@ -58,7 +61,12 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
     properties: {
       budget: { $ref: '#/$defs/positive' },
       period: { enum: Object.keys(PERIOD_S) },
-      cost_key: { $ref: '#/$defs/costSource' },
+      cost_key: {
+        description: 'fixed, header:<name>, query:<name>, or llm_price: the price of the LLM call in the bundle’s llm_prices (ours).',
+        type: 'string',
+        pattern: `^(fixed|${LLM_PRICE}|header:[A-Za-z0-9_-]+|query:[A-Za-z0-9_-]+)$`,
+      },
+      ...MONEY_FIELDS,
       fixed_cost: { $ref: '#/$defs/positive' },
       min_cost: { $ref: '#/$defs/positive', description: 'Smallest cost a header or query parameter can set (default 1).' },
       default_cost: { $ref: '#/$defs/positive' },
@@ -96,10 +104,12 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
     const rejects = stages.filter((s) => s.action === 'reject')
     if (rejects.length !== 1 || rejects[0]!.threshold_percent !== 100)
       out.push({ field: 'staged_actions', message: 'staged_actions must contain exactly one reject action, at threshold_percent 100' })
+    checkMoney(c, out)
   },
   capacity: (l) => l.budget,
   normalise(c) {
-    const budget = Number(c.budget)
+    const m = normaliseMoney(c)
+    const budget = m?.budgetMicros ?? Number(c.budget)
     const windowS = PERIOD_S[String(c.period)] ?? 3600
     const raw = (c.staged_actions ?? []) as { threshold_percent: number; action: Stage['action']; delay_ms?: number }[]
     const stages = raw
@@ -107,7 +117,9 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
       .map((s) => ({ thresholdPercent: s.threshold_percent, action: s.action, delayMs: Math.min(MAX_DELAY_MS, s.delay_ms ?? 0) }))
       .sort((a, b) => b.thresholdPercent - a.thresholdPercent)
     const origin = windowS === 604_800 ? SUNDAY_ORIGIN_S : 0
-    return { ...counterLimit(budget, windowS, origin), budget, periodS: windowS < 0 ? MONTH_W_S : windowS, stages }
+    const limit: BudgetConfig = { ...counterLimit(budget, windowS, origin), budget, periodS: windowS < 0 ? MONTH_W_S : windowS, stages }
+    if (m !== undefined) limit.money = m.money
+    return limit
   },
   headers(c, usage, secondsToEnd, rejected): HeaderValues {
     return {
@@ -124,6 +136,6 @@ export const COST_BUDGET: RuleAlgorithm<BudgetConfig> = {
   },
   describe(c, usage) {
     const s = stageAt(c, usage)
-    return `usage ${+usage.toFixed(6)}/${c.budget} (${+((usage / c.budget) * 100).toFixed(2)} %)${s ? `, stage ${s.action} at ${s.thresholdPercent} %` : ''}`
+    return `usage ${+usage.toFixed(6)}/${c.budget}${c.money ? ' micros' : ''} (${+((usage / c.budget) * 100).toFixed(2)} %)${s ? `, stage ${s.action} at ${s.thresholdPercent} %` : ''}`
   },
 }

@@ -7,7 +7,7 @@
 import type { Limit, RejectReason, RuleAlgorithm } from './algorithm.js'
 import { CONCURRENCY } from './concurrency.js'
 import { COST_BUDGET } from './cost-budget.js'
-import { LLM_MINUTE } from './llm.js'
+import { LLM_DAY, LLM_MINUTE } from './llm.js'
 import { SLIDING_WINDOW } from './sliding-window.js'
 import { TOKEN_BUCKET } from './token-bucket.js'
 
@@ -29,8 +29,9 @@ export function registerAlgorithm<C extends Limit>(algorithm: RuleAlgorithm<C>):
 
 registerAlgorithm(TOKEN_BUCKET)
 registerAlgorithm(COST_BUDGET)
-// Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts).
+// Its day counter is a second limit of the same rule (compile.ts, engine/llm-plan.ts), with a reason and jitter bound of its own.
 registerAlgorithm(LLM_MINUTE)
+jitterBounds.set(LLM_DAY.rejectReason, LLM_DAY.retryJitterMaxS!)
 registerAlgorithm(SLIDING_WINDOW)
 registerAlgorithm(CONCURRENCY)
 

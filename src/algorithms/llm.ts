@@ -14,8 +14,13 @@ import { EPSILON, type Algorithm, type HeaderValues, type RuleAlgorithm } from '
 import { bucketLimit, resetSeconds, type BucketLimit } from './kinds/token-bucket/kind.js'
 import { counterLimit, type CounterLimit } from './kinds/window-counter/kind.js'
 
-/** The reasons its rejects carry: the minute bucket, the day counter, and the two pre-checks engine/llm-plan.ts runs without a store. */
-export type LlmRejectReason = 'tpm_exceeded' | 'tpd_exceeded' | 'prompt_tokens_exceeded' | 'max_tokens_per_request_exceeded'
+/** The reasons its rejects carry: the minute bucket, the day counter, and the three pre-checks engine/llm-plan.ts runs without a store. */
+export type LlmRejectReason =
+  | 'tpm_exceeded'
+  | 'tpd_exceeded'
+  | 'prompt_tokens_exceeded'
+  | 'max_tokens_per_request_exceeded'
+  | 'burst_tokens_exceeded'
 
 declare module './algorithm.js' {
   interface RejectReasons extends Record<LlmRejectReason, true> {}
@@ -32,6 +37,23 @@ export interface StreamingConfig {
   maxCompletion: number
 }
 
+/**
+ * What a request reserves as its completion (`reservation`; docs/llm.md "Reservations"): the
+ * completion it asks for (`max_tokens`, the default), `default_max_completion` unless it asks for
+ * less (`default`), or the p-th percentile of the key's recent completions, unless it asks for
+ * less (`percentile`; `default` until the key has enough of them: llm/completion-history.ts).
+ */
+export type Reservation = { mode: 'max_tokens' } | { mode: 'default' } | { mode: 'percentile'; p: number }
+
+/** `reservation`'s values: the two names, or `p1` to `p99`. */
+export const RESERVATION_PATTERN = '^(max_tokens|default|p[1-9][0-9]?)$'
+
+function reservationOf(v: unknown): Reservation {
+  if (v === 'default') return { mode: 'default' }
+  if (typeof v === 'string' && /^p[1-9][0-9]?$/.test(v)) return { mode: 'percentile', p: Number(v.slice(1)) }
+  return { mode: 'max_tokens' }
+}
+
 export interface LlmConfig extends BucketLimit {
   tokensPerMinute: number
   /** burst / rate rounded up (60 s when burst_tokens = tokens_per_minute). */
@@ -43,6 +65,7 @@ export interface LlmConfig extends BucketLimit {
   /** Caps the reservation (undefined: no cap). */
   maxCompletionTokens: number | undefined
   defaultMaxCompletion: number
+  reservation: Reservation
   estimator: Estimator
   /** BPE encoding of the `tokenizer` estimator (default o200k_base). */
   encoding: string
@@ -68,6 +91,7 @@ export function normaliseLlm(c: Record<string, unknown>): LlmConfig {
     maxPromptTokens: num(c.max_prompt_tokens),
     maxCompletionTokens,
     defaultMaxCompletion: num(c.default_max_completion) ?? 1000,
+    reservation: reservationOf(c.reservation),
     estimator: ts.estimator ?? 'simple_word',
     encoding: ts.encoding ?? 'o200k_base',
     streaming: {
@@ -98,6 +122,7 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
       max_prompt_tokens: { $ref: '#/$defs/positiveInteger' },
       max_completion_tokens: { $ref: '#/$defs/positiveInteger' },
       default_max_completion: { $ref: '#/$defs/positiveInteger' },
+      reservation: { type: 'string', pattern: RESERVATION_PATTERN },
       token_source: {
         type: 'object',
         properties: {
@@ -141,7 +166,10 @@ export const LLM_MINUTE: RuleAlgorithm<LlmConfig> = {
   describe: (l, tokens) => `minute bucket ${Math.floor(tokens)}/${l.burst} tokens left`,
 }
 
-/** The day counter of the same rule (its limit comes from normaliseLlm): its own prefix, reason and headers (keys end in `:<YYYYMMDD>`). */
+/**
+ * The day counter of the same rule (its limit comes from normaliseLlm): its own prefix, reason, headers
+ * (keys end in `:<YYYYMMDD>`) and jitter bound.
+ */
 export const LLM_DAY: Algorithm<CounterLimit> = {
   name: 'token_bucket_llm',
   keyPrefix: 'tpd:llm:',
@@ -155,6 +183,9 @@ export const LLM_DAY: Algorithm<CounterLimit> = {
     }
   },
   describe: (l, used) => `day counter ${used}/${l.limit} tokens used`,
+  // It ends at a fixed instant (UTC midnight), as a cost_based period does: a crowd rejected at 17:00 is already
+  // spread by its own arrival times, and half a day of jitter would send clients back hours after the reset.
+  retryJitterMaxS: 60,
 }
 
 /** `YYYYMMDD` of the UTC day of `nowMs`: the day counter's key suffix (docs/behaviour.md §4). */

@@ -13,8 +13,8 @@ import type { RequestView } from '../request/view.js'
 import { BundleError } from '../errors.js'
 import { normaliseSelectorHost } from './hosts.js'
 import { foldPath, normalisePrefix, RouteIndex } from './route-index.js'
-import { LLM_DAY, type LlmConfig } from '../algorithms/llm.js'
-import { tokenCounter } from '../llm/estimate.js'
+import { compilePrices, type PriceTable } from '../llm/prices.js'
+import { keysAndMatch, llmParts, readsBody, type LlmRule, type SpendRule } from './compile-llm.js'
 import type { RawBundle, RawKillSwitch, RawOverride, RawPolicy, RawRule } from './types.js'
 import { type StatusRule, statusRuleOf } from './status-patterns.js'
 import { parseTimestamp } from './validate.js'
@@ -39,7 +39,9 @@ export interface CompiledRule {
   counterPrefix: string
   shadowCounterPrefix: string
   /** token_bucket_llm: the config (also `limit`, the minute bucket) and the day counter's prefixes. */
-  llm?: { config: LlmConfig; dayPrefix: string; shadowDayPrefix: string }
+  llm?: LlmRule
+  /** A cost_based budget counted in money (`"cost_key": "llm_price"`): its reservation settings and the bundle's prices. */
+  spend?: SpendRule
   /** count_statuses / refund_statuses: the charge is settled on the response's status (engine/status-charges.ts). */
   statuses?: StatusRule
 }
@@ -62,7 +64,7 @@ export interface CompiledPolicy {
   breaker: CompiledRule | undefined
   /** Limit keys of every rule, sorted: the descriptors of the loop fingerprint. */
   descriptorKeys: readonly { name: string; extract: Extractor }[]
-  /** Some rule (or the fallback) is token_bucket_llm: the proxy reads the body's first MiB before deciding. */
+  /** Some rule (or the fallback) is token_bucket_llm, a money budget or reads llm:model: the proxy reads the body's first MiB before deciding. */
   llm: boolean
 }
 
@@ -123,7 +125,7 @@ function extractorOf(key: string): Extractor {
   return d.ok ? d.extract : () => undefined
 }
 
-function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): CompiledRule {
+function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm, prices?: PriceTable): CompiledRule {
   const c = raw.algorithm_config
   const algorithm = guard ?? ALGORITHMS.get(raw.algorithm)
   // The schema's algorithm enum is this table's names: a validated rule always names one.
@@ -132,20 +134,14 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
   const descriptorsOk = [...keyNames, ...Object.keys(raw.match ?? {})].every((k) => compileDescriptor(k).ok)
   const limit = algorithm.normalise(c)
   const prefix = `${algorithm.keyPrefix}${name}:${algorithm.counterKeyPart?.(limit) ?? ''}`
-  let llm: CompiledRule['llm']
-  if (algorithm.llm === true) {
-    const config = limit as LlmConfig
-    if (config.estimator === 'tokenizer') tokenCounter(config.encoding) // loaded now, not on the first request
-    llm = { config, dayPrefix: `${LLM_DAY.keyPrefix}${name}:`, shadowDayPrefix: `shadow:${LLM_DAY.keyPrefix}${name}:` }
-  }
+  const { llm, spend, supported } = llmParts(algorithm, limit, name, prices)
   return {
     name,
     algorithmName: raw.algorithm,
     algorithm,
-    supported: descriptorsOk,
+    supported: descriptorsOk && supported,
     keyNames,
-    keys: keyNames.map(extractorOf),
-    match: Object.entries(raw.match ?? {}).map(([key, expected]) => ({ key, extract: extractorOf(key), expected: String(expected) })),
+    ...keysAndMatch(keyNames, raw.match, (llm ?? spend) !== undefined, extractorOf),
     limit,
     config: c,
     // Each algorithm names its cost field (token_bucket cost_source, cost_based cost_key).
@@ -159,6 +155,7 @@ function compileRule(raw: RawRule, name: string, guard?: RuleAlgorithm): Compile
     counterPrefix: prefix,
     shadowCounterPrefix: `shadow:${prefix}`,
     llm,
+    spend,
     statuses: statusRuleOf(raw),
   }
 }
@@ -207,8 +204,13 @@ export function compileBundle(
   meta: { hash: string; loadedAt: number; source: string },
 ): CompiledBundle {
   const sorted = [...policies].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const prices = doc.llm_prices === undefined ? undefined : compilePrices(doc.llm_prices)
   const compiled: CompiledPolicy[] = sorted.map((p, ordinal) => {
     const s = p.spec.selector
+    const rules = p.spec.rules.map((r) => compileRule(r, r.name!, undefined, prices))
+    const fallback = p.spec.fallback_limit
+      ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`, undefined, prices)
+      : undefined
     return {
       id: p.id,
       ordinal,
@@ -219,10 +221,8 @@ export function compileBundle(
       pathPrefix: s.pathPrefix === undefined ? undefined : normalisePrefix(s.pathPrefix),
       caseSensitive: s.pathCaseSensitive === true,
       trailingSlashSensitive: s.pathTrailingSlashSensitive === true,
-      rules: p.spec.rules.map((r) => compileRule(r, r.name!)),
-      fallback: p.spec.fallback_limit
-        ? compileRule(p.spec.fallback_limit, p.spec.fallback_limit.name ?? `${p.id}:fallback_limit`)
-        : undefined,
+      rules,
+      fallback,
       loop: p.spec.loop_detection?.enabled ? compileGuard(LOOP_DETECTION as RuleAlgorithm, p.spec.loop_detection, p.id) : undefined,
       breaker: p.spec.circuit_breaker?.enabled
         ? compileGuard(CIRCUIT_BREAKER as RuleAlgorithm, p.spec.circuit_breaker, p.id, doc.bundle_version)
@@ -230,9 +230,7 @@ export function compileBundle(
       descriptorKeys: [...new Set(p.spec.rules.flatMap((r) => r.limit_keys ?? []))]
         .sort()
         .map((name) => ({ name, extract: extractorOf(name) })),
-      llm: [...p.spec.rules, ...(p.spec.fallback_limit ? [p.spec.fallback_limit] : [])].some(
-        (r) => ALGORITHMS.get(r.algorithm)?.llm === true,
-      ),
+      llm: rules.some(readsBody) || (fallback !== undefined && readsBody(fallback)),
     }
   })
   return {

@@ -1,4 +1,5 @@
 /** Shapes of the bundle JSON as written by operators (after schema validation). */
+import type { RawPrices } from '../llm/prices.js'
 
 /** FAIRVISOR_MODE, as far as a bundle's validity depends on it (rules that act on the response need the reverse proxy). */
 export type GatewayMode = 'reverse_proxy' | 'decision_service'
@@ -62,6 +63,8 @@ export interface RawBundle {
   global_shadow?: RawOverride
   kill_switch_override?: RawOverride
   defaults?: Record<string, unknown>
+  /** Ours: model prices for cost_based budgets counted in money (llm/prices.ts). */
+  llm_prices?: RawPrices
 }
 
 /** One problem of a bundle, with the JSON pointer it is at. */

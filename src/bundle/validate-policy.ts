@@ -10,6 +10,7 @@ import type { BundleUse, ConfigIssue, RuleAlgorithm } from '../algorithms/algori
 import { CIRCUIT_BREAKER } from '../algorithms/circuit-breaker.js'
 import { ALGORITHMS } from '../algorithms/index.js'
 import { LOOP_DETECTION } from '../algorithms/loop-detection.js'
+import { LLM_PRICE } from '../algorithms/llm-price.js'
 import { compileDescriptor, mayBeMissing } from '../request/descriptors.js'
 import { breakerReach } from './breaker-reach.js'
 import { readPath } from '../request/normalise.js'
@@ -30,10 +31,10 @@ function checkStatuses(rule: RawRule, base: string, mode: GatewayMode, out: Bund
       pointer: `${base}/refund_statuses`,
       message: 'count_statuses and refund_statuses cannot both be set: count_statuses already charges only the statuses it names',
     })
-  if (ALGORITHMS.get(rule.algorithm)?.llm === true)
+  if (ALGORITHMS.get(rule.algorithm)?.llm === true || rule.algorithm_config?.cost_key === LLM_PRICE)
     out.push({
       pointer: `${base}/${field}`,
-      message: `${field} cannot be set on a ${rule.algorithm} rule: its charge is settled on the response's reported usage, and an error answer is given back already`,
+      message: `${field} cannot be set on a ${rule.algorithm_config?.cost_key === LLM_PRICE ? 'money budget' : `${rule.algorithm} rule`}: its charge is settled on the response's reported usage, and an error answer is given back already`,
     })
   if (ALGORITHMS.get(rule.algorithm)?.holdRenewS !== undefined)
     out.push({

@@ -10,6 +10,7 @@ import { compileDescriptor } from '../request/descriptors.js'
 import { schemaValidator } from './schema.js'
 import type { BundleIssue, GatewayMode, RawBundle, RawKillSwitch, RawPolicy } from './types.js'
 import { checkPolicy } from './validate-policy.js'
+import { checkPrices } from './validate-prices.js'
 
 export type { BundleIssue }
 
@@ -87,12 +88,18 @@ function ajvMessage(e: ErrorObject): string {
       return `${subject} must be at most ${String(p.limit)} characters long`
     case 'minItems':
       return p.limit === 1 ? `${subject} must not be an empty list` : `${subject} must hold at least ${String(p.limit)} items`
+    case 'additionalProperties': {
+      const known = Object.keys((e.parentSchema?.properties ?? {}) as object)
+      return `${subject} has a field it does not know: ${JSON.stringify(p.additionalProperty)}${known.length ? ` (it takes ${known.join(', ')})` : ''}`
+    }
     case 'anyOf':
       return `${subject} must set tokens_per_second (or its alias rps)`
     case 'pattern':
       if (e.schemaPath.includes('timestamp')) return `${subject} must be a UTC time written exactly like 2026-01-01T00:00:00Z${got}`
       if (e.schemaPath.includes('costSource')) return `${subject} must be fixed, header:<name> or query:<name>${got}`
+      if (e.instancePath.endsWith('/cost_key')) return `${subject} must be fixed, llm_price, header:<name> or query:<name>${got}`
       if (e.schemaPath.includes('statusPatterns')) return `${subject} must be a status code such as "401" or a class such as "5xx"${got}`
+      if (e.instancePath === '/llm_prices/currency') return `currency must be an ISO 4217 code in capitals, such as "USD"${got}`
       if (e.instancePath.endsWith('/scope_key')) return `scope_key must be <source>:<name> with source jwt, header, query, ip or ua${got}`
       if (p.pattern === '^/') return `${subject} must start with /${got}`
       return `${subject} must match ${String(p.pattern)}${got}`
@@ -200,6 +207,7 @@ export function validateBundle(doc: unknown, now: number, mode: GatewayMode = 'r
   const killSwitches = Array.isArray(bundle.kill_switches) ? bundle.kill_switches : []
   checkTimestamps({ ...bundle, kill_switches: killSwitches.map((k) => (isObject(k) ? k : ({} as RawKillSwitch))) }, now, semantic)
   checkKillSwitches(killSwitches, clean, semantic)
+  checkPrices(bundle, clean, semantic)
   if (Array.isArray(bundle.policies)) {
     bundle.policies.forEach((p, i) => {
       const broken = issues.some((x) => x.pointer === `/policies/${i}` || x.pointer === `/policies/${i}/spec`)

@@ -105,6 +105,21 @@ const SETTINGS: readonly (readonly [string, string, string])[] = [
     '8m',
     'largest SSE event of an LLM stream passed on (k, m, g); a larger one ends the stream with an error event',
   ],
+  [
+    'FAIRVISOR_LLM_MAX_RETRY_AFTER',
+    '60',
+    'longest wait (s) an LLM reject answers 429 with Retry-After; a longer one is a 403 that no client retries',
+  ],
+  [
+    'FAIRVISOR_LLM_STREAM_USAGE',
+    'true',
+    'ask OpenAI-compatible streams without stream_options for their usage (the added usage chunk is not passed on)',
+  ],
+  [
+    'FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS',
+    '1024',
+    'tokens a graceful cut waits for an open tool call to end; past them the stream ends with an error event (0: at once)',
+  ],
   ['FAIRVISOR_HEADERS_TIMEOUT_MS', '10000', 'request head deadline (408)'],
   ['FAIRVISOR_REQUEST_TIMEOUT_MS', '300000', 'whole request deadline; 0 disables'],
   ['FAIRVISOR_KEEPALIVE_TIMEOUT_MS', '65000', 'idle client connections close after this'],

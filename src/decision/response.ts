@@ -7,11 +7,12 @@
 import { LLM_REJECTS, type LlmReject } from '../algorithms/llm-messages.js'
 import type { Decision, Reason } from '../engine/decision.js'
 import { type LimitView, rateLimitHeaders, sfInteger, sfString } from '../engine/headers.js'
+import { bedrockErrorType } from '../llm/dialects/bedrock.js'
 import { apiOfPath, rejectBody } from '../llm/dialects/index.js'
 import { debugHeaders } from './debug-headers.js'
 
 export interface DecisionResponse {
-  status: 200 | 400 | 429 | 503
+  status: 200 | 400 | 403 | 429 | 503
   /**
    * Flat [name, value, …]; for an allowed request, the headers added to the upstream's response.
    * A new list on every call (a transport may append its framing in place), except the shared
@@ -154,9 +155,10 @@ function limitReject(d: Decision, l: LimitView, retryAfterS: number, exposeReaso
 
 /**
  * Allowed: 200, the RateLimit-* headers of the most restrictive limit and the
- * warning, empty body. Rejected: 400/429/503 with the JSON body, RateLimit-*,
- * Retry-After (or `x-should-retry: false` for a request that can never pass)
- * and X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
+ * warning, empty body. Rejected: 400/403/429/503 with the JSON body, RateLimit-*,
+ * Retry-After, `x-should-retry: false` on an LLM reject no client should
+ * retry (its 400s and 403s: docs/llm.md "Rejects that end") and
+ * X-Fairvisor-Reason. Hot on an attack or a runaway client, so the flat
  * header list and the small JSON body are built by hand; the body's values
  * are fixed reason codes and integers.
  */
@@ -174,11 +176,20 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
   if (llm === undefined && d.message === undefined && debug === undefined && d.limit !== undefined && d.retryAfterS !== undefined)
     return limitReject(d, d.limit, d.retryAfterS, o.exposeReason)
   let body: string
-  if (llm !== undefined) body = rejectBody(o.path, llm.message)
+  const api = o.path === undefined ? undefined : apiOfPath(o.path)
+  // 403: an LLM reject (a token counter's or a money budget's) that cannot pass within FAIRVISOR_LLM_MAX_RETRY_AFTER.
+  const ended = d.status === 403
+  let invalid = false
+  if (llm !== undefined) {
+    invalid = llm.tooLarge
+    body = rejectBody(o.path, d.message ?? llm.message, invalid, invalid ? d.reason : undefined, ended)
+  }
   // An LLM SDK shows the message of an error in its API's shape.
-  else if (d.message !== undefined && o.path !== undefined && apiOfPath(o.path) !== undefined) body = rejectBody(o.path, d.message, true)
-  else {
-    body = errorHead(d.status)
+  else if (d.message !== undefined && api !== undefined) {
+    invalid = !ended
+    body = rejectBody(o.path, d.message, invalid, undefined, ended)
+  } else {
+    body = ended ? '{"error":"forbidden"' : errorHead(d.status)
     if (o.exposeReason) body += `,"reason":${JSON.stringify(d.reason)}`
     if (d.message !== undefined) body += `,"message":${JSON.stringify(d.message)}`
     if (d.retryAfterS !== undefined) body += `,"retry_after":${d.retryAfterS}`
@@ -189,9 +200,13 @@ export function decisionResponse(d: Decision, o: DecisionResponseOptions): Decis
     const rl = rateLimitHeaders(d.limit)
     for (let i = 0; i < rl.length; i++) headers.push(rl[i]!)
   }
-  // The SDKs read x-should-retry before Retry-After.
-  if (llm?.retryable === false) headers.push('x-should-retry', 'false')
-  else if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
+  // The OpenAI and Anthropic SDKs (and the Agents SDK) read x-should-retry before the status; Retry-After still
+  // says when a 403's request could pass.
+  if ((llm !== undefined && d.status !== 429) || ended) headers.push('x-should-retry', 'false')
+  // The AWS SDK reads a Bedrock error's type from this header first.
+  if (api === 'bedrock' && (llm !== undefined || invalid || ended))
+    headers.push('x-amzn-ErrorType', bedrockErrorType(invalid ? 'invalid' : d.status === 403 ? 'ended' : 'limit'))
+  if (d.retryAfterS !== undefined) headers.push('Retry-After', String(d.retryAfterS))
   if (o.exposeReason) headers.push('X-Fairvisor-Reason', d.reason)
   if (debug !== undefined) for (let i = 0; i < debug.length; i++) headers.push(debug[i]!)
   return { status: d.status, headers, body }

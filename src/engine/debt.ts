@@ -23,7 +23,7 @@ function holdsSlot(plan: Plan, i: number): boolean {
 
 /**
  * `at`: the check whose debt is the longest wait, `waitMs` that wait; `allowed`: the decision
- * made. The charges are every enforce check of the request but its LLM reservations, which
+ * made. The charges are every enforce check of the request but its LLM and money reservations, which
  * their own exchange gives back (a reject's or an abandoned request's `tap.end(false)`), and its
  * concurrency slots, which go back when the exchange ends (a closed connection, or at once with
  * the refusal) — given back twice, a slot would free another request's.
@@ -37,7 +37,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     for (let i = 0; i < planned.length; i++) {
       const p = planned[i]!
       const o = outcomes[i]
-      if (p.shadow || p.llm !== undefined || o?.allowed !== true || holdsSlot(plan, i)) continue
+      if (p.shadow || p.llm !== undefined || p.spend !== undefined || o?.allowed !== true || holdsSlot(plan, i)) continue
       const c = checks[i]!
       const limit = c.limit.kind.giveBack?.(c.limit, o, elapsedS)
       if (limit !== undefined) timed = true
@@ -66,6 +66,7 @@ export function debtOf(plan: Plan, outcomes: Outcomes, at: number, waitMs: numbe
     descriptors: allowed.descriptors,
     // Its LLM reservations go back with the reject (the proxy's exchange ends unforwarded), its concurrency slots too.
     llm: allowed.llm,
+    spend: allowed.spend,
     held: allowed.held,
   }
   const debt: Debt = { waitMs, charges, refused, policyId: p.policy.id }

@@ -7,6 +7,7 @@ import type { LlmConfig } from '../algorithms/llm.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { StatusRule } from '../bundle/status-patterns.js'
 import type { TargetRefusal } from '../request/target.js'
+import type { ModelPrice } from '../llm/prices.js'
 import type { Adjustment } from '../store/store.js'
 import type { LimitView } from './headers.js'
 
@@ -38,8 +39,35 @@ export interface LlmReservation {
   prompt: number
   /** Prompt estimate + completion reservation: the charge to each counter. */
   reserved: number
+  /** Completions asked for (`n`, `best_of`; 1 by default): the stream is cut at this many times max_completion_tokens. */
+  choices: number
   /** The rule's streaming is enabled: any text/event-stream answer is metered and cut, whatever the body asked. */
   streaming: boolean
+}
+
+/**
+ * A money budget's charge on an allowed request (`"cost_key": "llm_price"`, engine/spend-plan.ts):
+ * the price of the call's reservation, in micros of the currency, settled once the response says
+ * what was used (llm/spend-settle.ts) by one adjustment of the budget's counter.
+ */
+export interface SpendReservation {
+  policyId: string
+  ruleName: string
+  shadow: boolean
+  /** The budget's counter, charged `reserved`. */
+  key: string
+  limit: Limit
+  /** The model priced (llm:model; undefined: none could be read) and its price (micros per million tokens). */
+  model: string | undefined
+  price: ModelPrice
+  currency: string
+  /** Prompt tokens estimated, output tokens reserved. */
+  prompt: number
+  completion: number
+  /** Micros charged before the call. */
+  reserved: number
+  /** The budget (micros): an overrun is charged at most this much. */
+  budget: number
 }
 
 /**
@@ -97,8 +125,12 @@ export interface HeldSlot extends Adjustment {
 
 export interface Decision {
   allowed: boolean
-  /** 200 allow, 400 ambiguous request or refused target (request/target.ts), 429 reject, 503 no bundle / store down with fail-closed / no room for a new counter. */
-  status: 200 | 400 | 429 | 503
+  /**
+   * 200 allow, 400 ambiguous request or refused target (request/target.ts) or an LLM request too large for its
+   * rule, 403 an LLM reject whose wait passes FAIRVISOR_LLM_MAX_RETRY_AFTER (engine/llm-reject.ts), 429 reject,
+   * 503 no bundle / store down with fail-closed / no room for a new counter.
+   */
+  status: 200 | 400 | 403 | 429 | 503
   reason: Reason
   mode: 'enforce' | 'shadow'
   policyId?: string
@@ -119,7 +151,7 @@ export interface Decision {
   /** The hold of a request in debt, set by the decider (decision/holds.ts): front ends wait on it instead of a timer of their own. */
   hold?: HeldRequest
   matchedPolicies: readonly string[]
-  /** What makes an `ambiguous_request` ambiguous, for the client (names only what it sent). */
+  /** What makes an `ambiguous_request` ambiguous, or an LLM reject's own words with its figures, for the client (names only what it sent). */
   message?: string
   /** The store's error when it failed (`store_unavailable_fail_open`, `service_unavailable`): for front ends that answer it, never for a client. */
   storeError?: string
@@ -129,6 +161,8 @@ export interface Decision {
   jwtRejected?: string
   /** LLM charges committed by this request, to settle after the response (enforce ones only when allowed). */
   llm?: LlmReservation[]
+  /** Money budgets' charges committed by this request, settled after the response like `llm`. */
+  spend?: SpendReservation[]
   /** Charges of rules with count_statuses / refund_statuses, to settle on the response's status (allowed requests only). */
   statusCharges?: StatusCharge[]
   /** Concurrency slots committed by this request, to give back when its exchange ends (enforce ones only when allowed). */

@@ -50,6 +50,8 @@ export interface EngineOptions {
   store: Store
   failPolicy: FailPolicy
   observer: EngineObserver
+  /** FAIRVISOR_LLM_MAX_RETRY_AFTER (s; default 60): an LLM reject waiting longer is answered 403 (engine/llm-reject.ts). */
+  llmMaxRetryAfterS?: number
 }
 
 /** A request whose limit-key input is ambiguous (errors.ts AmbiguousRequest): refused 400, nothing charged. */
@@ -98,13 +100,15 @@ export class Engine {
       return then({ ...ambiguous(message, ids), policyId: policy.id, ruleName })
     }
     if (plan.early !== undefined) {
-      // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call.
-      const { policy, rule, reason, composite } = plan.early
+      // An LLM pre-check (prompt or request size) rejected: nothing else is charged, no store call. The request as
+      // sent can never pass, so it is a 400 that no client retries (docs/llm.md "Rejects that end").
+      const { policy, rule, reason, message, composite } = plan.early
       this.opts.observer.rejected?.(policy, rule, reason, composite, nowMs)
       return then({
         allowed: false,
-        status: 429,
+        status: 400,
         reason,
+        message,
         mode: 'enforce',
         policyId: policy.id,
         ruleName: rule.name,
@@ -122,11 +126,12 @@ export class Engine {
         descriptors,
       })
     const store = this.opts.store
-    if (store.applyNow !== undefined) return then(finish(plan, store.applyNow(plan.checks, nowMs / 1000), ids))
+    const bound = this.opts.llmMaxRetryAfterS
+    if (store.applyNow !== undefined) return then(finish(plan, store.applyNow(plan.checks, nowMs / 1000), ids, bound))
     store.apply(
       plan.checks,
       nowMs / 1000,
-      (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids)),
+      (err, o) => then(err ? this.storeFailed(err, ids) : finish(plan, o!, ids, bound)),
       undefined,
       view.trace,
     )
@@ -173,7 +178,7 @@ export class Engine {
       nowMs,
       (err, outcomes) => {
         if (err) return then(this.storeFailed(err, ids), undefined)
-        const d = finish(plan, outcomes!, ids)
+        const d = finish(plan, outcomes!, ids, this.opts.llmMaxRetryAfterS)
         const read = readBacks(plan.checks, outcomes!, reads)
         if (read !== false) return then(d, outcomes, read)
         readRejected(this.opts.store, plan.checks, outcomes!, nowMs, chargeRejected, (read) => then(d, outcomes, read))

@@ -8,10 +8,11 @@
 import type { Advice, HeaderValues } from '../algorithms/algorithm.js'
 import type { Outcomes } from '../store/store.js'
 import { debtOf } from './debt.js'
-import type { Decision, HeldSlot, LlmReservation } from './decision.js'
+import type { Decision, HeldSlot, LlmReservation, SpendReservation } from './decision.js'
 import type { LimitView } from './headers.js'
 import { retryAfterWithJitter } from './jitter.js'
 import { identityOf } from './kill-switch.js'
+import { boundLlmReject, DEFAULT_LLM_MAX_RETRY_AFTER_S } from './llm-reject.js'
 import { logKey } from './log-key.js'
 import type { Plan, Planned } from './plan.js'
 import { statusCharges } from './status-charges.js'
@@ -22,15 +23,20 @@ function shadowCommitted(plan: Plan, outcomes: Outcomes): boolean {
   return true
 }
 
-/** The reservations committed: enforce ones when the enforce group passed, shadow ones when the shadow group did. */
-function committedLlm(plan: Plan, outcomes: Outcomes, enforceOk: boolean): LlmReservation[] | undefined {
-  if (plan.llm === undefined) return undefined
+/** The reservations committed (LLM or money): enforce ones when the enforce group passed, shadow ones when the shadow group did. */
+function committed<R extends LlmReservation | SpendReservation>(
+  list: R[] | undefined,
+  plan: Plan,
+  outcomes: Outcomes,
+  enforceOk: boolean,
+): R[] | undefined {
+  if (list === undefined) return undefined
   const shadowOk = shadowCommitted(plan, outcomes)
-  const out = plan.llm.filter((r) => (r.shadow ? shadowOk : enforceOk))
+  const out = list.filter((r) => (r.shadow ? shadowOk : enforceOk))
   return out.length ? out : undefined
 }
 
-/** The concurrency slots committed (as committedLlm): checks whose algorithm holds its charge until the exchange ends. */
+/** The concurrency slots committed (as committed): checks whose algorithm holds its charge until the exchange ends. */
 function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): HeldSlot[] | undefined {
   const { planned, checks } = plan
   let out: HeldSlot[] | undefined
@@ -40,7 +46,10 @@ function committedHeld(plan: Plan, outcomes: Outcomes, enforceOk: boolean): Held
     const renewS = p.algorithm.holdRenewS(p.limit)
     if (renewS === undefined || !(p.shadow ? shadowCommitted(plan, outcomes) : enforceOk)) continue
     const c = checks[i]!
-    ;(out ??= []).push({ key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS })
+    const slot: HeldSlot = { key: c.key, limit: c.limit, amount: c.cost, at: plan.nowMs / 1000, policyId: p.policy.id, renewS }
+    // A literal of one: `[].push` would first give the array room for 17 (garbage once per request).
+    if (out === undefined) out = [slot]
+    else out.push(slot)
   }
   return out
 }
@@ -50,7 +59,8 @@ function limitView(policyId: string, h: HeaderValues): LimitView {
   return { policyId, limit: h.limit, remaining: h.remaining, resetS: h.resetS, windowS: h.windowS }
 }
 
-export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision {
+/** `llmMaxRetryAfterS`: FAIRVISOR_LLM_MAX_RETRY_AFTER, the longest wait an LLM reject tells a client to retry after. */
+export function finish(plan: Plan, outcomes: Outcomes, ids: string[], llmMaxRetryAfterS = DEFAULT_LLM_MAX_RETRY_AFTER_S): Decision {
   const { planned, checks, observer: obs, view, descriptors } = plan
   let best: LimitView | undefined
   let bestPlan: Planned | undefined
@@ -115,12 +125,13 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
         retryAfterS: o.retryAfter,
         matchedPolicies: ids,
         descriptors,
-        llm: committedLlm(plan, outcomes, false),
+        llm: committed(plan.llm, plan, outcomes, false),
+        spend: committed(plan.spend, plan, outcomes, false),
         held: committedHeld(plan, outcomes, false),
       }
     const reason = p.algorithm.rejectReason
     const h = p.algorithm.headers(p.limit, o.value, o.retryAfter, true)
-    return {
+    const d: Decision = {
       allowed: false,
       status: 429,
       reason,
@@ -133,9 +144,11 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       retryAfterS: retryAfterWithJitter(o.retryAfter, p.policy.id, p.rule.name, reason, identityOf(view)),
       matchedPolicies: ids,
       descriptors,
-      llm: committedLlm(plan, outcomes, false),
+      llm: committed(plan.llm, plan, outcomes, false),
+      spend: committed(plan.spend, plan, outcomes, false),
       held: committedHeld(plan, outcomes, false),
     }
+    return p.llm === undefined && p.spend === undefined ? d : boundLlmReject(d, o.retryAfter, llmMaxRetryAfterS)
   }
   if (obs.limitCharged) {
     // Only now is it known that nothing rejected, i.e. that the charges were committed.
@@ -144,7 +157,12 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
       const p = planned[i]!
       // An LLM rule reports once (its minute bucket); what it consumed is known at settlement.
       if (o !== undefined && !p.shadow && (p.llm === undefined || p.limit === p.rule.limit))
-        obs.limitCharged(p.policy.id, checks[i]!.cost, o.value, p.llm !== undefined || p.rule.statuses !== undefined)
+        obs.limitCharged(
+          p.policy.id,
+          checks[i]!.cost,
+          o.value,
+          p.llm !== undefined || p.spend !== undefined || p.rule.statuses !== undefined,
+        )
     }
   }
   const delayMs = Math.max(advice?.delayMs ?? 0, debtMs)
@@ -162,7 +180,8 @@ export function finish(plan: Plan, outcomes: Outcomes, ids: string[]): Decision 
     delayMs: delayMs > 0 ? delayMs : undefined,
     matchedPolicies: ids,
     descriptors,
-    llm: committedLlm(plan, outcomes, true),
+    llm: committed(plan.llm, plan, outcomes, true),
+    spend: committed(plan.spend, plan, outcomes, true),
     held: committedHeld(plan, outcomes, true),
   }
   if (plan.statuses) d.statusCharges = statusCharges(plan, outcomes)

@@ -3,9 +3,11 @@
  * reach a log line or a debug header: they are shown as `sha256:` and the
  * first 12 hex characters of their SHA-256, enough to tell keys apart and to
  * match a known key (`printf %s "$KEY" | sha256sum`), not to recover one.
+ * The client address an LLM rule keys a key-less request on (llm/keyless.ts) is shown as it is.
  */
 import { createHash } from 'node:crypto'
 import type { CompiledRule } from '../bundle/compile.js'
+import { isKeyless } from '../llm/keyless.js'
 
 /** Descriptors whose value is a credential. */
 export function isSecretDescriptor(name: string): boolean {
@@ -61,7 +63,8 @@ export function logKey(rule: CompiledRule, key: string, composite: string): stri
   const flags = secretsOf(rule)
   if (flags === null) return key
   const parts = composite.split('|')
-  const shown = parts.length === flags.length ? parts.map((p, i) => (flags[i] ? shortHash(p) : p)).join('|') : shortHash(composite)
+  const shown =
+    parts.length === flags.length ? parts.map((p, i) => (flags[i] && !isKeyless(p) ? shortHash(p) : p)).join('|') : shortHash(composite)
   const at = key.indexOf(composite)
   return at === -1 ? shortHash(key) : key.slice(0, at) + shown + key.slice(at + composite.length)
 }

@@ -14,9 +14,10 @@ import { AmbiguousRequest } from '../errors.js'
 import type { CompiledPolicy, CompiledRule } from '../bundle/compile.js'
 import type { RequestView } from '../request/view.js'
 import type { Check } from '../store/store.js'
-import type { EngineObserver, LlmReservation } from './decision.js'
+import type { EngineObserver, LlmReservation, SpendReservation } from './decision.js'
 import { loopFingerprint } from './fingerprint.js'
 import { planLlm } from './llm-plan.js'
+import { planSpend } from './spend-plan.js'
 
 /** One check's origin: the rule, and the algorithm whose reason and headers its outcome takes. */
 export interface Planned {
@@ -28,6 +29,8 @@ export interface Planned {
   limit: Limit
   /** Index into Plan.llm when this check is an LLM rule's minute bucket or day counter. */
   llm?: number
+  /** Index into Plan.spend when this check is a money budget's reservation. */
+  spend?: number
 }
 
 /** An enforce rule that rejected before the store call (LLM pre-checks). */
@@ -35,6 +38,8 @@ export interface EarlyReject {
   policy: CompiledPolicy
   rule: CompiledRule
   reason: RejectReason
+  /** The client's message, with the figures that make the request too large (undefined: the reason's own). */
+  message?: string
   /** The rule's limit-key values. */
   composite: string
 }
@@ -49,6 +54,8 @@ export class Plan {
   readonly planned: Planned[] = []
   /** LLM reservations (reserve()); undefined when no LLM rule applies. */
   llm: LlmReservation[] | undefined = undefined
+  /** Money budgets' reservations (reserveSpend()); undefined when none applies. */
+  spend: SpendReservation[] | undefined = undefined
   early: EarlyReject | undefined = undefined
   /** A planned rule settles on the response's status (count_statuses / refund_statuses). */
   statuses = false
@@ -122,6 +129,12 @@ export class Plan {
     return this.llm.push(r) - 1
   }
 
+  /** Adds a money budget's reservation; its index in `spend`. */
+  reserveSpend(r: SpendReservation): number {
+    this.spend ??= []
+    return this.spend.push(r) - 1
+  }
+
   /** Plans the rule's checks; false when it cannot apply (not supported, or a limit key is missing). */
   private rule(policy: CompiledPolicy, rule: CompiledRule, shadow: boolean): boolean {
     if (!rule.supported) return false
@@ -136,6 +149,7 @@ export class Plan {
       composite = i === 0 ? v : `${composite}|${v}`
     }
     if (rule.llm !== undefined) planLlm(this, policy, rule, shadow, composite)
+    else if (rule.spend !== undefined) planSpend(this, policy, rule, shadow, composite)
     else this.push(policy, rule, shadow, composite, rule.cost(this.view))
     return true
   }
@@ -149,6 +163,7 @@ export class Plan {
     cost: number,
     part?: { algorithm: Algorithm; limit: Limit; key: string; llm: number },
     llm?: number,
+    spend?: number,
   ): void {
     const key = part?.key ?? (shadow ? rule.shadowCounterPrefix : rule.counterPrefix) + composite
     const algorithm = part?.algorithm ?? rule.algorithm
@@ -156,7 +171,7 @@ export class Plan {
     this.checks.push({ key, limit, cost, shadow })
     if (rule.statuses !== undefined) this.statuses = true
     this.observer.limitPlanned?.({ policyId: policy.id, ruleName: rule.name, algorithm: algorithm.name, key, composite, cost, shadow })
-    this.planned.push({ policy, rule, shadow, composite, algorithm, limit, llm: part?.llm ?? llm })
+    this.planned.push({ policy, rule, shadow, composite, algorithm, limit, llm: part?.llm ?? llm, spend })
   }
 }
 

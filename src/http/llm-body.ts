@@ -15,6 +15,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { CompiledBundle, CompiledPolicy } from '../bundle/compile.js'
+import { notAPrompt } from '../llm/not-prompt.js'
 import { MAX_HELD_BODY } from '../llm/request-body.js'
 import { RequestView, type RequestInput } from '../request/view.js'
 import type { HeldBody } from './proxy.js'
@@ -47,6 +48,8 @@ function policyBudget(p: CompiledPolicy): number {
 export function bodyBudget(bundle: CompiledBundle | null, input: RequestInput): number | undefined {
   if (bundle === null || !bundle.llm) return undefined
   const v = new RequestView(input, undefined)
+  // A batch or an upload is not a prompt (llm/not-prompt.ts): forwarded as it comes, never held.
+  if (notAPrompt(v)) return undefined
   let budget: number | undefined
   for (const p of bundle.index.match(v.method, v.path, v.host, v.alsoPaths)) if (p.llm) budget = Math.max(budget ?? 0, policyBudget(p))
   return budget

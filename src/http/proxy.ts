@@ -77,6 +77,11 @@ function askIdentity(headers: string[]): void {
   if (!found) headers.push('accept-encoding', 'identity')
 }
 
+/** Sets the Content-Length the client sent to `n` (a body without one is framed by undici). */
+function setContentLength(headers: string[], n: number): void {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() === 'content-length') headers[i + 1] = String(n)
+}
+
 /** The held start of a body, then the rest of the request as it arrives (backpressure through the iterator). */
 async function* heldThenRest(req: IncomingMessage, h: HeldBody): AsyncGenerator<Buffer> {
   yield h.held
@@ -162,6 +167,8 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     }
     const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
     if (tap !== undefined) askIdentity(headers)
+    // A body held whole is sent as held, which the gateway may have changed (llm/stream-usage.ts): its length is the length.
+    if (held?.ended === true) setContentLength(headers, held.held.length)
     if (trace !== undefined) f.span = upstreamSpan(trace, req.method ?? 'GET', origin, target, headers)
     pool.dispatch(
       {

@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { CompiledBundle } from '../bundle/compile.js'
-import type { Decision, LlmReservation } from '../engine/decision.js'
+import type { Decision, LlmReservation, SpendReservation } from '../engine/decision.js'
 import type { SettleStatus } from '../engine/status-charges.js'
 import type { LlmExchange } from '../llm/exchange.js'
 import { forwardTarget, type PathSettings } from '../request/target.js'
@@ -20,6 +20,7 @@ import type { DebugSessions } from './debug-session.js'
 import { decisionResponse } from '../decision/response.js'
 import { decisionHandler } from './decision-api.js'
 import { DECISION_PATH } from './decision-call.js'
+import { withStreamUsage } from '../llm/stream-usage.js'
 import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import type { SlotHolds } from './slot-holds.js'
@@ -38,8 +39,15 @@ export interface RoutesOptions {
   admin: ReadonlyMap<string, Handler>
   /** How request targets are read (FAIRVISOR_ENCODED_SLASHES) and which path is forwarded (FAIRVISOR_FORWARD_PATH). */
   paths: PathSettings
-  /** LLM rules: the bundle (does a request need its body read?) and the settlement of an allowed call. */
-  llm?: { bundle(): CompiledBundle | null; exchange(reservations: LlmReservation[], trace?: Context): LlmExchange }
+  /**
+   * LLM rules: the bundle (does a request need its body read?), the settlement of an allowed call, and
+   * FAIRVISOR_LLM_STREAM_USAGE (ask OpenAI-compatible streams for their usage: llm/stream-usage.ts).
+   */
+  llm?: {
+    bundle(): CompiledBundle | null
+    exchange(reservations: LlmReservation[], spend?: SpendReservation[], trace?: Context): LlmExchange
+    streamUsage?: boolean
+  }
   /** Rules with count_statuses / refund_statuses: their charges settled once the response's status is known. */
   settleStatus?: SettleStatus
   /** This worker thread's id, on its spans (tracing on). */
@@ -79,8 +87,8 @@ export function createRoutes({
   }
   /** The LLM exchange of an allowed call; a rejected one gives back what its shadow rules charged. */
   const tapOf = (d: Decision, trace: Context | undefined): LlmExchange | undefined => {
-    if (d.llm === undefined || llm === undefined) return undefined
-    const x = llm.exchange(d.llm, trace)
+    if ((d.llm === undefined && d.spend === undefined) || llm === undefined) return undefined
+    const x = llm.exchange(d.llm ?? [], d.spend, trace)
     if (d.allowed) return x
     x.end(false)
     return undefined
@@ -108,6 +116,13 @@ export function createRoutes({
       // Nothing held (no LLM rule matched): written at once, no closure for a body to wait for.
       if (held === undefined) return writeDecision(res, r)
       return rejectHeld(req, res, held, () => writeDecision(res, r))
+    }
+    if (tap !== undefined && held !== undefined && llm?.streamUsage === true) {
+      const asked = withStreamUsage(held.held, held.ended, input.path)
+      if (asked !== undefined) {
+        held = { held: asked, spill: undefined, ended: true }
+        tap.hideUsageChunk()
+      }
     }
     const extra = r.headers.length === 0 ? undefined : r.headers
     const target = forwardTarget(req.url ?? '/', input, paths.forwardPath)

@@ -1,7 +1,8 @@
 /**
  * Prompt token estimates (docs/behaviour.md §5 token_bucket_llm), each over every billed part
- * of the body (prompt-parts.ts): `simple_word` (ceil(characters / 4) of those
- * texts, plus IMAGE_TOKENS per image; a body that is not such JSON: ceil(bytes / 4)),
+ * of the body (prompt-parts.ts): `simple_word` (characters / 4 of those texts for ASCII, more
+ * for other scripts: text-tokens.ts; plus IMAGE_TOKENS per image; a body that is not such JSON:
+ * ceil(bytes / 4)),
  * `header_hint` (`X-Token-Estimate`, simple_word when absent), and
  * `tokenizer`: the real BPE count of the prompt text (gpt-tokenizer, pure JS;
  * measured 15× faster than js-tiktoken on a 4 KB prompt, docs/benchmarks.md
@@ -12,6 +13,7 @@
 import { createRequire } from 'node:module'
 import { IMAGE_TOKENS, promptParts } from './prompt-parts.js'
 import { MAX_HELD_BODY, type LlmBody } from './request-body.js'
+import { roundTokens, textWeight } from './text-tokens.js'
 
 /** The estimators a token_bucket_llm rule may name (the LLM config schema's enum). */
 export const ESTIMATORS = ['simple_word', 'header_hint', 'tokenizer'] as const
@@ -48,9 +50,10 @@ function simpleWordEstimate(b: LlmBody): number {
   if (b.json !== undefined) {
     const p = promptParts(b.json)
     if (p.found) {
-      let chars = 0
-      for (const t of p.texts) chars += t.length
-      return Math.ceil(chars / 4) + p.images * IMAGE_TOKENS + p.tokenIds
+      // Characters / 4 for ASCII, more for the scripts a tokenizer spends more on (text-tokens.ts).
+      let weight = 0
+      for (const t of p.texts) weight += textWeight(t)
+      return roundTokens(weight) + p.images * IMAGE_TOKENS + p.tokenIds
     }
   }
   return Math.ceil(b.totalBytes / 4)

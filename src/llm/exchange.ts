@@ -1,40 +1,35 @@
 /**
  * One LLM call after the decision: reads the response as it passes (a
  * stream's events are passed on whole, as each ends), cuts an over-long
- * stream, ends a stream the upstream broke (an event past the bound, or one
- * that cannot be read) with the API's error event, and settles the request's
- * reservations once — one store.adjust for all its counters — so they end
- * at what was really used: the reported usage when there is one, else the
- * streamed tokens counted (SSE, a cut, a client gone mid-stream: the count
- * wins over usage reported before the end, such as Anthropic's message_start
- * placeholder), else the reservation is kept (a JSON answer without usage).
- * A JSON answer reporting prompt tokens only (embeddings) used no completion. An error answer
- * (status ≥ 400) or no answer at all without usage is given back whole: the
- * provider charges nothing for it. A store failure drops the settlement
- * (logged, counted) and never holds the response.
+ * stream (never in a tool call's arguments), ends a stream the upstream broke
+ * (an event past the bound, an unreadable one) with the API's error event, and settles the request's
+ * reservations once (llm/settlement.ts) — one store.adjust for all its
+ * counters — so they end at what was really used. A store failure drops the
+ * settlement (logged, counted) and never holds the response.
  */
 import type { Context } from '@opentelemetry/api'
-import type { LlmReservation } from '../engine/decision.js'
+import type { LlmReservation, SpendReservation } from '../engine/decision.js'
 import { settledAttributes } from '../observe/decision-spans.js'
 import type { Adjustment, Store } from '../store/store.js'
-import { closingEvents, upstreamErrorEvent } from './dialects/index.js'
+import { completionHistory } from './completion-history.js'
+import { closingEvents, TOOL_CALL_CUT_MESSAGE, upstreamErrorEvent } from './dialects/index.js'
 import { streamFraming } from './framings/index.js'
 import { settleAdjustments, type OverrunCapped } from './settle-cap.js'
-import { DEFAULT_MAX_EVENT_BYTES, SseMeter } from './sse-meter.js'
+import { completionLimits, deltaCounter, useOf, type SettledBy } from './settlement.js'
+import { settleSpends, type SpendSettlement } from './spend-settle.js'
+import { DEFAULT_MAX_EVENT_BYTES, DEFAULT_TOOL_CALL_GRACE_TOKENS, SseMeter } from './sse-meter.js'
 import { collectUsage, usageFromTail, type Usage } from './usage.js'
 
 /** JSON bodies up to this size are parsed whole; of larger ones only the tail is searched for usage. */
 const JSON_KEEP = 1024 * 1024
 const TAIL_KEEP = 64 * 1024
 
-export type SettledBy = 'usage' | 'counted' | 'reserved' | 'refunded'
-
 /**
  * Why the gateway ends a stream: an enforcing limit's max_completion_tokens
- * passed; an event (or a line) longer than FAIRVISOR_LLM_MAX_EVENT_BYTES;
- * an event the gateway failed to read (its reader threw).
+ * passed (`tool_call_unclosed`: in a tool call, past its grace); an event
+ * longer than FAIRVISOR_LLM_MAX_EVENT_BYTES; one it failed to read.
  */
-export type StreamEnd = 'max_completion_tokens' | 'event_too_large' | 'unreadable'
+export type StreamEnd = 'max_completion_tokens' | 'tool_call_unclosed' | 'event_too_large' | 'unreadable'
 
 /** What is told of a stream the upstream broke. */
 export interface BrokenStream {
@@ -64,11 +59,13 @@ export interface ExchangeHooks {
   dropped(err: Error, s: Settlement[]): void
   /** Passed max_completion_tokens, not cut: `why` is `shadow`, `enforce_mid_stream_off` or `not_streaming` (the client did not ask for a stream). */
   wouldTruncate(r: LlmReservation, counted: number, why: string): void
-  truncated(r: LlmReservation, counted: number): void
+  truncated(r: LlmReservation, counted: number, toolCall?: { grace: number; closed: boolean }): void
   /** An overrun charge was capped (settle-cap.ts). */
   overrunCapped?(c: OverrunCapped): void
   /** A stream ended with the API's error event because the upstream broke it. */
   broken?(b: BrokenStream): void
+  /** Money budgets settled (`err`: the store could not take the settlement, it is dropped). */
+  spendSettled?(s: SpendSettlement[], err: Error | undefined): void
 }
 
 export class LlmExchange {
@@ -82,15 +79,29 @@ export class LlmExchange {
   private cutBy: LlmReservation | undefined
   /** The stream's reader threw: the stream ends here. */
   private failed: Error | undefined
+  /** The gateway added stream_options.include_usage to the request: the usage chunk is not the client's. */
+  private hideUsage = false
 
   constructor(
     private readonly reservations: readonly LlmReservation[],
     private readonly hooks: ExchangeHooks,
     /** FAIRVISOR_LLM_MAX_EVENT_BYTES. */
     private readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
+    /** Money budgets' reservations: settled on the same usage, in the same store adjust (spend-settle.ts). */
+    private readonly spend: readonly SpendReservation[] = [],
+    private readonly toolCallGrace = DEFAULT_TOOL_CALL_GRACE_TOKENS, // FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS
     /** A traced request's server span context: the settlement is written on it (observe/decision-spans.ts). */
     private readonly trace?: Context,
   ) {}
+
+  /** The reservation whose limit cuts the stream (the first that may); only its graceful_close waits for a tool call. */
+  private cutter = (): LlmReservation | undefined =>
+    this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)
+
+  /** The request was sent with stream_options.include_usage the client did not ask for (llm/stream-usage.ts). */
+  hideUsageChunk(): void {
+    this.hideUsage = true
+  }
 
   /**
    * The response head (`contentEncoding`: of the bytes `data` will get, the
@@ -103,25 +114,13 @@ export class LlmExchange {
     if (contentEncoding !== undefined && contentEncoding !== 'identity') return false // an unknown coding: usage unreadable
     const framing = streamFraming(status, contentType, path) // not SSE: Bedrock, Ollama, Gemini's JSON array
     if (framing !== undefined || contentType?.includes('text/event-stream')) {
+      const grace = this.cutter()?.config.streaming.onLimitExceeded === 'error_chunk' ? {} : { toolCallGrace: this.toolCallGrace }
       this.meter = new SseMeter(
-        this.reservations.map((r) => {
-          const why = r.shadow
-            ? 'shadow'
-            : !r.config.streaming.enforceMidStream
-              ? 'enforce_mid_stream_off'
-              : !r.streaming
-                ? 'not_streaming'
-                : undefined
-          return {
-            maxCompletion: r.config.streaming.maxCompletion,
-            bufferTokens: r.config.streaming.bufferTokens,
-            enforce: why === undefined,
-            wouldTruncate: (n: number) => this.hooks.wouldTruncate(r, n, why ?? 'shadow'),
-          }
-        }),
+        completionLimits(this.reservations, this.hooks.wouldTruncate.bind(this.hooks)),
         path,
         this.maxEventBytes,
         framing,
+        { count: deltaCounter(this.reservations), hideUsage: this.hideUsage, ...grace },
       )
       return true
     }
@@ -168,7 +167,7 @@ export class LlmExchange {
   closing(): Buffer {
     const m = this.meter!
     const why = this.ending
-    if (why !== 'max_completion_tokens') {
+    if (why !== 'max_completion_tokens' && why !== 'tool_call_unclosed') {
       // The upstream broke the stream: a server error in the API's own shape, whatever the policies say.
       this.hooks.broken?.({
         why: why === 'event_too_large' ? why : 'unreadable',
@@ -186,16 +185,18 @@ export class LlmExchange {
         upstreamErrorEvent(m.facts, message, why === 'event_too_large' ? 'upstream_event_too_large' : 'upstream_stream_unreadable'),
       )
     }
-    const r = this.reservations.find((x) => x.streaming && !x.shadow && x.config.streaming.enforceMidStream)!
+    const r = this.cutter()!
     this.cutBy = r
     const usage = r.config.streaming.includePartialUsage ? { prompt: m.usage.prompt ?? r.prompt, completion: m.counted } : undefined
+    const unclosed = why === 'tool_call_unclosed'
     const events = closingEvents(
       m.facts,
-      r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
+      unclosed || r.config.streaming.onLimitExceeded === 'error_chunk' ? 'error_chunk' : 'graceful_close',
       m.counted,
       usage,
+      unclosed ? TOOL_CALL_CUT_MESSAGE : undefined,
     )
-    this.hooks.truncated(r, m.counted)
+    this.hooks.truncated(r, m.counted, unclosed || m.graceUsed > 0 ? { grace: m.graceUsed, closed: !unclosed } : undefined)
     this.end(true)
     return Buffer.from(events)
   }
@@ -216,31 +217,27 @@ export class LlmExchange {
       if (usage.prompt !== undefined && usage.completion === undefined) usage.completion = 0 // embeddings: input only
     }
     const counted = this.meter?.counted
+    // A stream's usage is final once it ended by itself, or once its final usage event came before the client left;
+    // never when the gateway cut it (the count is the better figure then).
+    const usageFinal = this.cutBy === undefined && (counted === undefined || complete || this.meter!.usageFinal)
     const out: Settlement[] = []
     const adjustments: Adjustment[] = []
     for (const r of this.reservations) {
-      let used: number
-      let by: SettledBy
-      // A stream's usage is final only once it ended by itself; before that (cut, left) the count is the better figure.
-      if (usage.prompt !== undefined && usage.completion !== undefined && this.cutBy === undefined && (counted === undefined || complete)) {
-        used = usage.prompt + usage.completion
-        by = 'usage'
-      } else if (counted !== undefined) {
-        // A stream without usage, a cut one, or one the client left: what was streamed.
-        used = (usage.prompt ?? r.prompt) + Math.max(counted, usage.completion ?? 0)
-        by = 'counted'
-      } else if (this.status >= 400 || this.status === 0) {
-        used = 0
-        by = 'refunded'
-      } else {
-        used = r.reserved
-        by = 'reserved'
-      }
+      const { used, by, completion } = useOf(r, usage, usageFinal, counted, this.status)
+      if (completion !== undefined && r.config.reservation.mode === 'percentile')
+        completionHistory.record(r.minute.key, completion / r.choices)
       out.push({ reservation: r, used, actualPrompt: usage.prompt, by })
       adjustments.push(...settleAdjustments(r, used, this.hooks.overrunCapped))
     }
+    const measured = { usage, counted, complete, cut: this.cutBy !== undefined, status: this.status, usageFinal }
+    const spent = settleSpends(this.spend, measured, adjustments)
     if (this.trace !== undefined) settledAttributes(this.trace, out)
-    if (adjustments.length === 0) return this.hooks.settled(out)
-    this.hooks.store.adjust(adjustments, this.hooks.now(), (err) => (err ? this.hooks.dropped(err, out) : this.hooks.settled(out)))
+    const done = (err: Error | null): void => {
+      if (err) this.hooks.dropped(err, out)
+      else this.hooks.settled(out)
+      if (spent.length > 0) this.hooks.spendSettled?.(spent, err ?? undefined)
+    }
+    if (adjustments.length === 0) return done(null)
+    this.hooks.store.adjust(adjustments, this.hooks.now(), done)
   }
 }

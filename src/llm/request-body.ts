@@ -4,8 +4,9 @@
  * `max_tokens`, `max_completion_tokens` and the Responses API
  * `max_output_tokens`: an upstream bills whichever it honours, so a client
  * must not shrink its reservation by sending a small one next to a large
- * one; Gemini's, Bedrock's and Ollama's own fields too, providers/), whether it streams, and
- * every part of it the upstream bills as prompt (prompt-parts.ts). Parsed at most once per request.
+ * one; Gemini's, Bedrock's and Ollama's own fields too, providers/), how many completions it asks
+ * for (`n`, `best_of`: each is billed), whether it streams, and every part of it the upstream bills as
+ * prompt (prompt-parts.ts). Parsed at most once per request.
  */
 import { providerCap } from './providers/index.js'
 
@@ -23,7 +24,12 @@ export interface LlmBody {
   maxTokens: number | undefined
   /** The body asks for a stream: `"stream"` set to anything truthy (`true`, `"true"`, 1), as lax upstreams read it. */
   stream: boolean
+  /** Completions the upstream generates and bills: the largest of `n` and `best_of` (legacy completions), else 1. */
+  choices: number
 }
+
+/** Past any API's own bound (OpenAI: 128), yet finite whatever a body says (`1e400` parses as Infinity). */
+const MAX_CHOICES = 1_000_000
 
 const completionFields = ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const
 
@@ -41,8 +47,20 @@ function largestCompletion(json: Record<string, unknown> | undefined): number | 
   return own === undefined ? max : Math.max(max ?? 0, own)
 }
 
+/** The largest of `n` and `best_of` as lax upstreams read them (numbers or numeric strings, rounded up); 1 when neither asks for more. */
+function choicesOf(json: Record<string, unknown> | undefined): number {
+  if (json === undefined) return 1
+  let most = 1
+  for (const f of ['n', 'best_of'] as const) {
+    let v = json[f]
+    if (typeof v === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(v)) v = Number(v)
+    if (typeof v === 'number' && v > 1) most = Math.max(most, Math.min(MAX_CHOICES, Math.ceil(v)))
+  }
+  return most
+}
+
 /** `stream` as permissive servers read it: a boolean, or anything truthy but the strings "false"/"0"/"". */
-function truthyStream(v: unknown): boolean {
+export function truthyStream(v: unknown): boolean {
   if (v === undefined || v === null || v === false) return false
   if (typeof v === 'string') return !['', 'false', '0', 'no', 'off'].includes(v.trim().toLowerCase())
   if (typeof v === 'number') return v !== 0 && !Number.isNaN(v)
@@ -61,5 +79,5 @@ export function parseLlmBody(held: Buffer | undefined, contentLength: number | u
       // Not JSON: estimated from its size.
     }
   }
-  return { json, held, totalBytes, maxTokens: largestCompletion(json), stream: truthyStream(json?.stream) }
+  return { json, held, totalBytes, maxTokens: largestCompletion(json), stream: truthyStream(json?.stream), choices: choicesOf(json) }
 }

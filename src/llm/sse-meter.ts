@@ -2,7 +2,8 @@
  * Reads an SSE response as it passes (docs/behaviour.md §5 Streaming): the
  * bytes are cut into events (sse-events.ts), each event is parsed whole
  * (eventsource-parser), each event's completion text (message text,
- * tool-call arguments, thinking) adds ceil(characters / 4) tokens, and
+ * tool-call arguments, thinking, transcripts) adds its tokens (the rule's
+ * tokenizer, else text-tokens.ts) and its audio its duration's, and
  * whenever the count crosses a multiple of a limit's buffer_tokens it is
  * compared with its max_completion_tokens. Events are passed on whole, as
  * soon as they end: the bytes of an event not yet ended are held, at most
@@ -15,13 +16,19 @@
  * comes, and what a closing event must repeat is kept in `facts`. A stream
  * framed otherwise (Ollama's NDJSON, Gemini's JSON array, Bedrock's event
  * stream: framings/) is cut into its frames and read by its framing instead,
- * and metered alike.
+ * and metered alike. A limit passed inside a tool call's arguments
+ * (tool-blocks.ts) waits, when the cut is to close gracefully, for the call
+ * to close, at most `toolCallGrace` more tokens
+ * (FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS): it ends right after the event that
+ * closed it, else `tool_call_unclosed` (an error event).
  */
 import { createParser, type EventSourceParser } from 'eventsource-parser'
 import { StreamFacts } from './dialects/index.js'
 import type { Framing } from './framings/framing.js'
 import { EventEnds } from './sse-events.js'
-import { collectUsage, deltaText, type Usage } from './usage.js'
+import { textTokens } from './text-tokens.js'
+import { ToolBlocks } from './tool-blocks.js'
+import { collectUsage, deltaAudioTokens, deltaText, type Usage } from './usage.js'
 
 /** FAIRVISOR_LLM_MAX_EVENT_BYTES' default: far above any event the LLM APIs send (a Responses API `response.completed` repeats the whole output). */
 export const DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -35,8 +42,15 @@ export interface CompletionLimit {
   wouldTruncate(counted: number): void
 }
 
-/** Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, an event past the bound, or a frame that does not read (a checksum that fails). */
-export type MeterEnd = 'max_completion_tokens' | 'event_too_large' | 'unreadable'
+/** FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS' default: a long tool call's arguments (about 4 KB of JSON) finish past the limit. */
+export const DEFAULT_TOOL_CALL_GRACE_TOKENS = 1024
+
+/**
+ * Why a stream ends at the gateway: an enforcing limit's max_completion_tokens passed, the limit
+ * passed inside a tool call that did not close within the grace, an event past the bound, or a
+ * frame that does not read (a checksum that fails).
+ */
+export type MeterEnd = 'max_completion_tokens' | 'tool_call_unclosed' | 'event_too_large' | 'unreadable'
 
 export class SseMeter {
   /** Completion tokens counted from the stream's text. */
@@ -44,6 +58,14 @@ export class SseMeter {
   readonly usage: Usage = { prompt: undefined, completion: undefined }
   /** `[DONE]` seen. */
   done = false
+  /**
+   * The usage is the call's final one: it came in an event that ends the call's accounting (Chat
+   * Completions' usage chunk, Groq's last chunk, `response.completed`, `message_delta`), not
+   * Anthropic's `message_start` placeholder. It then wins over the count whenever the client left.
+   */
+  usageFinal = false
+  /** The event being parsed is to be kept from the client (the usage chunk the gateway asked for). */
+  private drop = false
   /** Set when the stream is to end right after the bytes the last `feed` returned. */
   ended: MeterEnd | undefined
   /** Why a frame did not read (`ended` is then `unreadable`). */
@@ -54,19 +76,31 @@ export class SseMeter {
   private readonly blocks: number[]
   private readonly flagged: boolean[]
   private over = false
+  /** Tool calls whose arguments are streaming (only when a cut may wait for them). */
+  private readonly tools: ToolBlocks | undefined
+  /** The count when the limit was passed inside a tool call. */
+  private graceFrom: number | undefined
   /** Copies of the bytes of the event not yet ended, and their length. */
   private held: Buffer[] = []
   private heldBytes = 0
 
   readonly facts: StreamFacts
 
-  /** `path`: the request's, which names the API the closing events speak; `framing`: not SSE. */
+  /**
+   * `path`: the request's, which names the API the closing events speak; `framing`: not SSE.
+   * `count`: tokens of a delta's text (the rule's tokenizer, else the script-aware estimate);
+   * `hideUsage`: the client did not ask for the usage chunk the gateway added to its request
+   * (llm/stream-usage.ts); `toolCallGrace`: tokens a graceful cut waits for an open tool call
+   * (undefined: it never waits).
+   */
   constructor(
     private readonly limits: readonly CompletionLimit[],
     path = '',
     readonly maxEventBytes = DEFAULT_MAX_EVENT_BYTES,
     private readonly framing?: Framing,
+    private readonly options: { count?: (text: string) => number; hideUsage?: boolean; toolCallGrace?: number } = {},
   ) {
+    if (options.toolCallGrace !== undefined) this.tools = new ToolBlocks()
     this.blocks = limits.map(() => 0)
     this.flagged = limits.map(() => false)
     this.facts = new StreamFacts(
@@ -97,12 +131,10 @@ export class SseMeter {
         this.ended = 'unreadable'
         return joined(out)
       }
-      out.push(event)
+      if (this.drop) this.drop = false
+      else out.push(event)
       start = end
-      if (this.over) {
-        this.ended = 'max_completion_tokens'
-        return joined(out)
-      }
+      if (this.over && this.overEnd()) return joined(out)
     }
     if (start < chunk.length) {
       if (this.heldBytes + chunk.length - start > this.maxEventBytes) return this.tooLarge(out)
@@ -118,6 +150,21 @@ export class SseMeter {
     this.held = []
     this.heldBytes = 0
     return out
+  }
+
+  /** Tokens counted since the limit was passed inside a tool call (0: it was not). */
+  get graceUsed(): number {
+    return this.graceFrom === undefined ? 0 : this.counted - this.graceFrom
+  }
+
+  /** A limit is passed: whether the stream ends now (not inside a tool call, or past its grace), setting `ended`. */
+  private overEnd(): boolean {
+    if (this.tools === undefined || !this.tools.open) this.ended = 'max_completion_tokens'
+    else {
+      this.graceFrom ??= this.counted
+      if (this.counted - this.graceFrom >= this.options.toolCallGrace!) this.ended = 'tool_call_unclosed'
+    }
+    return this.ended !== undefined
   }
 
   private tooLarge(out: Buffer[]): Buffer | undefined {
@@ -147,11 +194,18 @@ export class SseMeter {
       return
     }
     if (obj === null || typeof obj !== 'object') return
-    this.facts.observe(name, obj as Record<string, unknown>)
-    collectUsage(obj, this.usage)
-    const text = deltaText(obj)
-    if (text.length === 0) return
-    this.counted += Math.ceil(text.length / 4)
+    const o = obj as Record<string, unknown>
+    this.facts.observe(name, o)
+    this.tools?.observe(name, o)
+    if (collectUsage(o, this.usage)) {
+      if (o.type !== 'message_start' && this.usage.prompt !== undefined && this.usage.completion !== undefined) this.usageFinal = true
+      // The usage-only chunk of a client that did not ask for it: read, not passed on.
+      if (this.options.hideUsage === true && Array.isArray(o.choices) && o.choices.length === 0) this.drop = true
+    }
+    const text = deltaText(o)
+    const tokens = (text.length === 0 ? 0 : (this.options.count ?? textTokens)(text)) + deltaAudioTokens(o)
+    if (tokens === 0) return
+    this.counted += tokens
     for (let k = 0; k < this.limits.length; k++) {
       const l = this.limits[k]!
       const b = Math.floor(this.counted / l.bufferTokens)

@@ -5,14 +5,16 @@
  * stream_options.include_usage), the Responses API (`usage.input_tokens` /
  * `output_tokens`, SSE `response.completed` / `response.incomplete`),
  * Anthropic Messages (`usage.input_tokens` + cache tokens / `output_tokens`;
- * SSE `message_start`, then cumulative `message_delta`); Gemini, Bedrock and Ollama through
- * providers/. Also the completion tokens' text of one stream event.
+ * SSE `message_start`, then cumulative `message_delta`), Groq's `x_groq.usage`; Gemini, Bedrock and
+ * Ollama through providers/. Also the completion text and audio of one stream event.
  */
 import { providerText, providerUsage } from './providers/index.js'
 
 export interface Usage {
   prompt: number | undefined
   completion: number | undefined
+  /** Of `prompt`, the tokens read from the provider's prompt cache (OpenAI's `prompt_tokens_details.cached_tokens`, the Responses API's `input_tokens_details.cached_tokens`): priced apart (llm/spend-settle.ts). */
+  cached?: number
   /** Anthropic input parts, kept apart because a later event may repeat only some of them. */
   input?: number
   cacheCreation?: number
@@ -21,9 +23,9 @@ export interface Usage {
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined)
 
-/** Adds what one usage object says to `into` (later values win: Anthropic's counters are cumulative). */
-function mergeUsage(u: unknown, into: Usage): void {
-  if (u === null || typeof u !== 'object') return
+/** Adds what one usage object says to `into` (later values win: Anthropic's counters are cumulative); whether it was one. */
+function mergeUsage(u: unknown, into: Usage): boolean {
+  if (u === null || typeof u !== 'object') return false
   const o = u as Record<string, unknown>
   const input = num(o.prompt_tokens) ?? num(o.input_tokens)
   if (input !== undefined) into.input = input
@@ -33,25 +35,30 @@ function mergeUsage(u: unknown, into: Usage): void {
   const read = num(o.cache_read_input_tokens)
   if (read !== undefined) into.cacheRead = read
   if (into.input !== undefined) into.prompt = into.input + (into.cacheCreation ?? 0) + (into.cacheRead ?? 0)
+  const details = o.prompt_tokens_details ?? o.input_tokens_details
+  const cached = details !== null && typeof details === 'object' ? num((details as Record<string, unknown>).cached_tokens) : undefined
+  if (cached !== undefined) into.cached = cached
   const output = num(o.completion_tokens) ?? num(o.output_tokens)
   if (output !== undefined) into.completion = output
+  return true
 }
 
-/** Usage carried by a JSON response body or one SSE event's data object. */
-export function collectUsage(obj: unknown, into: Usage): void {
-  if (obj === null || typeof obj !== 'object') return
+/** Usage carried by a JSON response body or one SSE event's data object; whether it carried any. */
+export function collectUsage(obj: unknown, into: Usage): boolean {
+  if (obj === null || typeof obj !== 'object') return false
   const o = obj as Record<string, unknown>
-  mergeUsage(o.usage, into)
-  const inner = (o.response ?? o.message) as Record<string, unknown> | undefined // response.completed, message_start
-  if (inner !== null && typeof inner === 'object') mergeUsage(inner.usage, into)
-  providerUsage(o, into)
+  let found = mergeUsage(o.usage, into)
+  const inner = (o.response ?? o.message ?? o.x_groq) as Record<string, unknown> | undefined // response.completed, message_start, Groq
+  if (inner !== null && typeof inner === 'object') found = mergeUsage(inner.usage, into) || found
+  return providerUsage(o, into) || found
 }
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : '')
 
 /**
- * Characters of completion one stream event adds: message text, tool-call
- * arguments and thinking, in each API's deltas (all are billed as output).
+ * Characters of completion one stream event adds: message text, legacy
+ * completions' text, tool-call arguments, thinking and audio transcripts, in
+ * each API's deltas (all are billed as output).
  */
 export function deltaText(obj: unknown): string {
   if (obj === null || typeof obj !== 'object') return ''
@@ -60,11 +67,20 @@ export function deltaText(obj: unknown): string {
   if (Array.isArray(choices)) {
     let text = ''
     for (const c of choices as {
-      delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: { arguments?: unknown } }
+      text?: unknown
+      delta?: {
+        content?: unknown
+        reasoning_content?: unknown
+        tool_calls?: unknown
+        function_call?: { arguments?: unknown }
+        audio?: { transcript?: unknown }
+      }
     }[]) {
-      const d = c?.delta
+      if (c === null || typeof c !== 'object') continue
+      text += str(c.text) // legacy /v1/completions
+      const d = c.delta
       if (d === undefined || d === null) continue
-      text += str(d.content) + str(d.reasoning_content) + str(d.function_call?.arguments)
+      text += str(d.content) + str(d.reasoning_content) + str(d.function_call?.arguments) + str(d.audio?.transcript)
       if (Array.isArray(d.tool_calls))
         for (const t of d.tool_calls as { function?: { arguments?: unknown } }[]) text += str(t?.function?.arguments)
     }
@@ -80,9 +96,32 @@ export function deltaText(obj: unknown): string {
     case 'response.reasoning_text.delta':
     case 'response.reasoning_summary_text.delta':
     case 'response.refusal.delta':
+    case 'response.output_audio_transcript.delta':
+    case 'response.audio_transcript.delta':
       return str(o.delta)
   }
   return providerText(o)
+}
+
+/** 24 kHz 16-bit mono (the streamed format) is 48,000 bytes a second, 64,000 base64 characters. */
+const BASE64_PER_SECOND = 64_000
+/** Output audio tokens a second of speech (OpenAI's audio models: about one per 50 ms). */
+const AUDIO_TOKENS_PER_SECOND = 20
+
+/**
+ * Completion tokens of the audio one stream event adds (base64 data: Chat
+ * Completions `delta.audio.data`, Responses `response.output_audio.delta`,
+ * speech `speech.audio.delta`), at AUDIO_TOKENS_PER_SECOND of its duration.
+ */
+export function deltaAudioTokens(obj: unknown): number {
+  if (obj === null || typeof obj !== 'object') return 0
+  const o = obj as Record<string, unknown>
+  let chars = 0
+  if (Array.isArray(o.choices))
+    for (const c of o.choices as { delta?: { audio?: { data?: unknown } } }[]) chars += str(c?.delta?.audio?.data).length
+  else if (o.type === 'response.output_audio.delta' || o.type === 'response.audio.delta') chars = str(o.delta).length
+  else if (o.type === 'speech.audio.delta') chars = str(o.audio).length
+  return chars === 0 ? 0 : Math.ceil((chars / BASE64_PER_SECOND) * AUDIO_TOKENS_PER_SECOND)
 }
 
 /**

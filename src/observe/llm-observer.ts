@@ -3,10 +3,12 @@
  * settled usage), reservations given back, the estimate's accuracy
  * (reported ÷ estimated prompt tokens), what each was settled on, dropped
  * settlements (store down: logged at most once a second), truncated streams
+ * (with the tokens waited for a tool call to close, and whether it did)
  * and would_truncate (a stream over the limit that was not cut, with why:
  * a shadow policy, enforce_mid_stream off, or a client that did not ask
  * for a stream), and streams ended because the upstream broke them (an
- * event past FAIRVISOR_LLM_MAX_EVENT_BYTES, an unreadable one).
+ * event past FAIRVISOR_LLM_MAX_EVENT_BYTES, an unreadable one); money budgets' settlements:
+ * the spend in micros of the currency, what each was settled on, overruns capped at the budget.
  */
 import type { ExchangeHooks, Settlement } from '../llm/exchange.js'
 import type { Store } from '../store/store.js'
@@ -91,8 +93,29 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
           : 'upstream stream could not be read: the stream was ended with an error event',
       )
     },
-    truncated(r, counted) {
-      metrics.llmStreamCuts.inc({ reason: 'max_completion_tokens' })
+    spendSettled(list, err) {
+      for (const s of list) {
+        const r = s.reservation
+        metrics.llmSpendSettlements.inc({ by: err ? 'dropped' : s.by })
+        if (!err && !r.shadow && s.used > 0) metrics.llmSpend.inc({ policy: r.policyId, currency: r.currency }, s.used)
+        if (s.capped)
+          log.warn(
+            {
+              event: 'llm_spend_overrun_capped',
+              policy: r.policyId,
+              rule: r.ruleName,
+              model: r.model,
+              reserved_micros: r.reserved,
+              budget_micros: r.budget,
+              tokens: s.tokens,
+            },
+            'reported usage costs more than the whole budget: overrun charge capped at the budget',
+          )
+      }
+    },
+    truncated(r, counted, toolCall) {
+      const unclosed = toolCall?.closed === false
+      metrics.llmStreamCuts.inc({ reason: unclosed ? 'tool_call_unclosed' : 'max_completion_tokens' })
       log.info(
         {
           event: 'stream_truncated',
@@ -100,9 +123,14 @@ export function llmHooks(log: Logger, metrics: Metrics, store: Store, clock: () 
           rule: r.ruleName,
           completion_tokens: counted,
           max_completion_tokens: r.config.streaming.maxCompletion,
-          action: r.config.streaming.onLimitExceeded,
+          action: unclosed ? 'error_chunk' : r.config.streaming.onLimitExceeded,
+          ...(toolCall ? { tool_call_grace_tokens: toolCall.grace, tool_call_closed: toolCall.closed } : {}),
         },
-        'stream ended at max_completion_tokens',
+        unclosed
+          ? 'stream ended at max_completion_tokens inside a tool call past its grace: error event'
+          : toolCall
+            ? 'stream ended at max_completion_tokens once its tool call closed'
+            : 'stream ended at max_completion_tokens',
       )
     },
   }

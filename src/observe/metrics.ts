@@ -72,6 +72,18 @@ export function createMetrics() {
       labelNames: ['by'],
       registers: r,
     }),
+    llmSpend: new Counter({
+      name: 'fairvisor_llm_spend_micros_total',
+      help: 'Money spent by LLM calls as money budgets settled it (cost_key llm_price), in micros (millionths) of the currency, per policy and currency (a call two budgets of one policy price counts in each).',
+      labelNames: ['policy', 'currency'],
+      registers: r,
+    }),
+    llmSpendSettlements: new Counter({
+      name: 'fairvisor_llm_spend_settlements_total',
+      help: 'Money budget reservations settled, by what they were settled on (usage, counted, reserved, refunded, dropped).',
+      labelNames: ['by'],
+      registers: r,
+    }),
     llmStreamCuts: new Counter({
       name: 'fairvisor_llm_stream_cuts_total',
       help: 'LLM streams the gateway ended, by reason (max_completion_tokens, event_too_large, unreadable).',
@@ -193,7 +205,10 @@ export function createMetrics() {
   applyWorkerAggregators(registry)
   m.saasReachable.set(0)
   for (const result of ['applied', 'invalid', 'not_monotonic', 'unchanged']) m.reloads.inc({ result }, 0)
-  for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) m.tokenSettlements.inc({ by }, 0)
+  for (const by of ['usage', 'counted', 'reserved', 'refunded', 'dropped']) {
+    m.tokenSettlements.inc({ by }, 0)
+    m.llmSpendSettlements.inc({ by }, 0)
+  }
   for (const reason of JWT_REJECT_REASONS) m.jwtRejected.inc({ reason }, 0)
   // Per-request updates go through these (see hot-metrics.ts); the rest are rare events.
   const hot = {

@@ -92,7 +92,8 @@ export function compileDescriptor(key: string): DescriptorCompile {
     case 'llm':
       // A namespace of this gateway's own (not in Fairvisor Edge): LLM client conventions.
       if (name === 'api_key') return { ok: true, extract: apiKey }
-      return { ok: false, message: `descriptor "${key}" is unknown; llm: takes api_key` }
+      if (name === 'model') return { ok: true, extract: (v) => v.llmModel() }
+      return { ok: false, message: `descriptor "${key}" is unknown; llm: takes api_key or model` }
     default:
       return {
         ok: false,

@@ -14,6 +14,7 @@ import { normaliseHost } from './normalise.js'
 import { BEARER_SCHEME, rawHeader, sameHeaderName } from './raw-headers.js'
 import type { TargetParts, TargetRefusal } from './target.js'
 import { parseLlmBody, type LlmBody } from '../llm/request-body.js'
+import { llmModel } from './llm-model.js'
 
 /** What the HTTP layer hands over: a proxied request, or the one a sidecar call describes; its target as readTarget (target.ts) reads it. */
 export interface RequestInput extends TargetParts {
@@ -58,6 +59,7 @@ export class RequestView {
   private _host: string | undefined
   private _claims: Claims | null | undefined
   private _llm: LlmBody | undefined
+  private _model: string | null | undefined
   private _query: URLSearchParams | undefined
   private _country: string | null | undefined
   private _asn: string | null | undefined
@@ -102,6 +104,12 @@ export class RequestView {
       n !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : undefined,
       this.input.bodyComplete === true,
     ))
+  }
+
+  /** `llm:model` (llm-model.ts), read once: a limit key and a price may both ask. */
+  llmModel(): string | undefined {
+    if (this._model === undefined) this._model = llmModel(this) ?? null
+    return this._model ?? undefined
   }
 
   get host(): string {

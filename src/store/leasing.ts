@@ -1,32 +1,24 @@
 /**
- * Local token leases for hot keys on a remote store (opt-in per rule:
- * `algorithm_config.lease: {tokens, ttl_ms}` on a token bucket, which the
- * algorithm puts on its limit as a LeaseDescription; the leasing layer knows
- * no kind). Instead of a store call per request, an instance takes a slice
- * of `tokens` from the shared limit in one atomic call (the request's own cost included) and
- * spends the rest locally for at most `ttl_ms`; the unspent part goes back
- * (`adjust`) when the lease expires, when the rule's limit changes (a bundle
- * reload) and on close (SIGTERM).
+ * Local token leases for hot keys on a remote store (opt-in per rule: `algorithm_config.lease: {tokens, ttl_ms}` on a
+ * token bucket, which the algorithm puts on its limit as a LeaseDescription; the leasing layer knows no kind).
+ * Instead of a store call per request, an instance takes a slice of `tokens` from the shared limit in one atomic call
+ * (the request's own cost included) and spends the rest locally for at most `ttl_ms`; the unspent part goes back
+ * (`adjust`) when the lease expires, when the rule's limit changes (a bundle reload) and on close (SIGTERM).
  *
- * Leased tokens are taken from the shared bucket before they are spent, so
- * the instances together never grant more than the exact limit: the price is
- * fairness, not safety — up to one slice per instance can sit unused in
- * another instance's lease while this one rejects (README, "Hot keys").
- * When a slice no longer fits (the bucket is nearly empty) the request is
- * decided exactly, and the key stays exact for `ttl_ms` so that a drained
- * bucket costs one call per request, not two.
+ * Leased tokens are taken from the shared bucket before they are spent, so the instances together never grant more
+ * than the exact limit: the price is fairness, not safety — up to one slice per instance can sit unused in another
+ * instance's lease while this one rejects (README, "Hot keys"). When a slice no longer fits (the bucket is nearly
+ * empty) the request is decided exactly, and the key stays exact for `ttl_ms` so that a drained bucket costs one call
+ * per request, not two.
  *
- * While a slice is being fetched, other requests on that key wait for it
- * (one fetch per key at a time), then spend from it.
+ * While a slice is being fetched, other requests on that key wait for it (one fetch per key at a time), then spend
+ * from it.
  *
- * The leases themselves live in a LeaseTable (threads/leases.ts): with
- * worker threads the supervisor makes one for the whole process and every
- * worker's LeasingStore spends from it, so a process holds one slice per
- * key and fetches it once, whatever the number of workers; with one thread
- * the store makes its own (FAIRVISOR_LEASE_TABLE_KEYS sizes both). A key
- * that finds no cell in the table is decided exactly, one store call per
- * request as without leases; `onFull` hears of it (a throttled warning) and
- * leaseTableFull() counts it (fairvisor_lease_table_full_total).
+ * The leases themselves live in a LeaseTable (threads/leases.ts): with worker threads the supervisor makes one for
+ * the whole process and every worker's LeasingStore spends from it, so a process holds one slice per key and fetches
+ * it once, whatever the number of workers; with one thread the store makes its own (FAIRVISOR_LEASE_TABLE_KEYS sizes
+ * both). A key that finds no cell in the table is decided exactly, one store call per request as without leases;
+ * `onFull` hears of it (a throttled warning) and leaseTableFull() counts it (fairvisor_lease_table_full_total).
  */
 import type { LeaseDescription } from '../algorithms/algorithm.js'
 import { FetchWaiters } from './lease-waiters.js'

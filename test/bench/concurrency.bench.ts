@@ -2,7 +2,8 @@
  * Cost of a concurrency rule against a token_bucket rule (and no rule), in
  * three parts, every comparison side by side in one run:
  *
- * 1. The decision in this process, on the in-process (memory) store: CPU
+ * 1. The decision in this process, on the in-process (memory) store, with
+ *    the build's modules (dist/) as the gateway runs them: CPU
  *    time per decision of the engine (a RequestView built, the rules
  *    planned, the store's one call, the headers) for a concurrency rule with
  *    its give-back made as the gateway makes it when the exchange ends (a
@@ -41,15 +42,10 @@
  * of total requests, the median of per-round ratios beside them. Gateway
  * pinned to CPU 0, everything else on the other CPUs.
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { loadBundleBytes } from '../../src/bundle/load.js'
 import type { Decision } from '../../src/engine/decision.js'
-import { Engine } from '../../src/engine/evaluate.js'
-import { readTarget } from '../../src/request/target.js'
-import { RequestView } from '../../src/request/view.js'
-import { MemoryStore } from '../../src/store/memory/store.js'
 import { interleave, median, pairedRatio, runLoad, summarise, table, tempDir, type LoadResult, type Running } from './lib.js'
 import { benchArgs, RESULT_HEADER, resultRow, startStoreBench, totalRequests, type StoreBench } from './store-bench.js'
 
@@ -80,8 +76,29 @@ function bundleFile(dir: string, name: string, policies: object[]): string {
   return file
 }
 
+/**
+ * The engine's modules from the build (dist/, `npm run build`), as the gateway runs them; from src/ only
+ * without one. src/ runs through tsx's transform, which reads every imported binding through a getter
+ * (the kinds' EPSILON, the stores' CELLS): a cost the build does not have, larger for a kind whose maths
+ * read them more often.
+ */
+async function engineModules() {
+  const dist = new URL('../../dist/', import.meta.url)
+  const base = existsSync(new URL('engine/evaluate.js', dist)) ? dist.href : new URL('../../src/', import.meta.url).href
+  const from = <T>(path: string): Promise<T> => import(`${base}${path}`) as Promise<T>
+  return {
+    base,
+    ...(await from<typeof import('../../src/bundle/load.js')>('bundle/load.js')),
+    ...(await from<typeof import('../../src/engine/evaluate.js')>('engine/evaluate.js')),
+    ...(await from<typeof import('../../src/request/target.js')>('request/target.js')),
+    ...(await from<typeof import('../../src/request/view.js')>('request/view.js')),
+    ...(await from<typeof import('../../src/store/memory/store.js')>('store/memory/store.js')),
+  }
+}
+
 /** Part 1: CPU µs per decision of the engine on the memory store, per side; the concurrency side gives each slot back. */
-function engineDecisions(): boolean {
+async function engineDecisions(): Promise<boolean> {
+  const { base, loadBundleBytes, Engine, MemoryStore, readTarget, RequestView } = await engineModules()
   const loaded = loadBundleBytes(Buffer.from(JSON.stringify({ bundle_version: 1, policies: PROXY_POLICIES })), 'bench', Date.now())
   if (!loaded.ok) throw new Error(loaded.errors.join('; '))
   const store = new MemoryStore({ maxBytes: 64 << 20 })
@@ -129,7 +146,8 @@ function engineDecisions(): boolean {
     }
   }
   const med = (n: string): number => median(costs.get(n)!)
-  console.log(`1. engine, memory store, ${engineRounds} rounds of ${engineMs} ms per side, medians of CPU time per decision:`)
+  const built = base.endsWith('/dist/') ? 'the build (dist/)' : 'src/ through tsx (no build)'
+  console.log(`1. engine on ${built}, memory store, ${engineRounds} rounds of ${engineMs} ms per side, medians of CPU time per decision:`)
   for (const [n] of sides) console.log(`  ${n.padEnd(13)} ${med(n).toFixed(3)} µs (${Math.round(1e6 / med(n))} decisions per CPU second)`)
   const ratio = med('token bucket') / med('concurrency')
   console.log(
@@ -199,7 +217,7 @@ function report(
 
 async function main(): Promise<void> {
   let ok = true
-  if (PARTS.has('engine')) ok = engineDecisions()
+  if (PARTS.has('engine')) ok = await engineDecisions()
   if (!PARTS.has('decision') && !PARTS.has('proxy')) return void (process.exitCode = ok ? 0 : 1)
   const dir = tempDir('fv-bench-concurrency-')
   const bench = await startStoreBench({ bundleFile: bundleFile(dir, 'proxy', PROXY_POLICIES), pin: !noPin })

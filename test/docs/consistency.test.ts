@@ -184,6 +184,10 @@ describe('the bodies of LLM rejects', () => {
     rejectBody('/v1/chat/completions', '…'),
     rejectBody('/v1/chat/completions', '…', true),
     rejectBody('/v1/messages', '…', true),
+    // A request too large for its rule: its reason is the OpenAI code.
+    ...Object.entries(LLM_REJECTS)
+      .filter(([, r]) => r.tooLarge)
+      .map(([reason]) => rejectBody('/v1/chat/completions', '…', true, reason)),
   ]
 
   test('every JSON error body a page quotes is one the code builds (any message)', () => {
@@ -212,9 +216,15 @@ describe('the bodies of LLM rejects', () => {
         .map((r) => [spans(r[0]!)[0]!, r]),
     )
     assert.deepEqual([...rows.keys()].sort(), Object.keys(LLM_REJECTS).sort())
-    for (const [reason, { message, retryable }] of Object.entries(LLM_REJECTS)) {
+    for (const [reason, { message, tooLarge }] of Object.entries(LLM_REJECTS)) {
       assert.equal(rows.get(reason)![1], message, reason)
-      assert.equal(rows.get(reason)![2], retryable ? '`Retry-After`' : '`x-should-retry: false`', reason)
+      assert.equal(
+        rows.get(reason)![2],
+        tooLarge
+          ? '`400`, `x-should-retry: false`'
+          : '`429`, `Retry-After` (at most the bound); past the bound `403`, `x-should-retry: false`',
+        reason,
+      )
     }
   })
 
@@ -223,7 +233,7 @@ describe('the bodies of LLM rejects', () => {
     for (const reason of Object.keys(LLM_REJECTS)) {
       const row = rows.find((r) => r[0] === `\`${reason}\``)
       assert.ok(row, reason)
-      assert.match(row[2]!, /\(llm\.md\)/, `${reason} links to llm.md`)
+      assert.match(row[2]!, /\(llm\.md(#[a-z-]+)?\)/, `${reason} links to llm.md`)
       assert.doesNotMatch(row[2]!, /OpenAI error shape|Anthropic error shape/, `${reason}: the shape follows the path`)
     }
   })

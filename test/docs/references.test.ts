@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { before, describe, test } from 'node:test'
 import ts from 'typescript'
+import { LLM_REJECTS } from '../../src/algorithms/llm-messages.js'
 import { createMetrics } from '../../src/observe/metrics.js'
 import { ROOT } from '../helpers/processes.js'
 import { scrapeBusyGateway, type Scrape } from '../helpers/scrape-gateway.js'
@@ -109,13 +110,18 @@ describe('docs/reject-reasons.md', () => {
     sameSet(table.keys(), unionMembers('src/engine/decision.ts', 'Reason'), 'reasons')
   })
 
-  test('every reason a limit can reject with is among the refused, with status 429; a refused target with 400', () => {
+  test('every reason a limit can reject with is among the refused, with status 429 (an LLM request too large for its rule 400, a counter past the retry bound also 403); a refused target with 400', () => {
     const limits = unionMembers('src/algorithms/algorithm.ts', 'RejectReason')
     assert.ok(limits.length >= 8)
-    for (const r of limits) assert.equal(refused.get(r)?.[0], '429', `${r} is not a documented 429`)
+    const llm = LLM_REJECTS as Readonly<Record<string, { tooLarge: boolean }>>
+    for (const r of limits) {
+      // budget_exceeded: a budget in money past the retry bound is also a 403 (engine/llm-reject.ts).
+      const want = r === 'budget_exceeded' ? '429, 403' : llm[r] === undefined ? '429' : llm[r].tooLarge ? '400' : '429, 403'
+      assert.equal(refused.get(r)?.[0], want, `${r} is not a documented ${want}`)
+    }
     for (const r of unionMembers('src/request/target.ts', 'TargetRefusal'))
       assert.equal(refused.get(r)?.[0], '400', `${r} is not a documented 400`)
-    for (const [r, [status]] of table) assert.ok(['200', '400', '429', '503'].includes(status!), `${r}: status ${status}`)
+    for (const [r, [status]] of table) assert.ok(['200', '400', '429', '429, 403', '503'].includes(status!), `${r}: status ${status}`)
   })
 })
 

@@ -12,9 +12,10 @@
  * contract every store meets (its fixtures contract.ts, contract-kinds.ts and
  * contract-concurrency.ts stay beside it: only that suite imports them), test/property/ the property
  * tests, test/deploy/ and test/docs/ the checks of files shipped beside the code.
+ * Files stay small and named for what they own: a src file has at most 250 lines.
  */
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -241,4 +242,12 @@ test('test/unit/ holds only unit tests, each of a src file at the same path', ()
     (t) => !t.endsWith('.test.ts') || !SRC.includes(relative('test/unit', t).replace(/\.test\.ts$/, '.ts')),
   )
   assert.deepEqual(strays, [], 'move a unit test to the path of the src file it tests; shared helpers go to test/helpers/')
+})
+
+test('every src file has at most 250 lines: a longer one owns more than one thing', () => {
+  const long = files('src')
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => [f, readFileSync(join(ROOT, f), 'utf8').split('\n').length - 1] as const)
+    .filter(([, lines]) => lines > 250)
+  assert.deepEqual(long, [], 'split these files by what they own')
 })

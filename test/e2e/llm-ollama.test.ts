@@ -10,10 +10,12 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { tokenCounter } from '../../src/llm/estimate.js'
 import { settled } from '../helpers/llm-settle.js'
 import { PROMPT_EVAL, pieceText, startOllamaUpstream } from '../helpers/ollama-upstream.js'
 import { startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
+const o200k = tokenCounter('o200k_base')
 let up: Backend
 let gw: GatewayProcess
 
@@ -77,7 +79,7 @@ describe('Ollama (policies/llm-ollama.json)', { timeout: 180_000 }, () => {
   })
 
   test('a stream past 4096 counted tokens ends with a done_reason "length" line of its endpoint; it settles on what was streamed', async () => {
-    // 60 chunks of 400 characters: 100 tokens each, 6000 in all.
+    // 60 chunks of 400 characters: about 92 o200k tokens each, 5,500 in all.
     const script = { 'x-chunks': '60', 'x-chunk-chars': '400' }
     for (const [path, body] of [
       ['/api/chat', { ...CHAT, options: { num_predict: 100000 } }],
@@ -92,8 +94,13 @@ describe('Ollama (policies/llm-ollama.json)', { timeout: 180_000 }, () => {
       )
       assert.ok(path === '/api/chat' ? last.message?.content === '' : last.response === '', `${path}: shaped as its chunks`)
       const counted = last.eval_count!
-      assert.equal(counted, (r.result.length - 1) * 100)
-      assert.ok(counted > 4096 && counted <= 4096 + 100, `${path}: cut within one buffer past 4096 (${counted})`)
+      // Counted with the rule's tokenizer (o200k_base), chunk by chunk, as streamed.
+      const streamed = r.result.slice(0, -1).map((_, i) => o200k(pieceText(i, 400)))
+      assert.equal(
+        counted,
+        streamed.reduce((a, b) => a + b, 0),
+      )
+      assert.ok(counted > 4096 && counted <= 4096 + 100 + Math.max(...streamed), `${path}: cut within one buffer past 4096 (${counted})`)
       assert.equal(r.used, last.prompt_eval_count! + counted, `${path}: the prompt estimate and what was streamed`)
     }
   })

@@ -6,7 +6,8 @@
  * stream is a finished answer to each SDK's stream helper, a compressed,
  * CRLF, byte-split or Content-Length SSE upstream is cut at the same token
  * count, error_chunk surfaces as each SDK's API error, and rejects as its
- * RateLimitError (retry advice in the headers the SDKs read).
+ * RateLimitError, or its BadRequestError for a request too large for its rule
+ * (retry advice in the headers the SDKs read).
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -218,15 +219,19 @@ describe('the official SDKs through the gateway', { timeout: 120_000 }, () => {
     assert.equal(upstream.acceptEncodings.at(-1), 'identity')
   })
 
-  test('tool-call argument deltas count toward the cut', async () => {
-    const r = await openai('cut', 'chat-tools-stream.sse')
-      .chat.completions.stream({ model: 'gpt-4o', messages: MESSAGES })
-      .finalChatCompletion()
+  test('tool-call argument deltas count toward the cut, which waits for the call to end (and charges what it waited for)', async () => {
+    const { result: r, used } = await settled('cut', () =>
+      openai('cut', 'chat-tools-stream.sse').chat.completions.stream({ model: 'gpt-4o', messages: MESSAGES }).finalChatCompletion(),
+    )
     assert.equal(r.choices[0]!.finish_reason, 'length')
     assert.equal(r.choices[0]!.message.tool_calls![0]!.type, 'function')
     const call = r.choices[0]!.message.tool_calls![0]! as { function: { name: string; arguments: string } }
     assert.equal(call.function.name, 'get_weather')
-    assert.equal(call.function.arguments.length, CUT_TEXT)
+    // Passed at 60 tokens (240 characters), inside the call: the cut came after its last delta, 800 characters.
+    assert.equal(call.function.arguments.length, 800)
+    assert.equal(JSON.parse(call.function.arguments).city, 'Lisbon')
+    assert.equal(r.usage!.completion_tokens, 200)
+    assert.equal(used, r.usage!.total_tokens)
   })
 
   test('Responses API: settles at the recorded usage; a cut stream is status "incomplete" with the text so far', async () => {
@@ -330,29 +335,67 @@ describe('the official SDKs through the gateway', { timeout: 120_000 }, () => {
     assert.match(messages.message, /rate_limit_error/)
   })
 
-  test("rejects are each SDK's RateLimitError; those that can never pass say x-should-retry: false and carry no Retry-After", async () => {
+  test("rejects that can pass are each SDK's RateLimitError; a request too large for its rule is its BadRequestError with x-should-retry: false and no Retry-After", async () => {
+    // A stream held open keeps its reservation (7 + 250 of 300 tokens, refilling 1 a second): a call of 87 fits 44 s later.
+    const hold = async (tenant: string): Promise<AbortController> => {
+      const c = new AbortController()
+      const r = await fetch(`${gw.url}/few/v1/chat/completions`, {
+        method: 'POST',
+        signal: c.signal,
+        headers: {
+          'content-type': 'application/json',
+          'x-tenant': tenant,
+          'x-fixture': 'chat-stream.sse',
+          'x-hold-after': String(fixture('chat-stream.sse').indexOf('\n\n') + 2),
+        },
+        body: JSON.stringify({ model: 'm', messages: MESSAGES, max_tokens: 250, stream: true }),
+      })
+      assert.equal(r.status, 200)
+      return c
+    }
+    const heldO = await hold(`held-o-${RUN}`)
     const tpm = await rejection(
-      openai('few', 'chat.json').chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES, max_tokens: 1000 }),
+      openai('few', 'chat.json', { 'x-tenant': `held-o-${RUN}` }).chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: MESSAGES,
+        max_tokens: 80,
+      }),
     )
+    heldO.abort()
     assert.ok(tpm instanceof OpenAI.RateLimitError, String(tpm))
-    assert.ok(Number(tpm.headers!.get('retry-after')) > 0)
+    const wait = Number(tpm.headers!.get('retry-after'))
+    assert.ok(wait >= 44 && wait <= 60, `Retry-After ${wait}: the wait, jittered within FAIRVISOR_LLM_MAX_RETRY_AFTER`)
+    const heldA = await hold(`held-a-${RUN}`)
     const atpm = await rejection(
-      anthropic('few', 'messages.json').messages.create({ model: 'claude-haiku-4-5', max_tokens: 1000, messages: MESSAGES }),
+      anthropic('few', 'messages.json', { 'x-tenant': `held-a-${RUN}` }).messages.create({
+        model: 'claude-haiku-4-5',
+        max_tokens: 80,
+        messages: MESSAGES,
+      }),
     )
+    heldA.abort()
     assert.ok(atpm instanceof Anthropic.RateLimitError, String(atpm))
     assert.equal((atpm.error as { type: string; error: { type: string } }).error.type, 'rate_limit_error')
     assert.ok(Number(atpm.headers!.get('retry-after')) > 0)
+    const burst = await rejection(
+      openai('few', 'chat.json').chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES, max_tokens: 1000 }),
+    )
+    assert.ok(burst instanceof OpenAI.BadRequestError, String(burst))
+    assert.equal((burst.error as { code?: string }).code, 'burst_tokens_exceeded')
+    assert.match(burst.message, /\(1007 tokens\) exceed what this API key's token bucket can ever hold \(300 tokens\)/)
     for (const policy of ['prompt', 'request']) {
       const o = await rejection(
         openai(policy, 'chat.json').chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES, max_tokens: 500 }),
       )
-      assert.ok(o instanceof OpenAI.RateLimitError, String(o))
+      assert.ok(o instanceof OpenAI.BadRequestError, String(o))
+      assert.equal((o.error as { code?: string }).code, `${policy === 'prompt' ? 'prompt_tokens' : 'max_tokens_per_request'}_exceeded`)
       assert.equal(o.headers!.get('x-should-retry'), 'false', policy)
       assert.equal(o.headers!.get('retry-after'), null, policy)
       const a = await rejection(
         anthropic(policy, 'messages.json').messages.create({ model: 'claude-haiku-4-5', max_tokens: 500, messages: MESSAGES }),
       )
-      assert.ok(a instanceof Anthropic.RateLimitError, String(a))
+      assert.ok(a instanceof Anthropic.BadRequestError, String(a))
+      assert.equal((a.error as { error: { type: string } }).error.type, 'invalid_request_error')
       assert.equal(a.headers!.get('x-should-retry'), 'false', policy)
     }
   })

@@ -7,7 +7,7 @@
  * carries the model's own events, which differ per model: it ends with a
  * `modelStreamErrorException`. Errors are exception messages (`throttlingException`, or
  * `internalServerException` for a stream the upstream broke), which the SDK throws. A
- * reject's body names its error type in `__type`, where the SDK reads it.
+ * reject names its error type in `__type` and in `x-amzn-ErrorType`, where the SDK reads it.
  */
 import { eventMessage } from '../framings/eventstream.js'
 import type { CutUsage, ErrorKind } from './event-parts.js'
@@ -34,6 +34,11 @@ export function bedrockError(message: string, kind: ErrorKind): Buffer {
   return eventMessage(kind.openai === 'server_error' ? 'internalServerException' : 'throttlingException', { message }, true)
 }
 
-export function bedrockReject(message: string, invalid: boolean): string {
-  return JSON.stringify({ __type: invalid ? 'ValidationException' : 'ThrottlingException', message })
+/** The error type a reject's body (and its x-amzn-ErrorType header) names. */
+export function bedrockErrorType(kind: 'limit' | 'invalid' | 'ended'): string {
+  return kind === 'invalid' ? 'ValidationException' : kind === 'ended' ? 'ServiceQuotaExceededException' : 'ThrottlingException'
+}
+
+export function bedrockReject(message: string, kind: 'limit' | 'invalid' | 'ended'): string {
+  return JSON.stringify({ __type: bedrockErrorType(kind), message })
 }

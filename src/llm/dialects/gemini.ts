@@ -35,10 +35,19 @@ export function geminiClose(f: StreamFacts, usage: CutUsage | undefined): string
   return framed(f, JSON.stringify(chunk), true)
 }
 
-/** Google's error object: a server error (500 INTERNAL) or a limit (429 RESOURCE_EXHAUSTED). */
-function googleError(message: string, kind: ErrorKind | 'invalid'): string {
+/**
+ * Google's error object: a server error (500 INTERNAL), a limit (429 RESOURCE_EXHAUSTED), a request
+ * too large for its rule (400 INVALID_ARGUMENT) or a reject that cannot pass soon (403 PERMISSION_DENIED).
+ */
+function googleError(message: string, kind: ErrorKind | 'invalid' | 'ended'): string {
   const [code, status] =
-    kind === 'invalid' ? [400, 'INVALID_ARGUMENT'] : kind.openai === 'server_error' ? [500, 'INTERNAL'] : [429, 'RESOURCE_EXHAUSTED']
+    kind === 'invalid'
+      ? [400, 'INVALID_ARGUMENT']
+      : kind === 'ended'
+        ? [403, 'PERMISSION_DENIED']
+        : kind.openai === 'server_error'
+          ? [500, 'INTERNAL']
+          : [429, 'RESOURCE_EXHAUSTED']
   return JSON.stringify({ error: { code, message, status } })
 }
 
@@ -46,6 +55,6 @@ export function geminiError(f: StreamFacts, message: string, kind: ErrorKind): s
   return framed(f, googleError(message, kind), false)
 }
 
-export function geminiReject(message: string, kind: ErrorKind | 'invalid'): string {
+export function geminiReject(message: string, kind: ErrorKind | 'invalid' | 'ended'): string {
   return googleError(message, kind)
 }

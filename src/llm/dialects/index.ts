@@ -9,6 +9,7 @@
  */
 import { bedrockClose, bedrockError, bedrockReject } from './bedrock.js'
 import { chatClose, chatError } from './chat.js'
+import { completionsClose } from './completions.js'
 import type { CutUsage, ErrorKind } from './event-parts.js'
 import { geminiClose, geminiError, geminiReject } from './gemini.js'
 import { messagesClose, messagesError } from './messages.js'
@@ -22,26 +23,33 @@ const CUT_ERROR: ErrorKind = { openai: 'rate_limit_error', anthropic: 'rate_limi
 
 const CUT_MESSAGE = 'max completion tokens exceeded'
 
-/** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off. */
+/** The error event's message when the limit was passed inside a tool call that did not end within its grace. */
+export const TOOL_CALL_CUT_MESSAGE =
+  'max completion tokens exceeded inside a tool call whose arguments did not end within FAIRVISOR_LLM_TOOL_CALL_GRACE_TOKENS'
+
+/** The bytes that end a cut stream. `usage` undefined: include_partial_usage is off; `message`: an error event's. */
 export function closingEvents(
   f: StreamFacts,
   action: 'graceful_close' | 'error_chunk',
   counted: number,
   usage: CutUsage | undefined,
+  message = CUT_MESSAGE,
 ): string | Buffer {
   switch (f.api) {
     case 'responses':
-      return action === 'error_chunk' ? responsesError(f, CUT_MESSAGE, CUT_ERROR) : responsesClose(f, usage)
+      return action === 'error_chunk' ? responsesError(f, message, CUT_ERROR) : responsesClose(f, usage)
     case 'messages':
-      return action === 'error_chunk' ? messagesError(CUT_MESSAGE, CUT_ERROR) : messagesClose(f, counted, usage)
+      return action === 'error_chunk' ? messagesError(message, CUT_ERROR) : messagesClose(f, counted, usage)
+    case 'completions':
+      return action === 'error_chunk' ? chatError(message, usage, CUT_ERROR) : completionsClose(f, usage)
     case 'gemini':
-      return action === 'error_chunk' ? geminiError(f, CUT_MESSAGE, CUT_ERROR) : geminiClose(f, usage)
+      return action === 'error_chunk' ? geminiError(f, message, CUT_ERROR) : geminiClose(f, usage)
     case 'bedrock':
-      return action === 'error_chunk' ? bedrockError(CUT_MESSAGE, CUT_ERROR) : bedrockClose(f, CUT_MESSAGE, usage)
+      return action === 'error_chunk' ? bedrockError(message, CUT_ERROR) : bedrockClose(f, CUT_MESSAGE, usage)
     case 'ollama':
-      return action === 'error_chunk' ? ollamaError(CUT_MESSAGE) : ollamaClose(f, usage)
+      return action === 'error_chunk' ? ollamaError(message) : ollamaClose(f, usage)
     default:
-      return action === 'error_chunk' ? chatError(CUT_MESSAGE, usage, CUT_ERROR) : chatClose(f, usage)
+      return action === 'error_chunk' ? chatError(message, usage, CUT_ERROR) : chatClose(f, usage)
   }
 }
 
@@ -65,16 +73,20 @@ export function upstreamErrorEvent(f: StreamFacts, message: string, code: string
 }
 
 /**
- * A 429 body for an LLM reject (or, `invalid`, a 400 for a request refused as malformed):
- * Anthropic's error shape on Messages paths, Google's on Gemini's, Bedrock's and Ollama's on
- * theirs, OpenAI's elsewhere (their SDKs read these).
+ * The body of an LLM reject (or, `invalid`, of a request refused as malformed or too large for its
+ * rule, with `code` the reason when there is one; `ended`, of a reject answered 403 because it
+ * cannot pass within FAIRVISOR_LLM_MAX_RETRY_AFTER): Anthropic's error shape on Messages paths,
+ * Google's on Gemini's (INVALID_ARGUMENT, PERMISSION_DENIED or RESOURCE_EXHAUSTED, as the status
+ * says), Bedrock's on its own (ValidationException, ServiceQuotaExceededException or
+ * ThrottlingException: the AWS SDK retries a ThrottlingException whatever the status) and
+ * Ollama's on its own, OpenAI's elsewhere (their SDKs read these). docs/llm.md "Rejects that end".
  */
-export function rejectBody(path: string | undefined, message: string, invalid = false): string {
+export function rejectBody(path: string | undefined, message: string, invalid = false, code?: string, ended = false): string {
   const type = invalid ? 'invalid_request_error' : 'rate_limit_error'
   const api = path === undefined ? undefined : apiOfPath(path)
   if (api === 'messages') return JSON.stringify({ type: 'error', error: { type, message } })
-  if (api === 'gemini') return geminiReject(message, invalid ? 'invalid' : CUT_ERROR)
-  if (api === 'bedrock') return bedrockReject(message, invalid)
+  if (api === 'gemini') return geminiReject(message, invalid ? 'invalid' : ended ? 'ended' : CUT_ERROR)
+  if (api === 'bedrock') return bedrockReject(message, invalid ? 'invalid' : ended ? 'ended' : 'limit')
   if (api === 'ollama') return ollamaReject(message)
-  return JSON.stringify({ error: { message, type, param: null, code: invalid ? null : 'rate_limit_exceeded' } })
+  return JSON.stringify({ error: { message, type, param: null, code: code ?? (invalid ? null : 'rate_limit_exceeded') } })
 }

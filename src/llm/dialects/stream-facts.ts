@@ -13,13 +13,14 @@ import type { Framing, FramingKind } from '../framings/framing.js'
 import { isProviderApi, type ProviderApi, providerOfPath } from '../providers/paths.js'
 import { ProviderFacts } from './provider-facts.js'
 
-export type LlmApi = 'chat' | 'responses' | 'messages' | ProviderApi
+export type LlmApi = 'chat' | 'completions' | 'responses' | 'messages' | ProviderApi
 
 /** The API a request path belongs to (undefined: not known by path; the events decide). */
 export function apiOfPath(path: string): LlmApi | undefined {
   const q = path.indexOf('?')
   const p = q === -1 ? path : path.slice(0, q)
   if (p.endsWith('/chat/completions')) return 'chat'
+  if (p.endsWith('/completions')) return 'completions'
   if (p.endsWith('/responses')) return 'responses'
   if (p.endsWith('/messages')) return 'messages'
   return providerOfPath(p)
@@ -59,6 +60,7 @@ export class StreamFacts {
   observe(name: string | undefined, o: Obj): void {
     if (isProviderApi(this.api)) return this.provider.observe(this.api, name, o)
     const type = typeof o.type === 'string' ? o.type : name
+    if (this.api === undefined && o.object === 'text_completion') this.api = 'completions'
     if (this.api === undefined)
       this.api = Array.isArray(o.choices)
         ? 'chat'

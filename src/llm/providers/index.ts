@@ -15,19 +15,29 @@ export { type ProviderApi, isProviderApi, providerOfPath } from './paths.js'
 type Obj = Record<string, unknown>
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
 
-/** Usage a provider's JSON answer or stream event carries, merged into `into`. */
-export function providerUsage(o: Obj, into: Usage): void {
-  if (isObj(o.usageMetadata)) return geminiUsage(o.usageMetadata, into)
-  if (isObj(o.usage) && bedrockUsage(o.usage, into)) return
+/**
+ * Usage a provider's JSON answer or stream event carries, merged into `into`; whether it is the
+ * call's final figure (Gemini repeats a running `usageMetadata` in every chunk: final once a
+ * candidate has its `finishReason`).
+ */
+export function providerUsage(o: Obj, into: Usage): boolean {
+  if (isObj(o.usageMetadata)) {
+    geminiUsage(o.usageMetadata, into)
+    return Array.isArray(o.candidates) ? o.candidates.some((c) => isObj(c) && typeof c.finishReason === 'string') : true
+  }
+  if (isObj(o.usage) && bedrockUsage(o.usage, into)) return true
   const metrics = o['amazon-bedrock-invocationMetrics']
-  if (isObj(metrics)) return invocationUsage(metrics, into)
+  if (isObj(metrics)) {
+    invocationUsage(metrics, into)
+    return true
+  }
   // Gemini's countTokens answer ({"totalTokens": n}) is free.
   if (typeof o.totalTokens === 'number' && o.candidates === undefined && o.usage === undefined) {
     into.prompt = 0
     into.completion = 0
-    return
+    return true
   }
-  ollamaUsage(o, into)
+  return ollamaUsage(o, into)
 }
 
 /** The completion text a provider's stream event adds ('' for none). */

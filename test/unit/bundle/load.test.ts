@@ -83,6 +83,62 @@ const BEHAVIOUR: Record<string, (h: Harness) => void> = {
       h.run({ method: 'POST', path: '/v1/chat/completions', headers: { 'api-key': 'sk-2' }, body: chatBody(40) }).reason,
       'tpm_exceeded',
     )
+    // Azure OpenAI (deployments with api-version, and its v1 API) and Gemini's OpenAI-compatible API: the same limits.
+    for (const [path, key, rule] of [
+      ['/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21', 'api-key', 'azure_openai_tokens_per_key'],
+      ['/openai/v1/chat/completions', 'api-key', 'azure_openai_tokens_per_key'],
+      ['/openai/v1/responses', 'authorization', 'azure_openai_tokens_per_key'],
+      ['/v1beta/openai/chat/completions', 'authorization', 'gemini_openai_tokens_per_key'],
+    ] as const) {
+      const value = key === 'authorization' ? 'Bearer sk-3' : 'sk-3'
+      const q = path.indexOf('?')
+      const d = h.run({
+        method: 'POST',
+        path: q === -1 ? path : path.slice(0, q),
+        query: q === -1 ? '' : path.slice(q + 1),
+        headers: { [key]: value },
+        body: chatBody(1200, { max_tokens: 50000 }),
+      })
+      assert.deepEqual(
+        d.llm?.map((r) => [r.ruleName, r.reserved]),
+        [[rule, 207 + 4096]],
+        path,
+      )
+      assert.equal(
+        h.run({ method: 'POST', path, headers: { [key]: value }, body: chatBody(120_000) }).reason,
+        'prompt_tokens_exceeded',
+        path,
+      )
+    }
+  },
+  'llm-spend.json': (h) => {
+    const req = (model: string, maxTokens: number, key = 'sk-1'): Req => ({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { authorization: `Bearer ${key}` },
+      body: chatBody(1200, { model, max_tokens: maxTokens }),
+    })
+    // 207 o200k tokens of prompt (as above) at 2.5 USD per million, 1000 of output at 10: 0.0105175 USD, rounded up to the micro.
+    const d = h.run(req('gpt-4o-2024-08-06', 1000))
+    assert.deepEqual(
+      d.spend?.map((s) => [s.model, s.prompt, s.completion, s.reserved]),
+      [['gpt-4o-2024-08-06', 207, 1000, 10_518]],
+    )
+    assert.deepEqual(
+      d.llm?.map((r) => r.minute.key),
+      ['tpm:llm:tokens_per_key_per_model:sk-1|gpt-4o-2024-08-06'],
+    )
+    // o3-pro (and any model not listed) at 20 / 80: 30000 output tokens reserve 2.40414 USD, over the 2 USD per request.
+    const dear = h.run(req('o3-pro', 30_000))
+    assert.deepEqual([dear.reason, dear.status], ['cost_per_request_exceeded', 400])
+    assert.equal(h.run(req('some-new-model', 30_000)).reason, 'cost_per_request_exceeded')
+    assert.equal(h.run(req('gpt-4o-mini', 30_000)).allowed, true, '0.018 USD at gpt-4o-mini prices')
+    // 100000 output tokens of gpt-4o reserve 1.00051750 USD → 1000518 micros: 49 fit in 50 USD, warned from 40 USD.
+    const big = (): Req => req('gpt-4o', 100_000, 'sk-2')
+    const results = Array.from({ length: 50 }, () => h.run(big()))
+    assert.equal(results.filter((r) => r.allowed).length, 49)
+    assert.deepEqual([results[38]!.warning, results[39]!.warning], [undefined, 'budget_warn'])
+    assert.deepEqual([results[49]!.reason, results[49]!.status, results[48]!.limit?.limit], ['budget_exceeded', 403, 50_000_000])
   },
   'llm-anthropic.json': (h) => {
     const req = (body: string): Req => ({ method: 'POST', path: '/v1/messages', headers: { 'x-api-key': 'k' }, body })

@@ -189,6 +189,54 @@ const CASES: Record<string, Expect> = {
     drops: ['/policies/0/spec/rules/0/algorithm_config/limit: policy "api", rule "per_ip": limit must be greater than 0, not 0.'],
   },
   not_json: { rejects: [notJson()] },
+  // llm_prices and budgets counted in money (ours)
+  cost_based_bad_cost_key: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/cost_key: policy "api", rule "spend": cost_key must be fixed, llm_price, header:<name> or query:<name>, not "llm_prices".',
+    ],
+  },
+  cost_based_money_field_without_llm_price: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/max_cost_per_request: policy "api", rule "spend": max_cost_per_request applies to a budget counted in money only ("cost_key": "llm_price").',
+    ],
+  },
+  llm_price_budget_decimals: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/budget: policy "api", rule "spend": budget (1e-7) has more than six decimals: money is counted in millionths of the currency.',
+    ],
+  },
+  llm_price_fixed_cost: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/fixed_cost: policy "api", rule "spend": fixed_cost does not apply to "cost_key": "llm_price": a request costs the price of its call.',
+    ],
+  },
+  llm_price_without_prices: {
+    drops: [
+      '/policies/0/spec/rules/0/algorithm_config/cost_key: policy "api", rule "spend": "cost_key": "llm_price" needs the bundle\'s llm_prices, the table of what each model costs.',
+    ],
+  },
+  llm_prices_bad_currency: { rejects: ['/llm_prices/currency: currency must be an ISO 4217 code in capitals, such as "USD", not "$".'] },
+  llm_prices_case_duplicate: {
+    rejects: [
+      '/llm_prices/per_million_tokens/GPT-4o: model "GPT-4o" is also written "gpt-4o": names are compared without case, so one price must go.',
+    ],
+  },
+  llm_prices_output_missing: { rejects: ['/llm_prices/per_million_tokens/default/output: output is required but missing.'] },
+  llm_prices_price_decimals: {
+    rejects: [
+      '/llm_prices/per_million_tokens/gpt-4o/cached_input: cached_input (5e-7) has more than six decimals: money is counted in millionths of the currency.',
+    ],
+  },
+  llm_prices_star_inside: {
+    rejects: [
+      '/llm_prices/per_million_tokens/gpt-*-mini: model "gpt-*-mini" holds a * before its end: only a trailing * (a prefix, "gpt-4o*") is supported.',
+    ],
+  },
+  llm_prices_unknown_field: {
+    rejects: [
+      '/llm_prices/per_million_tokens/gpt-4o: gpt-4o has a field it does not know: "cached" (it takes input, cached_input, cache_write_input, output).',
+    ],
+  },
 }
 
 test('every invalid fixture has an expectation and every expectation a fixture', () => {

@@ -109,15 +109,106 @@ const CASES: Record<string, Case> = {
       headers: [...json(body), 'Retry-After', '3', 'X-Fairvisor-Reason', 'tpm_exceeded'],
     }
   })(),
-  'LLM pre-check: x-should-retry false, no Retry-After': (() => {
-    const body = anthropic(PROMPT)
+  'LLM pre-check: a 400 in the invalid_request_error shape, x-should-retry false, no Retry-After': (() => {
+    const body = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: PROMPT } })
     return {
-      d: { ...base, allowed: false, status: 429, reason: reason('prompt_tokens_exceeded'), retryAfterS: 60 },
+      d: { ...base, allowed: false, status: 400, reason: reason('prompt_tokens_exceeded') },
       exposeReason: false,
       path: '/anthropic/v1/messages',
-      status: 429,
+      status: 400,
       body,
       headers: [...json(body), 'x-should-retry', 'false'],
+    }
+  })(),
+  'LLM pre-check on a chat path: the reason is the OpenAI code, the decision message wins': (() => {
+    const body = JSON.stringify({
+      error: { message: 'too big (9 > 5)', type: 'invalid_request_error', param: null, code: 'burst_tokens_exceeded' },
+    })
+    return {
+      d: { ...base, allowed: false, status: 400, reason: reason('burst_tokens_exceeded'), message: 'too big (9 > 5)' },
+      exposeReason: true,
+      path: '/v1/chat/completions',
+      status: 400,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'X-Fairvisor-Reason', 'burst_tokens_exceeded'],
+    }
+  })(),
+  'LLM reject past the retry bound: 403, x-should-retry false and still the Retry-After': (() => {
+    const body = openAi('resets in 20975 s')
+    return {
+      d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, limit, message: 'resets in 20975 s' },
+      exposeReason: false,
+      path: '/v1/responses',
+      status: 403,
+      body,
+      headers: [...json(body), ...RL, 'x-should-retry', 'false', 'Retry-After', '21000'],
+    }
+  })(),
+  'Gemini native: 403 PERMISSION_DENIED past the bound, 400 INVALID_ARGUMENT too large, 429 RESOURCE_EXHAUSTED': (() => {
+    const body = JSON.stringify({ error: { code: 403, message: 'resets in 20975 s', status: 'PERMISSION_DENIED' } })
+    return {
+      d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+      exposeReason: false,
+      path: '/v1beta/models/gemini-2.5-flash:generateContent',
+      status: 403,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'Retry-After', '21000'],
+    }
+  })(),
+  'Gemini native, too large: 400 INVALID_ARGUMENT': (() => {
+    const body = JSON.stringify({ error: { code: 400, message: 'too big', status: 'INVALID_ARGUMENT' } })
+    return {
+      d: { ...base, allowed: false, status: 400, reason: reason('burst_tokens_exceeded'), message: 'too big' },
+      exposeReason: false,
+      path: '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse',
+      status: 400,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false'],
+    }
+  })(),
+  'Bedrock, past the bound: 403 ServiceQuotaExceededException (the AWS SDK retries any ThrottlingException), named in x-amzn-ErrorType':
+    (() => {
+      const body = JSON.stringify({ __type: 'ServiceQuotaExceededException', message: 'resets in 20975 s' })
+      return {
+        d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+        exposeReason: false,
+        path: '/model/anthropic.claude-3-haiku/converse',
+        status: 403,
+        body,
+        headers: [...json(body), 'x-should-retry', 'false', 'x-amzn-ErrorType', 'ServiceQuotaExceededException', 'Retry-After', '21000'],
+      }
+    })(),
+  'Bedrock: 400 ValidationException too large, 429 ThrottlingException that can pass': (() => {
+    const body = JSON.stringify({ __type: 'ValidationException', message: 'too big' })
+    return {
+      d: { ...base, allowed: false, status: 400, reason: reason('max_tokens_per_request_exceeded'), message: 'too big' },
+      exposeReason: false,
+      path: '/model/m/converse-stream',
+      status: 400,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'x-amzn-ErrorType', 'ValidationException'],
+    }
+  })(),
+  'Bedrock: 429 ThrottlingException that can pass': (() => {
+    const body = JSON.stringify({ __type: 'ThrottlingException', message: TPM })
+    return {
+      d: { ...base, allowed: false, status: 429, reason: reason('tpm_exceeded'), retryAfterS: 3 },
+      exposeReason: false,
+      path: '/model/m/converse',
+      status: 429,
+      body,
+      headers: [...json(body), 'x-amzn-ErrorType', 'ThrottlingException', 'Retry-After', '3'],
+    }
+  })(),
+  'Ollama, past the bound: 403 with its {"error"} body': (() => {
+    const body = JSON.stringify({ error: 'resets in 20975 s' })
+    return {
+      d: { ...base, allowed: false, status: 403, reason: reason('tpd_exceeded'), retryAfterS: 21_000, message: 'resets in 20975 s' },
+      exposeReason: false,
+      path: '/api/chat',
+      status: 403,
+      body,
+      headers: [...json(body), 'x-should-retry', 'false', 'Retry-After', '21000'],
     }
   })(),
 }

@@ -39,6 +39,15 @@ test('budget_exceeded (a period ending at a fixed instant) adds at most a minute
   assert.ok(most > 30 && most <= 60, `a month's wait grew by ${most} s`)
 })
 
+test('tpd_exceeded (the LLM day counter, ending at UTC midnight) adds at most a minute to the reset', () => {
+  let most = 0
+  for (let n = 0; n < 200; n++) {
+    const id = jitterIdentity('', `10.0.2.${n}`, '/v1/chat/completions')
+    most = Math.max(most, retryAfterWithJitter(20_975, 'p', 'r', 'tpd_exceeded', id) - 20_975)
+  }
+  assert.ok(most > 30 && most <= 60, `the wait to midnight grew by ${most} s`)
+})
+
 test('the identity of a request with a query takes the query (as Fairvisor Edge takes X-Original-URI): another identity than the bare path', () => {
   const sha = (raw: string): string => createHash('sha1').update(`fairvisor-retry-jitter|${raw}`).digest('hex').slice(0, 8)
   assert.equal(identityOf(view({ path: '/reject/x', query: 'q=2', peer: '10.0.0.1' })), sha('|10.0.0.1|/reject/x?q=2'))

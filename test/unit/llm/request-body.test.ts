@@ -88,6 +88,16 @@ test('the completion reserved is the largest completion field; stream is read as
   for (const v of [false, 'false', 0, '', null, undefined]) assert.equal(body({ stream: v }).stream, false, JSON.stringify(v))
 })
 
+test('choices: the largest of n and best_of, as lax upstreams read them; 1 otherwise, and finite whatever the body says', () => {
+  assert.equal(body({}).choices, 1)
+  assert.equal(body({ n: 5 }).choices, 5)
+  assert.equal(body({ n: '3' }).choices, 3)
+  assert.equal(body({ n: 2.5 }).choices, 3)
+  assert.equal(body({ n: 2, best_of: 4 }).choices, 4)
+  for (const v of [0, -3, 'x', null, true]) assert.equal(body({ n: v }).choices, 1, JSON.stringify(v))
+  assert.equal(parseLlmBody(Buffer.from('{"n":1e400}'), undefined).choices, 1_000_000)
+})
+
 function reservation(reserved: number, day: boolean): LlmReservation {
   const config = normaliseLlm({ tokens_per_minute: 600, burst_tokens: 1000, ...(day ? { tokens_per_day: 5000 } : {}) })
   return {
@@ -99,6 +109,7 @@ function reservation(reserved: number, day: boolean): LlmReservation {
     day: day ? { key: 'tpd', limit: config.day! } : undefined,
     prompt: 5,
     reserved,
+    choices: 1,
     streaming: true,
   }
 }

@@ -144,4 +144,13 @@ test('reject bodies in each API own shape', () => {
   assert.deepEqual(JSON.parse(rejectBody('/model/m/converse', 'm')), { __type: 'ThrottlingException', message: 'm' })
   assert.deepEqual(JSON.parse(rejectBody('/model/m/converse', 'm', true)), { __type: 'ValidationException', message: 'm' })
   assert.deepEqual(JSON.parse(rejectBody('/api/chat', 'm')), { error: 'm' })
+  // Past FAIRVISOR_LLM_MAX_RETRY_AFTER (a 403): a status the SDKs do not retry, and for Bedrock a type the AWS SDK does not either.
+  assert.deepEqual(JSON.parse(rejectBody('/v1beta/models/m:streamGenerateContent', 'm', false, undefined, true)), {
+    error: { code: 403, message: 'm', status: 'PERMISSION_DENIED' },
+  })
+  assert.deepEqual(JSON.parse(rejectBody('/model/m/converse', 'm', false, undefined, true)), {
+    __type: 'ServiceQuotaExceededException',
+    message: 'm',
+  })
+  assert.deepEqual(JSON.parse(rejectBody('/api/generate', 'm', true)), { error: 'm' })
 })

@@ -66,6 +66,14 @@ test('Gemini usageMetadata: prompt with tool-use prompt tokens, candidates with 
   const u: Usage = { prompt: undefined, completion: undefined }
   for (const c of [5, 10, 15]) collectUsage({ usageMetadata: { promptTokenCount: 8, candidatesTokenCount: c, totalTokenCount: 8 + c } }, u)
   assert.deepEqual([u.prompt, u.completion], [8, 15])
+  // Only the chunk with a finishReason carries the final figure (a client that leaves earlier is settled on the count).
+  const meta = { usageMetadata: { promptTokenCount: 8, candidatesTokenCount: 5 } }
+  const scratch: Usage = { prompt: undefined, completion: undefined }
+  assert.equal(collectUsage({ candidates: [{ content: { parts: [{ text: 'a' }] } }], ...meta }, scratch), false)
+  assert.equal(collectUsage({ candidates: [{ content: { parts: [] }, finishReason: 'STOP' }], ...meta }, scratch), true)
+  assert.equal(collectUsage({ usage: { inputTokens: 1, outputTokens: 2 } }, scratch), true)
+  assert.equal(collectUsage({ model: 'llama3', done: false, message: { content: 'a' } }, scratch), false)
+  assert.equal(collectUsage({ model: 'llama3', done: true, eval_count: 3 }, scratch), true)
   // countTokens is free.
   assert.deepEqual(Object.values(usage({ totalTokens: 31, promptTokensDetails: [] })).slice(0, 2), [0, 0])
 })
