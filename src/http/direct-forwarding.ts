@@ -102,6 +102,8 @@ type Outgoing = ServerResponse &
   Record<'_keepAliveTimeout' | '_maxRequestsPerSocket', number> & { [key: symbol]: unknown; outputData: unknown[] }
 
 let kOutHeaders: symbol | undefined
+/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
+const BAD_REASON = /[^\t\x20-\x7e\x80-\xff]/
 let dateText = ''
 let dateUntil = 0
 
@@ -119,13 +121,15 @@ function utcDate(): string {
  * Stores the response head as `res.writeHead(status, reason, headers)` would, where a response has a
  * Content-Length (the common case) and nothing was set on it before: the same bytes (Date, Connection and
  * Keep-Alive as Node adds them) and the same state, without Node's per-header validation, which the
- * backend's head passed already (llhttp, strict) and the gateway's own headers need not. False: not that
+ * backend's header fields passed already (llhttp, strict, refuses control characters in values; the reason
+ * phrase is checked here) and the gateway's own headers need not. False: not that
  * case, writeHead does it.
  */
 function storeHead(res: Outgoing, status: number, reason: string, headers: string[]): boolean {
   kOutHeaders ??= Object.getOwnPropertySymbols(res).find((s) => s.description === 'kOutHeaders')
   if (kOutHeaders === undefined || res[kOutHeaders] != null || res._header || status < 200 || (res._expect_continue && !res._sent100))
     return false
+  if (BAD_REASON.test(reason)) return false // llhttp passes control characters in the reason phrase; writeHead refuses them
   let head = `HTTP/1.1 ${status} ${reason}\r\n`
   let length = false
   let date = false
