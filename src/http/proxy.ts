@@ -133,6 +133,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       { err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status },
       timeout ? 'backend timed out' : 'backend unreachable',
     )
+    res.statusMessage = '' // a backend reason writeHead refused stays set, and would refuse the 502 too
     sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
     return status
   }

@@ -8,9 +8,9 @@
  * undici (proxy.ts). Timeouts, error codes and the idle keep-alive time are
  * undici's, so the proxy answers and logs alike on both paths.
  */
-import { createRequire } from 'node:module'
-import { connect, type Socket } from 'node:net'
+import { connect } from 'node:net'
 import { downstreamFromRaw } from './forward-headers.js'
+import { type Coded, consume, HTTPParser, type Parser, pauseReading, type RawSocket, resumeReading } from './node-parser.js'
 
 /** What a request on the pool is told: the response head (hop-by-hop removed), body chunks, the end, or an error. */
 export interface UpstreamExchange {
@@ -28,18 +28,6 @@ export interface UpstreamExchange {
   error(err: Coded): void
 }
 
-type Coded = Error & { code?: string }
-interface Parser {
-  initialize(type: number, resource: object, maxHeaderSize: number, lenient: number): void
-  execute(data: Buffer): number | Coded
-  finish(): undefined | Coded
-  free(): void
-  [key: number]: unknown
-}
-type ParserClass = (new () => Parser) & Record<'RESPONSE' | 'kOnHeaders' | 'kOnHeadersComplete' | 'kOnBody' | 'kOnMessageComplete', number>
-// node:_http_common is Node's own (undocumented but stable since v0.x) home of the llhttp binding its http client uses.
-const { HTTPParser } = createRequire(import.meta.url)('_http_common') as { HTTPParser: ParserClass }
-
 const IDLE_MS = 4000 // as undici's keepAliveTimeout in proxy.ts
 const RETRY = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 const coded = (message: string, code: string): Coded => Object.assign(new Error(message), { code })
@@ -47,7 +35,7 @@ const coded = (message: string, code: string): Coded => Object.assign(new Error(
 export type UpstreamOptions = Record<'port' | 'connections' | 'timeoutMs' | 'connectTimeoutMs', number> & { host: string }
 
 export class UpstreamConn {
-  readonly socket: Socket
+  readonly socket: RawSocket
   readonly parser: Parser
   x: UpstreamExchange | undefined = undefined
   /** Header pairs the parser flushed before the head was complete (long or fragmented heads). */
@@ -66,15 +54,13 @@ export class UpstreamConn {
 
   constructor(readonly pool: UpstreamPool) {
     const o = pool.options
-    const socket = connect({ host: o.host, port: o.port, noDelay: true })
+    const socket = connect({ host: o.host, port: o.port, noDelay: true }) as RawSocket
     this.socket = socket
     socket.setTimeout(o.connectTimeoutMs)
     const p = new HTTPParser()
     p.initialize(HTTPParser.RESPONSE, {}, 0, 0)
     this.parser = p
-    p[HTTPParser.kOnHeaders] = (headers: string[]) => {
-      for (let i = 0; i < headers.length; i++) this.pending.push(headers[i]!)
-    }
+    p[HTTPParser.kOnHeaders] = (headers: string[]) => void this.pending.push(...headers)
     p[HTTPParser.kOnHeadersComplete] = (
       _maj: number,
       _min: number,
@@ -87,17 +73,24 @@ export class UpstreamConn {
       keepAlive: boolean,
     ): number => this.onHead(headers, status, reason, keepAlive)
     p[HTTPParser.kOnBody] = (chunk: Buffer): void => {
-      if (this.x !== undefined && !this.x.body(chunk)) socket.pause()
+      if (this.x !== undefined && !this.x.body(chunk)) this.pause()
     }
     p[HTTPParser.kOnMessageComplete] = (): void => this.onComplete()
     // One timeout for the life of the connection (no timer re-armed per request): the request's
     // inactivity limit while busy; while idle, the backend's close or this limit ends it.
-    socket.on('connect', () => socket.setTimeout(o.timeoutMs))
-    socket.on('data', (d: Buffer) => {
-      const r = p.execute(d)
-      if (typeof r !== 'number') this.fail(r)
-      else if (this.x !== undefined && !this.x.flush()) socket.pause()
+    socket.on('connect', () => {
+      socket.setTimeout(o.timeoutMs)
+      consume(p, socket) // the parser reads the socket (node-parser.ts); what it read comes to kOnExecute
     })
+    const read = (r: number | Coded): void => {
+      if (typeof r !== 'number') this.fail(r)
+      else if (this.x !== undefined && !this.x.flush()) this.pause()
+    }
+    p[HTTPParser.kOnExecute] = (r: number | Coded): void => {
+      socket._unrefTimer() // restarts the timeout, as the socket's own read path would
+      read(r)
+    }
+    socket.on('data', (d: Buffer) => read(p.execute(d))) // starts reading; data comes here only if not consumed
     socket.on('end', () => {
       const r = p.finish() // a body delimited by the close ends here
       this.fail(r ?? coded('other side closed', 'UND_ERR_SOCKET'))
@@ -112,6 +105,7 @@ export class UpstreamConn {
     socket.on('error', (err) => this.fail(err))
     socket.on('close', () => {
       this.fail(coded('other side closed', 'UND_ERR_SOCKET'))
+      p.unconsume()
       p.free()
       pool.closed(this)
     })
@@ -134,7 +128,9 @@ export class UpstreamConn {
     this.socket.destroy()
   }
 
-  resume = (): void => void this.socket.resume()
+  /** Stops reading the backend until resume(). */
+  pause = (): void => pauseReading(this.socket)
+  resume = (): void => resumeReading(this.socket)
 
   private onHead(headers: string[] | undefined, status: number, reason: string, keepAlive: boolean): number {
     let raw = headers

@@ -14,7 +14,7 @@
  * `flock /tmp/fv-heavy.lock node --import tsx test/bench/<name>.bench.ts`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { Socket } from 'node:net'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -178,12 +178,15 @@ export function startBareProxy(backendUrl: string): Promise<Running> {
  * content of the `http {}` block; it must `listen 127.0.0.1:<port>`.
  * Resolves once the port accepts connections. Call only when haveCommand('nginx').
  */
-export async function startNginx(httpBody: (port: number) => string, name = 'nginx'): Promise<Running> {
+export async function startNginx(httpBody: (port: number) => string, name = 'nginx', cpu?: string): Promise<Running> {
   const dir = tempDir('fv-bench-nginx-')
   const port = await freePort()
   const conf = join(dir, 'nginx.conf')
   writeFileSync(conf, nginxConf(dir, httpBody(port), 4096))
-  const proc = spawn('nginx', ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const argv = ['nginx', '-p', dir, '-c', conf, '-e', join(dir, 'error.log')]
+  // taskset execs nginx in place (one process: master_process off): the pid is nginx's own.
+  if (cpu !== undefined) argv.unshift('taskset', '-c', cpu)
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'inherit'] })
   const running = track(name, proc, port)
   for (let i = 0; i < 100; i++) {
     if (proc.exitCode !== null) throw new Error(`nginx exited with ${proc.exitCode}; see ${dir}/error.log`)
@@ -194,8 +197,8 @@ export async function startNginx(httpBody: (port: number) => string, name = 'ngi
   throw new Error(`nginx did not listen on ${port}; see ${dir}/error.log`)
 }
 
-/** nginx `proxy_pass` to `backendUrl` with upstream keep-alive. */
-export function startNginxProxy(backendUrl: string): Promise<Running> {
+/** nginx `proxy_pass` to `backendUrl` with upstream keep-alive; `cpu`: pinned there. */
+export function startNginxProxy(backendUrl: string, cpu?: string): Promise<Running> {
   const backend = new URL(backendUrl).host
   return startNginx(
     (port) => `  upstream backend { server ${backend}; keepalive 64; }
@@ -204,6 +207,7 @@ export function startNginxProxy(backendUrl: string): Promise<Running> {
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }`,
     'nginx proxy_pass',
+    cpu,
   )
 }
 

@@ -4,7 +4,14 @@
  *
  *   - decision allow:  POST /v1/decision for a request a token bucket that never runs dry allows (200);
  *   - decision reject: POST /v1/decision for a request a one-token bucket rejects (429);
- *   - proxied allow:   the allowed request through the reverse proxy to a small backend (200).
+ *   - proxied allow:   the allowed request through the reverse proxy to a small backend (200);
+ *   - proxied reject:  a request the reverse proxy rejects (429, the backend not called).
+ *
+ * Next to them, pinned to the same CPU and run in the same rounds, the references
+ * (not in the at-once verdict): nginx `proxy_pass` (one worker, upstream keep-alive)
+ * for the proxied allow, nginx `return 200` (one worker) for every other scenario,
+ * and for both rejects the ceiling of any reject on node:http, a server that
+ * answers a constant 429 with the gateway's own reject headers and body.
  *
  * Both builds get the same bundle (test/bench/lib.ts allowRejectBundle: one
  * token_bucket rule keyed on X-User per policy) and the same settings, one
@@ -35,11 +42,14 @@ import { hotSpots } from './cpu-profile.js'
 import {
   allowRejectBundle,
   CLI,
+  haveCommand,
   cpuMicros,
   median,
   pairedRatio,
   pinCpus,
   runLoad,
+  startNginx,
+  startNginxProxy,
   spawnServer,
   startBackendProcess,
   stopAll,
@@ -57,8 +67,8 @@ const BASELINE = process.env.FV_BASELINE_DIR
 const PROFILE_DIR = process.env.FV_BENCH_PROFILE
 const dir = tempDir('fv-bench-single-')
 
-type Scenario = 'decision allow' | 'decision reject' | 'proxied allow'
-const ALL_SCENARIOS: readonly Scenario[] = ['decision allow', 'decision reject', 'proxied allow']
+type Scenario = 'decision allow' | 'decision reject' | 'proxied allow' | 'proxied reject'
+const ALL_SCENARIOS: readonly Scenario[] = ['decision allow', 'decision reject', 'proxied allow', 'proxied reject']
 /** FV_BENCH_SCENARIOS='proxied allow' (comma-separated) runs only those scenarios. */
 const SCENARIOS: readonly Scenario[] = process.env.FV_BENCH_SCENARIOS
   ? ALL_SCENARIOS.filter((s) => process.env.FV_BENCH_SCENARIOS!.split(',').includes(s))
@@ -66,8 +76,10 @@ const SCENARIOS: readonly Scenario[] = process.env.FV_BENCH_SCENARIOS
 
 interface Target {
   name: string
-  build: 'current' | 'baseline'
+  build: 'current' | 'baseline' | 'reference'
   scenario: Scenario
+  /** A reference's answers: allow (2xx) or reject (429); a gateway's follow from its scenario. */
+  expect?: 'allow' | 'reject'
   gateway: Running
 }
 
@@ -83,8 +95,8 @@ function gateway(cli: string, label: string, env: Record<string, string>, cpu: s
 }
 
 function load(t: Target, seconds: number): Promise<LoadResult> {
-  const path = t.scenario === 'decision reject' ? '/reject/items' : '/allow/items'
-  if (t.scenario === 'proxied allow')
+  const path = t.scenario.endsWith('reject') ? '/reject/items' : '/allow/items'
+  if (t.scenario.startsWith('proxied'))
     return runLoad({ url: `${t.gateway.url}${path}`, connections: CONNECTIONS, seconds, headers: { 'x-user': 'bench-user' } })
   return runLoad({
     url: `${t.gateway.url}/v1/decision`,
@@ -100,10 +112,10 @@ function check(t: Target, r: LoadResult): void {
   const p = t.gateway.proc
   if (p.exitCode !== null || p.signalCode !== null) throw new Error(`${t.name}: the gateway exited (${p.exitCode ?? p.signalCode})`)
   if (r.errors !== 0) throw new Error(`${t.name}: ${r.errors} socket errors`)
-  if (t.scenario !== 'decision reject' && r.non2xx !== 0) throw new Error(`${t.name}: ${r.non2xx} non-2xx answers on an allow path`)
+  const reject = (t.expect ?? (t.scenario.endsWith('reject') ? 'reject' : 'allow')) === 'reject'
+  if (!reject && r.non2xx !== 0) throw new Error(`${t.name}: ${r.non2xx} non-2xx answers on an allow path`)
   // The reject bucket holds one token when the gateway starts: every later answer is 429.
-  if (t.scenario === 'decision reject' && r.non2xx < r.requests - 1)
-    throw new Error(`${t.name}: only ${r.non2xx} of ${r.requests} rejected`)
+  if (reject && r.non2xx < r.requests - 1) throw new Error(`${t.name}: only ${r.non2xx} of ${r.requests} rejected`)
 }
 
 async function main(): Promise<void> {
@@ -134,8 +146,9 @@ async function main(): Promise<void> {
         cpus?.gateway,
       )
       for (const scenario of SCENARIOS)
-        targets.push({ name: `${build} ${scenario}`, build, scenario, gateway: scenario === 'proxied allow' ? proxy : decision })
+        targets.push({ name: `${build} ${scenario}`, build, scenario, gateway: scenario.startsWith('proxied') ? proxy : decision })
     }
+    targets.push(...(await references(backend.url, targets.find((t) => t.name === 'current proxied reject')?.gateway, cpus?.gateway)))
     const measured = async (t: Target, seconds: number): Promise<LoadResult> => {
       const before = cpuMicros(t.gateway.proc.pid)
       const r = await load(t, seconds)
@@ -156,8 +169,8 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++)
       for (let i = 0; i < SCENARIOS.length; i++) {
         const s = SCENARIOS[(i + round) % SCENARIOS.length]!
-        const pair = targets.filter((t) => t.scenario === s)
-        for (const t of round % 2 === 0 ? pair : pair.reverse()) runs.get(t.name)!.push(await measured(t, SECONDS))
+        const group = targets.filter((t) => t.scenario === s)
+        for (const t of round % 2 === 0 ? group : group.reverse()) runs.get(t.name)!.push(await measured(t, SECONDS))
       }
     // Then both builds of a scenario under load at the same time, on the same CPU: the scheduler
     // gives each half of it, so the ratio of their throughputs is the inverse ratio of their CPU
@@ -208,6 +221,17 @@ async function main(): Promise<void> {
           `(per round ${r.rounds.map((x) => x.toFixed(3)).join(', ')}; CPU per request ${Number.isFinite(cpu) ? cpu.toFixed(3) : '?'}×)`,
       )
     }
+    console.log('\nAgainst the references (adjacent runs, one CPU each; CPU per request is the one that compares):')
+    for (const ref of targets.filter((t) => t.build === 'reference'))
+      for (const build of ['current', 'baseline']) {
+        const name = `${build} ${ref.scenario}`
+        const r = pairedRatio(runs, name, ref.name)
+        const cpu = Number(cpuMedian(name)) / Number(cpuMedian(ref.name))
+        console.log(
+          `${`${name} / ${ref.name.replace(` (${ref.scenario})`, '')}`.padEnd(58)} throughput ${r.median.toFixed(3)}, ` +
+            `CPU per request ${Number.isFinite(cpu) ? cpu.toFixed(2) : '?'}×`,
+        )
+      }
     console.log('\nAt the same time on CPU 0 (each build gets half of it; the verdict):')
     let allMet = true
     for (const s of SCENARIOS) {
@@ -230,6 +254,42 @@ async function main(): Promise<void> {
         for (const line of hotSpots(join(PROFILE_DIR, `${build}-${mode}`), 25)) console.log(line)
       }
   }
+}
+
+/**
+ * The references for the scenarios run, pinned to `cpu` like the gateways: nginx proxy_pass, nginx return 200
+ * (one worker each) and node:http's constant 429 with the headers and body `rejecting` (the current
+ * proxy, its reject bucket) answers, read off one reject before the rounds.
+ */
+async function references(backendUrl: string, rejecting: Running | undefined, cpu: string | undefined): Promise<Target[]> {
+  const out: Target[] = []
+  const nginx = haveCommand('nginx')
+  if (!nginx) console.error('nginx is not on PATH: no nginx references')
+  const ref = (name: string, scenario: Scenario, gateway: Running, expect: 'allow' | 'reject'): void => {
+    if (SCENARIOS.includes(scenario)) out.push({ name: `${name} (${scenario})`, build: 'reference', scenario, expect, gateway })
+  }
+  if (nginx && SCENARIOS.includes('proxied allow'))
+    ref('nginx proxy_pass', 'proxied allow', await startNginxProxy(backendUrl, cpu), 'allow')
+  if (nginx && SCENARIOS.some((s) => s !== 'proxied allow')) {
+    const ok = await startNginx((port) => `  server { listen 127.0.0.1:${port}; location / { return 200; } }`, 'nginx return 200', cpu)
+    for (const s of ['decision allow', 'decision reject', 'proxied reject'] as const) ref('nginx return 200', s, ok, 'allow')
+  }
+  if (SCENARIOS.some((s) => s.endsWith('reject'))) {
+    // The gateway's own reject, as it is sent: one request takes the bucket's only token, the next is a 429.
+    let answer: Response | undefined
+    for (let i = 0; i < 2 && rejecting !== undefined; i++)
+      answer = await fetch(`${rejecting.url}/reject/items`, { headers: { 'x-user': 'bench-user' } })
+    const body = answer === undefined ? '{"error":"too_many_requests"}' : await answer.text()
+    const headers: Record<string, string> = {}
+    for (const [k, v] of answer?.headers ?? []) if (!['date', 'connection', 'keep-alive', 'content-length'].includes(k)) headers[k] = v
+    const code = `const b = Buffer.from(${JSON.stringify(body)}); const h = { ...${JSON.stringify(headers)}, 'content-length': b.length };
+require('http').createServer((q, s) => { s.writeHead(429, h); s.end(b) }).listen(0, '127.0.0.1', function () { console.log('PORT ' + this.address().port) })`
+    const argv = [process.execPath, '-e', code]
+    if (cpu !== undefined) argv.unshift('taskset', '-c', cpu)
+    const ceiling = await spawnServer('node:http constant 429', argv[0]!, argv.slice(1))
+    for (const s of ['decision reject', 'proxied reject'] as const) ref('node:http constant 429', s, ceiling, 'reject')
+  }
+  return out
 }
 
 main().catch((err) => {

@@ -249,6 +249,17 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     assert.deepEqual(raw.headersDistinct['x-multi'], ['one', 'two'])
   })
 
+  test('a reason phrase with a control character, which Node cannot send on, gives 502 (the gateway lives on)', async () => {
+    // llhttp lets it pass; the head the proxy stores itself (direct-forwarding.ts) must not relay it.
+    special.set('/bad-reason', (_req, res) => void res.socket!.end('HTTP/1.1 200 O\x01K\r\ncontent-length: 2\r\n\r\nok', 'latin1'))
+    // Once on the proxy's own pool (no body), once on undici (a body); the gateway's own 502 had kept the reason and thrown.
+    for (const body of [undefined, 'abc']) {
+      const r = await send(gw.url, body === undefined ? 'GET' : 'POST', '/bad-reason', {}, body)
+      assert.equal(r.status, 502)
+      assert.deepEqual(JSON.parse(r.body.toString()), { error: 'bad_gateway', status: 502 })
+    }
+  })
+
   test('a backend that resets the connection mid-request gives 502 with a JSON body and an error log line', async () => {
     special.set('/reset', (req) => req.socket.destroy())
     const r = await send(gw.url, 'POST', '/reset', { 'content-type': 'text/plain' }, 'x'.repeat(1000))
