@@ -5,24 +5,15 @@
  * max_tokens), the usage chunk as stream_options.include_usage sends it, then
  * `[DONE]`. Its error event is Chat Completions' (`{"error":{…}}`).
  */
+import { type CloseShape, openAiClose } from './chat.js'
 import type { CutUsage } from './event-parts.js'
 import type { StreamFacts } from './stream-facts.js'
 
-export function completionsClose(f: StreamFacts, usage: CutUsage | undefined): string {
-  const c = f.chat
-  const head = {
-    id: c.id ?? 'cmpl-fairvisor',
-    object: 'text_completion',
-    created: c.created ?? Math.floor(Date.now() / 1000),
-    model: c.model ?? '',
-    ...(c.fingerprint !== undefined ? { system_fingerprint: c.fingerprint } : {}),
-  }
-  const indexes = c.indexes.size === 0 ? [0] : [...c.indexes].sort((a, b) => a - b)
-  const choices = indexes.map((index) => ({ text: '', index, logprobs: null, finish_reason: 'length' }))
-  let out = `data: ${JSON.stringify({ ...head, choices })}\n\n`
-  if (usage) {
-    const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion }
-    out += `data: ${JSON.stringify({ ...head, choices: [], usage: u })}\n\n`
-  }
-  return `${out}data: [DONE]\n\n`
+const COMPLETIONS_SHAPE: CloseShape = {
+  idFallback: 'cmpl-fairvisor',
+  object: 'text_completion',
+  choice: (index) => ({ text: '', index, logprobs: null, finish_reason: 'length' }),
+  usageNull: false,
 }
+
+export const completionsClose = (f: StreamFacts, usage: CutUsage | undefined): string => openAiClose(f, usage, COMPLETIONS_SHAPE)
