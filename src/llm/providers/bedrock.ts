@@ -8,10 +8,7 @@
  * (`inferenceConfig.maxTokens`).
  */
 import type { Usage } from '../usage.js'
-
-type Obj = Record<string, unknown>
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
-const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined)
+import { count, isObj, type Obj, positiveCap } from './json-values.js'
 
 /** A Converse `usage` object, when `u` is one (else false: another API's usage). */
 export function bedrockUsage(u: Obj, into: Usage): boolean {
@@ -45,7 +42,5 @@ export function bedrockText(delta: Obj): string {
 export function bedrockCap(json: Obj): number | undefined {
   const c = json.inferenceConfig
   if (!isObj(c)) return undefined
-  let v = c.maxTokens
-  if (typeof v === 'string' && /^\s*\d+\s*$/.test(v)) v = Number(v)
-  return typeof v === 'number' && v > 0 && Number.isFinite(v) ? Math.ceil(v) : undefined
+  return positiveCap(c.maxTokens)
 }

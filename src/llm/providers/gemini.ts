@@ -8,10 +8,7 @@
  * API reads proto JSON, which takes each field in lowerCamelCase or snake_case: both are read.
  */
 import type { Usage } from '../usage.js'
-
-type Obj = Record<string, unknown>
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
-const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined)
+import { count, isObj, type Obj, positiveCap } from './json-values.js'
 
 /** Merges one `usageMetadata` into `into` (a stream's chunks repeat it, cumulative: the last wins). */
 export function geminiUsage(m: Obj, into: Usage): void {
@@ -41,18 +38,13 @@ export function geminiText(candidates: unknown[]): string {
   return text
 }
 
-const positive = (v: unknown): number | undefined => {
-  if (typeof v === 'string' && /^\s*\d+\s*$/.test(v)) v = Number(v)
-  return typeof v === 'number' && v > 0 && Number.isFinite(v) ? Math.ceil(v) : undefined
-}
-
 /** maxOutputTokens × candidateCount, undefined when the request sets no cap. */
 export function geminiCap(json: Obj): number | undefined {
   const g = json.generationConfig ?? json.generation_config
   if (!isObj(g)) return undefined
-  const a = positive(g.maxOutputTokens)
-  const b = positive(g.max_output_tokens)
+  const a = positiveCap(g.maxOutputTokens)
+  const b = positiveCap(g.max_output_tokens)
   if (a === undefined && b === undefined) return undefined
-  const n = Math.max(positive(g.candidateCount) ?? 1, positive(g.candidate_count) ?? 1)
+  const n = Math.max(positiveCap(g.candidateCount) ?? 1, positiveCap(g.candidate_count) ?? 1)
   return Math.max(a ?? 0, b ?? 0) * n
 }

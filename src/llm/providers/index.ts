@@ -6,14 +6,12 @@
  * InvokeModel's metrics, Ollama's objects with a boolean `done`. No other API sends these.
  */
 import type { Usage } from '../usage.js'
+import { isObj, type Obj } from './json-values.js'
 import { bedrockCap, bedrockText, bedrockUsage, invocationUsage } from './bedrock.js'
 import { geminiCap, geminiText, geminiUsage } from './gemini.js'
 import { ollamaCap, ollamaText, ollamaUsage } from './ollama.js'
 
 export { type ProviderApi, isProviderApi, providerOfPath } from './paths.js'
-
-type Obj = Record<string, unknown>
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 /**
  * Usage a provider's JSON answer or stream event carries, merged into `into`; whether it is the

@@ -8,10 +8,8 @@
  * (`options.num_predict`; -1 and -2, no cap and fill the context, are none).
  */
 import type { Usage } from '../usage.js'
+import { count, isObj, type Obj, positiveCap } from './json-values.js'
 
-type Obj = Record<string, unknown>
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
-const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined)
 const str = (v: unknown): string => (typeof v === 'string' ? v : '')
 
 /** Usage of an Ollama answer object; false when `o` is none of its shapes. */
@@ -44,7 +42,5 @@ export function ollamaText(o: Obj): string {
 export function ollamaCap(json: Obj): number | undefined {
   const o = json.options
   if (!isObj(o)) return undefined
-  let v = o.num_predict
-  if (typeof v === 'string' && /^\s*\d+\s*$/.test(v)) v = Number(v)
-  return typeof v === 'number' && v > 0 && Number.isFinite(v) ? Math.ceil(v) : undefined
+  return positiveCap(o.num_predict)
 }
