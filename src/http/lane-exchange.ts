@@ -61,6 +61,8 @@ export class LaneExchange implements UpstreamExchange {
   private began = false
   private chunked = false
   private held: Buffer | undefined = undefined
+  /** The backend's status, once its head came. */
+  private status = 0
 
   constructor(
     readonly owner: LaneOwner,
@@ -102,6 +104,7 @@ export class LaneExchange implements UpstreamExchange {
 
   head(status: number, reason: string, headers: string[]): void {
     this.statusKnown(status)
+    this.status = status
     if (BAD_REASON.test(reason)) throw Object.assign(new TypeError('Invalid character in statusMessage'), { code: 'ERR_INVALID_CHAR' })
     let head = `HTTP/1.1 ${status} ${reason}\r\n`
     let length = false
@@ -174,6 +177,7 @@ export class LaneExchange implements UpstreamExchange {
     }
     if (this.began || this.head_ !== undefined) {
       this.done = true
+      logged.status = this.status // the status the client has, not a 502
       log.error(logged, timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body')
       this.socket.destroy()
       return this.close()

@@ -196,7 +196,7 @@ export function createRoutes({
     x.extraHeaders = r.headers.length === 0 ? undefined : r.headers
     x.onStatus = statusHookOf(d)
     // A delayed request waits as on the fallback path; its socket closing is its client leaving.
-    afterDelay(d, x.socket, () => proxy.forwardLane(x))
+    afterDelay(d, x.socket, () => void (x.closed || proxy.forwardLane(x)))
   }
   const lane: LaneRoutes | undefined = proxy.laneTarget('/')
     ? { take, run: (x) => decide(x.input!, false, (d) => laneDecided(x, d)) }

@@ -26,14 +26,19 @@ before(async () => {
 after(() => server.close())
 
 /** An exchange on a fresh connection, what the client reads until the gateway side closes, and the exchanges finished. */
-async function pair(method = 'GET'): Promise<{ x: LaneExchange; read: () => Promise<string>; finished: LaneExchange[] }> {
+async function pair(
+  method = 'GET',
+): Promise<{ x: LaneExchange; read: () => Promise<string>; finished: LaneExchange[]; logged: { status: number; msg: string }[] }> {
   const client = connect(port, '127.0.0.1')
   await once(server, 'connection')
   const socket = accepted.pop()!
   const finished: LaneExchange[] = []
+  const logged: { status: number; msg: string }[] = []
+  const log = createLogger('silent')
+  log.error = ((o: { status: number }, msg: string) => void logged.push({ status: o.status, msg })) as typeof log.error
   const owner: LaneOwner = {
     socket,
-    log: createLogger('silent'),
+    log,
     connectionLines: () => 'Connection: keep-alive\r\n',
     finished: (x) => {
       finished.push(x)
@@ -48,7 +53,7 @@ async function pair(method = 'GET'): Promise<{ x: LaneExchange; read: () => Prom
     await closed
     return got
   }
-  return { x: new LaneExchange(owner, method, '/p', ['host', 'x'], socket), read, finished }
+  return { x: new LaneExchange(owner, method, '/p', ['host', 'x'], socket), read, finished, logged }
 }
 
 test('a head with a Content-Length and a small body: the head, Date, the connection lines, the body', async () => {
@@ -121,8 +126,8 @@ test('a reason phrase node:http would refuse is refused; a backend failure befor
   assert.deepEqual(statuses, [200, 504])
 })
 
-test('a backend failure after the head: the response is cut (the connection closes), the exchange closed', async () => {
-  const { x, read, finished } = await pair()
+test('a backend failure after the head: the response is cut (the connection closes), logged with its status, the exchange closed', async () => {
+  const { x, read, finished, logged } = await pair()
   x.head(200, 'OK', ['content-length', '10'])
   x.body(Buffer.from('part'))
   x.flush()
@@ -131,4 +136,5 @@ test('a backend failure after the head: the response is cut (the connection clos
   assert.match(got, /\r\n\r\npart$/)
   assert.equal(x.closed, true)
   assert.deepEqual(finished, [x])
+  assert.deepEqual(logged, [{ status: 200, msg: 'response aborted: backend connection lost mid-body' }])
 })
