@@ -30,6 +30,7 @@ function plainHead(raw: string[]): boolean {
 export class LaneConn implements LaneOwner {
   readonly parser: Parser
   private pending: string[] = []
+  private pendingUrl = ''
   /** Requests in arrival order; the first one is answered, the others wait. */
   private readonly queue: LaneExchange[] = []
   /** When the current request's first byte came (performance.now()); 0 between requests. */
@@ -53,7 +54,11 @@ export class LaneConn implements LaneOwner {
     p.initialize(HTTPParser.REQUEST, {}, lane.options.maxHeaderSize, 0)
     this.parser = p
     p[HTTPParser.kOnMessageBegin] = (): void => void (this.started = performance.now())
-    p[HTTPParser.kOnHeaders] = (headers: string[]): void => void this.pending.push(...headers)
+    // A long head comes in parts (past 32 header lines, or across reads): the url with its first part.
+    p[HTTPParser.kOnHeaders] = (headers: string[], url: string): void => {
+      this.pending.push(...headers)
+      this.pendingUrl += url
+    }
     p[HTTPParser.kOnHeadersComplete] = this.onHead
     p[HTTPParser.kOnExecute] = this.onExecute
     socket.setTimeout(lane.options.keepAliveTimeoutMs)
@@ -85,7 +90,7 @@ export class LaneConn implements LaneOwner {
     minor: number,
     headers: string[] | undefined,
     method: number,
-    url: string,
+    url: string | undefined,
     _s: unknown,
     _r: unknown,
     upgrade: boolean,
@@ -97,11 +102,13 @@ export class LaneConn implements LaneOwner {
       raw = this.pending.concat(raw)
       this.pending.length = 0
     }
+    const target = this.pendingUrl + (url ?? '')
+    this.pendingUrl = ''
     if (this.closing) return 1 // after a request that asked to close: not answered
     const name = methods[method] ?? 'GET'
-    const x = new LaneExchange(this, name, url, raw, this.socket)
+    const x = new LaneExchange(this, name, target, raw, this.socket)
     if (this.handoverHead !== undefined || upgrade || major !== 1 || minor !== 1 || !plainHead(raw) || !this.lane.routes.take(x)) {
-      let head = `${name} ${url} HTTP/${major}.${minor}\r\n`
+      let head = `${name} ${target} HTTP/${major}.${minor}\r\n`
       for (let i = 0; i < raw.length; i += 2) head += `${raw[i]}: ${raw[i + 1]}\r\n`
       this.handoverHead ??= `${head}\r\n`
       return 2 // stop after this head (llhttp's upgrade): node:http reads it again

@@ -21,10 +21,12 @@ let port = 0
 /** Requests the lane's route answers later, by path (`/later/...`): answered when released. */
 const later: LaneExchange[] = []
 let clientErrors: string[] = []
+const headersSeen: number[] = []
 
 const routes: LaneRoutes = {
   take: (x) => !x.url.startsWith('/node'),
   run(x) {
+    headersSeen.push(x.rawHeaders.length / 2)
     if (x.url.startsWith('/later')) return void later.push(x)
     x.answer(200, ['x-by', 'lane'], `lane ${x.method} ${x.url}`)
   },
@@ -87,6 +89,18 @@ test("a plain request is the lane's, with keep-alive and Date; the connection st
   assert.match(got, /\r\nx-by: lane\r\nContent-Length: 11\r\nDate: .+ GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=0\r\n\r\n/)
   const again = await exchange('GET /b HTTP/1.1\r\nhost: x\r\n\r\n', (g) => g.includes('lane GET /b'), s)
   assert.match(again.got, /x-by: lane/)
+  s.destroy()
+})
+
+test('a long head (past 32 header lines) and a head split across reads keep their url and every header', async () => {
+  const many = Array.from({ length: 40 }, (_, i) => `x-h${i}: ${i}\r\n`).join('')
+  const { got, s } = await exchange(`GET /long?q=1 HTTP/1.1\r\nhost: x\r\n${many}\r\n`, (g) => g.includes('lane GET /long?q=1'))
+  assert.match(got, /lane GET \/long\?q=1$/)
+  assert.equal(headersSeen.at(-1), 41)
+  s.write('GET /spl')
+  await new Promise((r) => setTimeout(r, 20))
+  const split = await exchange('it HTTP/1.1\r\nhost: x\r\n\r\n', (g) => g.includes('lane GET /split'), s)
+  assert.match(split.got, /lane GET \/split$/)
   s.destroy()
 })
 
