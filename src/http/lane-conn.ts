@@ -153,14 +153,13 @@ export class LaneConn implements LaneOwner {
     this.queue.shift()
     if (this.closing || this.socket.destroyed) {
       this.dropAll()
-      if (!this.socket.destroyed) this.socket.end()
-      return
+      return this.endSoon()
     }
     const next = this.queue[0]
     if (next !== undefined) return this.lane.routes.run(next)
     if (this.failed !== undefined) return this.clientError(this.failed)
     if (this.rest !== undefined) return this.handover()
-    if (this.lane.draining) return void this.socket.end()
+    if (this.lane.draining) return this.endSoon()
     if (this.handoverHead === undefined) resumeReading(this.socket)
   }
 
@@ -209,6 +208,12 @@ export class LaneConn implements LaneOwner {
     this.dropAll()
     if (this.rest !== undefined && this.failed === undefined) return this.handover()
     if (!this.socket.destroyed) this.socket.end()
+  }
+
+  /** After a last response: ended, and closed once it is written (node:http's destroySoon), not when the client closes. */
+  private endSoon(): void {
+    const s = this.socket
+    if (!s.destroyed) s.end(() => s.destroy())
   }
 
   /** The requests being answered or waiting are not: their backend calls are cancelled, their holds given back. */

@@ -65,7 +65,7 @@ export class Lane {
         const now = performance.now()
         for (const c of this.conns) c.check(now, limit)
       },
-      Math.min(1000, limit),
+      Math.max(100, Math.min(1000, limit)),
     )
     this.timer.unref()
     server.once('close', () => clearInterval(this.timer))
