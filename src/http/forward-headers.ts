@@ -54,7 +54,7 @@ export const HAS_HOST = 2
  * [name, value, …] list, in one pass over rawHeaders (req.headers is never
  * built here). Returns HAS_BODY | HAS_HOST as they apply.
  */
-export function upstreamHeaders(req: IncomingMessage, trusted: boolean, out: string[]): number {
+export function upstreamHeaders(req: Pick<IncomingMessage, 'rawHeaders' | 'socket'>, trusted: boolean, out: string[]): number {
   const raw = req.rawHeaders
   let connection: string | undefined
   let host: string | undefined

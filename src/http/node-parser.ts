@@ -22,7 +22,10 @@ export interface Parser {
   [key: number]: unknown
 }
 type ParserClass = (new () => Parser) &
-  Record<'RESPONSE' | 'kOnHeaders' | 'kOnHeadersComplete' | 'kOnBody' | 'kOnMessageComplete' | 'kOnExecute', number>
+  Record<
+    'REQUEST' | 'RESPONSE' | 'kOnMessageBegin' | 'kOnHeaders' | 'kOnHeadersComplete' | 'kOnBody' | 'kOnMessageComplete' | 'kOnExecute',
+    number
+  >
 type Handle = { reading: boolean; readStop(): number; readStart(): number }
 /** A net.Socket with the internals a consumed socket needs: its handle and the restart of its timeout. */
 export type RawSocket = Socket & { _handle: Handle | null; _unrefTimer(): void }

@@ -14,6 +14,7 @@ import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
 import { DirectForwarding } from './direct-forwarding.js'
+import type { LaneExchange } from './lane-exchange.js'
 import { HAS_BODY, HAS_HOST, upstreamHeaders } from './forward-headers.js'
 import { Forwarding, type Forwarded } from './forwarding.js'
 import { UpstreamPool } from './upstream.js'
@@ -56,6 +57,10 @@ export interface Proxy {
     onStatus?: (status: number) => void,
     trace?: Context,
   ): void
+  /** The client lane (lane.ts) can send `target` on the proxy's own pool: a plain-HTTP backend, a target written as it is. */
+  laneTarget(target: string): boolean
+  /** Forward a request of the client lane (no body, no LLM rule, not traced) on the proxy's own pool. */
+  forwardLane(x: LaneExchange): void
   /** Proxy a WebSocket (or other) upgrade to `target`; `head` is the first chunk already read; `onStatus` as for forward (101, or 502). */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: string, onStatus?: (status: number) => void): void
   close(): Promise<void>
@@ -139,6 +144,18 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
   }
 
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined
+  /** The whole request head for the own pool (the request has no body). */
+  const headOf = (method: string, target: string, headers: string[], flags: number): string => {
+    let head = `${method} ${target} HTTP/1.1\r\n`
+    for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+    if ((flags & HAS_HOST) === 0) head += `host: ${origin.host}\r\n`
+    return `${head}connection: keep-alive\r\n\r\n`
+  }
+  const forwardLane = (x: LaneExchange): void => {
+    const headers: string[] = []
+    const flags = upstreamHeaders(x, trustCheck?.(x.socket.remoteAddress ?? '') === true, headers)
+    direct!.request(x, headOf(x.method, x.target, headers, flags), x.method === 'HEAD')
+  }
   const failure = (f: Forwarded, err: Error & { code?: string }): void => {
     const status = fail(f.req, f.res, f.client, err)
     if (status !== undefined) f.statusKnown(status)
@@ -160,10 +177,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
     // A traced request stays on undici, whose handler carries the upstream span (http/spans.ts).
     if (direct !== undefined && !body && tap === undefined && held === undefined && trace === undefined && VALID_TARGET.test(target)) {
       const method = req.method!
-      let head = `${method} ${target} HTTP/1.1\r\n`
-      for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
-      if ((flags & HAS_HOST) === 0) head += `host: ${origin.host}\r\n`
-      head += 'connection: keep-alive\r\n\r\n'
+      const head = headOf(method, target, headers, flags)
       return direct.request(new DirectForwarding(req, res, extraHeaders, failure, onStatus), head, method === 'HEAD')
     }
     const f = new Forwarding(req, res, extraHeaders, failure, tap, onStatus)
@@ -220,6 +234,8 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
 
   return {
     forward,
+    laneTarget: (target) => direct !== undefined && VALID_TARGET.test(target),
+    forwardLane,
     upgrade,
     close: () => {
       direct?.close()

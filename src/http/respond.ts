@@ -45,7 +45,10 @@ export function writeDecision(res: ServerResponse, r: DecisionResponse): void {
 }
 
 /** The request a reverse-proxied IncomingMessage is, its target read by readTarget (request/target.ts). */
-export function inputFromRequest(req: IncomingMessage, slashes: EncodedSlashes): RequestInput {
+export function inputFromRequest(
+  req: Pick<IncomingMessage, 'rawHeaders' | 'url' | 'method' | 'socket'>,
+  slashes: EncodedSlashes,
+): RequestInput {
   // rawHeaders, not req.headers: the latter builds a whole header object on first access.
   const host = rawHeader(req.rawHeaders, 'host') ?? ''
   const t = readTarget(req.url ?? '/', host, slashes)

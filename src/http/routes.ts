@@ -25,7 +25,9 @@ import { bodyBudget, readHead, rejectHeld } from './llm-body.js'
 import type { HeldBody, Proxy as ReverseProxy } from './proxy.js'
 import type { SlotHolds } from './slot-holds.js'
 import { afterDelay, endRaw, inputFromRequest, sendJson, writeDecision } from './respond.js'
-import type { Handler } from './server.js'
+import type { LaneExchange } from './lane-exchange.js'
+import type { LaneRoutes } from './lane.js'
+import { type Handler, pathOf } from './server.js'
 import { delaySpan, serverSpan } from './spans.js'
 import { tracer, type Context } from '../observe/tracing.js'
 
@@ -60,6 +62,8 @@ export interface Routes {
   routes: Map<string, Handler>
   fallback: Handler
   upgrade: ((req: IncomingMessage, socket: Duplex, head: Buffer) => void) | undefined
+  /** Reverse proxy to a plain-HTTP backend: the requests the client lane (lane.ts) serves itself. */
+  lane?: LaneRoutes
 }
 
 export const notFound: Handler = (_req, res) => sendJson(res, 404, { error: 'not_found' })
@@ -170,5 +174,32 @@ export function createRoutes({
       else endRaw(socket, d.status, d.retryAfterS ? ['retry-after', String(d.retryAfterS)] : [])
     })
   }
-  return { routes, fallback, upgrade }
+  /**
+   * The client lane takes a request no reserved route, LLM rule, trace or debug session concerns,
+   * whose target goes on the proxy's own pool; anything else is node:http's (the fallback above).
+   */
+  const take = (x: LaneExchange): boolean => {
+    if (tracer !== null || routes.has(pathOf(x.url)) || llm?.bundle()?.llm === true || debug.active(x)) return false
+    const input = inputFromRequest(x, paths.encodedSlashes)
+    const target = forwardTarget(x.url, input, paths.forwardPath)
+    if (!proxy.laneTarget(target)) return false
+    x.input = input
+    x.target = target
+    return true
+  }
+  const laneDecided = (x: LaneExchange, d: Decision): void => {
+    const r = decisionResponse(d, { exposeReason, path: x.input!.path })
+    slots?.holdUntilClosed(d, x)
+    // No LLM rule when it was taken; a bundle loaded since may have one: its call is settled as not metered.
+    tapOf(d, undefined)?.end(false)
+    if (!d.allowed) return x.answer(r.status, r.headers, r.body)
+    x.extraHeaders = r.headers.length === 0 ? undefined : r.headers
+    x.onStatus = statusHookOf(d)
+    // A delayed request waits as on the fallback path; its socket closing is its client leaving.
+    afterDelay(d, x.socket, () => void (x.closed || proxy.forwardLane(x)))
+  }
+  const lane: LaneRoutes | undefined = proxy.laneTarget('/')
+    ? { take, run: (x) => decide(x.input!, false, (d) => laneDecided(x, d)) }
+    : undefined
+  return { routes, fallback, upgrade, lane }
 }

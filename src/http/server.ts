@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream'
 import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
 import type { Settings } from '../settings.js'
+import { Lane, type LaneRoutes } from './lane.js'
 import { endRaw } from './respond.js'
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -21,6 +22,8 @@ export interface ListenerOptions {
   /** Everything that is not a reserved path. */
   fallback: Handler
   upgrade?: UpgradeHandler
+  /** The requests the client lane serves without node:http's objects (lane.ts); not with the access log on. */
+  lane?: LaneRoutes
 }
 
 export interface Listener {
@@ -35,7 +38,7 @@ export function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
-export function createListener({ settings, log, routes, fallback, upgrade }: ListenerOptions): Listener {
+export function createListener({ settings, log, routes, fallback, upgrade, lane }: ListenerOptions): Listener {
   let draining = false
   const server = createServer(
     {
@@ -67,12 +70,16 @@ export function createListener({ settings, log, routes, fallback, upgrade }: Lis
     })
   }
 
+  const own = lane === undefined || settings.accessLog ? undefined : new Lane(server, lane, settings, log)
+
   function shutdown(timeoutMs: number): Promise<void> {
     draining = true
+    own?.close(false)
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         log.warn({ timeoutMs }, 'shutdown deadline reached; closing remaining connections')
         server.closeAllConnections()
+        own?.close(true)
       }, timeoutMs)
       timer.unref()
       server.close(() => {

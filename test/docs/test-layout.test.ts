@@ -105,6 +105,7 @@ const COVERED_ELSEWHERE: Record<string, string> = {
   'http/forward-headers.ts': 'test/e2e/proxy.test.ts', // hop-by-hop and X-Forwarded-* rewriting
   'http/forwarding.ts': 'test/e2e/proxy.test.ts', // requests forwarded upstream
   'http/health.ts': 'test/e2e/lifecycle.test.ts', // readiness
+  'http/lane-conn.ts': 'test/unit/http/lane.test.ts', // one lane connection: its requests, pipelining, hand-over, timeouts, errors
   'http/llm-body.ts': 'test/e2e/llm.test.ts', // the body read for LLM rules
   'http/llm-relay.ts': 'test/e2e/llm.test.ts', // LLM responses relayed and metered
   'http/proxy.ts': 'test/e2e/proxy.test.ts', // the reverse proxy
