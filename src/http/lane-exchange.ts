@@ -201,7 +201,8 @@ export class LaneExchange implements UpstreamExchange {
     log.error(logged, timeout ? 'backend timed out' : 'backend unreachable')
     this.statusKnown(status)
     const body = JSON.stringify({ error: timeout ? 'backend_timeout' : 'bad_gateway', status })
-    this.answer(status, ['content-type', 'application/json', 'cache-control', 'no-store'], body)
+    // The headers of proxy.ts's sendJson, in its order: the same 502/504 on both paths.
+    this.answer(status, ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store'], body)
   }
 
   /** The response is over: 'close' listeners, then the connection's next request. */

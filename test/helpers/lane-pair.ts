@@ -40,12 +40,14 @@ export interface Side {
 
 /** A recording backend: `chunk` in the path answers without a length (chunked), `nolen` with neither (to the close). */
 async function recordingBackend(seen: Seen[]): Promise<Backend> {
-  const b = await startBackend((req, res) => {
+  const b: Backend = await startBackend((req, res) => {
     let body = ''
     req.setEncoding('latin1')
     req.on('data', (d: string) => (body += d))
     req.on('end', () => {
-      seen.push({ method: req.method!, url: req.url!, version: req.httpVersion, rawHeaders: req.rawHeaders, body })
+      // The Host the gateway adds is its backend's address, which differs by side: named alike.
+      const rawHeaders = req.rawHeaders.map((v) => (v === `127.0.0.1:${b.port}` ? 'backend' : v))
+      seen.push({ method: req.method!, url: req.url!, version: req.httpVersion, rawHeaders, body })
       const text = `ok ${req.method} ${req.url}`
       if (req.url!.includes('chunk')) return void res.writeHead(200, { 'x-b': '1' }).end(text)
       if (req.url!.includes('nolen')) {
@@ -105,8 +107,8 @@ export interface Exchange {
   answers: Answer[]
   /** The bytes the client read after the last whole response, and whether the parser refused them. */
   tail: string
-  /** How the connection ended: `closed` by the gateway, or `timeout` (still open after `waitMs`). */
-  end: 'closed' | 'timeout'
+  /** How the connection ended: `closed` by the gateway, `reset` (RST: what it sent last may be lost), or `timeout` (still open after `waitMs`). */
+  end: 'closed' | 'reset' | 'timeout'
 }
 
 export interface SendOptions {
@@ -128,7 +130,7 @@ export function send(port: number, writes: (string | Buffer)[], o: SendOptions =
     let timer: NodeJS.Timeout | undefined
     let end: Exchange['end'] = 'closed'
     s.on('data', (d: Buffer) => chunks.push(d))
-    s.on('error', () => {}) // a reset is a close here: what was read is the answer
+    s.on('error', () => void (end = 'reset'))
     s.on('close', () => {
       clearTimeout(timer)
       resolve({ ...parseAnswers(Buffer.concat(chunks), o.methods ?? []), end })
