@@ -6,26 +6,10 @@
 import { createRequire } from 'node:module'
 import type { Logger } from '../observe/logger.js'
 import type { Lane } from './lane.js'
-import { LaneExchange, type LaneOwner } from './lane-exchange.js'
+import { LaneExchange, type LaneOwner, plainHead } from './lane-exchange.js'
 import { type Coded, consume, HTTPParser, type Parser, pauseReading, type RawSocket, resumeReading } from './node-parser.js'
 
 const { methods } = createRequire(import.meta.url)('_http_common') as { methods: string[] }
-
-/** Names whose presence sends a request to node:http: a body (or its framing), Expect: 100-continue. */
-const NOT_PLAIN = new Set(['content-length', 'transfer-encoding', 'expect'])
-const NOT_PLAIN_LENGTH: boolean[] = []
-for (const n of NOT_PLAIN) NOT_PLAIN_LENGTH[n.length] = true
-
-/** No body, no Expect, and a Host header (node:http answers an HTTP/1.1 request without one 400 itself). */
-function plainHead(raw: string[]): boolean {
-  let host = false
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!
-    if (name.length === 4) host ||= name.toLowerCase() === 'host'
-    else if (NOT_PLAIN_LENGTH[name.length] === true && NOT_PLAIN.has(name.toLowerCase())) return false
-  }
-  return host
-}
 
 export class LaneConn implements LaneOwner {
   readonly parser: Parser
@@ -45,6 +29,8 @@ export class LaneConn implements LaneOwner {
   /** The client closed its side. */
   private ended = false
   private dead = false
+  /** A response was written past the socket's high-water mark: the next step waits for 'drain'. */
+  private waiting = false
 
   constructor(
     readonly lane: Lane,
@@ -115,8 +101,8 @@ export class LaneConn implements LaneOwner {
     }
     x.keepAlive = keepAlive
     this.queue.push(x)
-    if (this.queue.length === 1) this.lane.routes.run(x)
-    else pauseReading(this.socket) // pipelined: answered in turn; read more once they are
+    if (this.queue.length === 1 && !this.waiting) this.lane.routes.run(x)
+    else pauseReading(this.socket) // pipelined, or the client not reading: answered in turn; read more once they are
     return 0
   }
 
@@ -155,8 +141,19 @@ export class LaneConn implements LaneOwner {
       this.dropAll()
       return this.endSoon()
     }
+    // A client that does not read its answers is neither answered further nor read from until it
+    // does (node:http stops reading the same way): a pipelined flood cannot fill the write buffer.
+    if (!this.socket.writableNeedDrain) return this.proceed()
+    this.waiting = true
+    pauseReading(this.socket)
+  }
+
+  /** The connection's next step once a response is written and the client is reading. */
+  private proceed(): void {
     const next = this.queue[0]
-    if (next !== undefined) return this.lane.routes.run(next)
+    // A loop turn later: a decision may answer at once (a reject from an in-process store), and a
+    // pipelined burst answered within one call stack nests frames per request until it overflows.
+    if (next !== undefined) return void setImmediate(this.runNext, next)
     if (this.failed !== undefined) return this.clientError(this.failed)
     if (this.rest !== undefined) return this.handover()
     if (this.lane.draining) return this.endSoon()
@@ -190,7 +187,16 @@ export class LaneConn implements LaneOwner {
     this.parser.free()
   }
 
-  private onDrain = (): void => this.queue[0]?.conn?.resume()
+  private runNext = (next: LaneExchange): void => {
+    if (this.queue[0] === next && !this.dead) this.lane.routes.run(next)
+  }
+
+  private onDrain = (): void => {
+    this.queue[0]?.conn?.resume()
+    if (!this.waiting) return
+    this.waiting = false
+    this.proceed()
+  }
 
   /** Idle past the keep-alive time: closed. A request being answered has the backend's timeout instead. */
   private onTimeout = (): void => {

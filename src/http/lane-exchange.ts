@@ -42,6 +42,22 @@ export function utcDate(): string {
   return dateText
 }
 
+/** Names whose presence sends a request to node:http: a body (or its framing), Expect: 100-continue. */
+const NOT_PLAIN = new Set(['content-length', 'transfer-encoding', 'expect'])
+const NOT_PLAIN_LENGTH: boolean[] = []
+for (const n of NOT_PLAIN) NOT_PLAIN_LENGTH[n.length] = true
+
+/** No body, no Expect, and a Host header (node:http answers an HTTP/1.1 request without one 400 itself). */
+export function plainHead(raw: string[]): boolean {
+  let host = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!
+    if (name.length === 4) host ||= name.toLowerCase() === 'host'
+    else if (NOT_PLAIN_LENGTH[name.length] === true && NOT_PLAIN.has(name.toLowerCase())) return false
+  }
+  return host
+}
+
 export class LaneExchange implements UpstreamExchange {
   conn: UpstreamConn | undefined = undefined
   gone = false
@@ -185,7 +201,8 @@ export class LaneExchange implements UpstreamExchange {
     log.error(logged, timeout ? 'backend timed out' : 'backend unreachable')
     this.statusKnown(status)
     const body = JSON.stringify({ error: timeout ? 'backend_timeout' : 'bad_gateway', status })
-    this.answer(status, ['content-type', 'application/json', 'cache-control', 'no-store'], body)
+    // The headers of proxy.ts's sendJson, in its order: the same 502/504 on both paths.
+    this.answer(status, ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store'], body)
   }
 
   /** The response is over: 'close' listeners, then the connection's next request. */

@@ -34,8 +34,6 @@ export interface LaneOptions {
   maxHeaderSize: number
 }
 
-/** Names whose presence sends a request to node:http: a body (or its framing), Expect: 100-continue. */
-
 export class Lane {
   readonly conns = new Set<LaneConn>()
   draining = false

@@ -57,12 +57,25 @@ export function createListener({ settings, log, routes, fallback, upgrade, lane 
       else fallback(req, res)
     },
   )
-  server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => {
-    if (!socket.writable) return socket.destroy()
+  // Every header line is kept, as on the client lane: node:http's default (maxHeadersCount 2000) stops
+  // collecting about 1,000 lines in, so the tail of a long head was neither decided on nor forwarded
+  // (nor its Host seen: a 400). FAIRVISOR_MAX_HEADER_SIZE bounds a head on both paths.
+  server.maxHeadersCount = 0
+  const clientError = (err: Error & { code?: string }, socket: Duplex): void => {
+    if (!socket.writable) return void socket.destroy()
+    // Responses still being written on the connection go first, as on the lane: written at once, the
+    // error's answer would reach the client as the answer to a request before it (whose answer is lost).
+    const res = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+    if (res != null) {
+      // Bytes after a request that asked to close are ignored (RFC 9112 §9.6): its answer closes the connection.
+      if (err.code === 'HPE_CLOSED_CONNECTION') return
+      return void res.once('finish', () => clientError(err, socket))
+    }
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
     log.debug({ err: { code: err.code, message: err.message } }, 'client error')
     endRaw(socket, status)
-  })
+  }
+  server.on('clientError', clientError)
   if (upgrade) {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (draining) return void socket.destroy()
@@ -96,6 +109,8 @@ export function createListener({ settings, log, routes, fallback, upgrade, lane 
 
 function accessLog(log: Logger, req: IncomingMessage, res: ServerResponse): void {
   const start = process.hrtime.bigint()
+  // Read now: by 'finish' node:http may have let go of the socket (req.socket null), which killed the process.
+  const ip = req.socket.remoteAddress
   res.once('finish', () => {
     log.info(
       {
@@ -103,7 +118,7 @@ function accessLog(log: Logger, req: IncomingMessage, res: ServerResponse): void
         url: urlForLog(req.url),
         status: res.statusCode,
         ms: Number(process.hrtime.bigint() - start) / 1e6,
-        ip: req.socket.remoteAddress,
+        ip,
         reason: res.getHeader('x-fairvisor-reason'),
       },
       'access',

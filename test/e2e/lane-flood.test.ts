@@ -1,0 +1,137 @@
+/**
+ * Pipelined floods on the client lane (src/http/lane-conn.ts), through the
+ * real gateway process: thousands of requests in one write, answered at once
+ * by an in-process reject, once nested a call frame per request and killed
+ * the process (RangeError) within a 100 KB packet; a client that writes and
+ * never reads must not make the gateway buffer answers without bound; and a
+ * connection with a long pipeline must not keep another one waiting.
+ */
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { connect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import { parseAnswers } from '../helpers/lane-pair.js'
+import { startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+
+const BUNDLE = {
+  bundle_version: 1,
+  policies: [
+    {
+      id: 'p',
+      spec: {
+        selector: { pathPrefix: '/' },
+        rules: [
+          { name: 'r', limit_keys: ['header:x-k'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } },
+        ],
+      },
+    },
+  ],
+}
+const REQ = 'GET /f HTTP/1.1\r\nHost: a\r\nX-K: flood\r\n\r\n'
+
+let backend: Backend
+let gw: GatewayProcess
+let dir: string
+before(async () => {
+  backend = await startBackend()
+  dir = mkdtempSync(join(tmpdir(), 'fv-lane-flood-'))
+  writeFileSync(join(dir, 'bundle.json'), JSON.stringify(BUNDLE))
+  gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json') })
+})
+after(async () => {
+  await gw.stop()
+  await backend.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const rssKb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1])
+const open = async (): Promise<Socket> => {
+  const s = connect({ port: gw.port, host: '127.0.0.1' })
+  await once(s, 'connect')
+  return s
+}
+
+/** Reads `s` until `n` answers have come (counted by their status lines); resolves with the bytes. */
+function readAnswers(s: Socket, n: number, onCount?: (count: number) => void): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let count = 0
+  // The last 8 bytes read: a status line (9 bytes) cut between reads is found whole, and never twice.
+  let carry = ''
+  return new Promise((resolve, reject) => {
+    s.on('data', (d: Buffer) => {
+      chunks.push(d)
+      const text = carry + d.toString('latin1')
+      count += text.split('HTTP/1.1 ').length - 1
+      carry = text.slice(-8)
+      onCount?.(count)
+      if (count >= n) resolve(Buffer.concat(chunks))
+    })
+    s.on('close', () => reject(new Error(`closed after ${count} of ${n} answers; stderr: ${gw.stderr.join('\n')}`)))
+  })
+}
+
+test('4,000 pipelined requests rejected at once, in one write: every one answered in order, the gateway lives', async () => {
+  const n = 4000
+  const s = await open()
+  const read = readAnswers(s, n)
+  s.write(REQ.repeat(n))
+  const { answers } = parseAnswers(await read, [])
+  s.destroy()
+  assert.equal(answers.length, n)
+  assert.deepEqual(
+    answers.map((a) => a.status),
+    [200, ...Array<number>(n - 1).fill(429)],
+  )
+  assert.equal(gw.proc.exitCode, null)
+  assert.equal((await fetch(`${gw.url}/after`, { headers: { 'x-k': 'other' } })).status, 200)
+})
+
+test('a client that writes a flood and never reads: the gateway stops reading it (bounded memory), and serves others meanwhile', async () => {
+  const s = await open()
+  const chunk = Buffer.from(REQ.repeat(2000)) // 78 KB
+  const base = rssKb(gw.proc.pid!)
+  let written = 0
+  // Written as long as the gateway takes it, up to 48 MB: 1.2 M answers (570 MB) if it read it all.
+  let blocked = false
+  while (written < 48 * 1024 * 1024) {
+    written += chunk.length
+    if (s.write(chunk)) continue
+    // The gateway reads what the kernel holds; it stopped when no drain comes within a second of the last.
+    const drained = await Promise.race([once(s, 'drain').then(() => true), new Promise<false>((r) => setTimeout(r, 1000, false))])
+    if (!drained) {
+      blocked = true
+      break
+    }
+  }
+  const grown = (rssKb(gw.proc.pid!) - base) / 1024
+  console.log(`written ${(written / 1048576).toFixed(1)} MB before the gateway stopped reading; RSS +${grown.toFixed(1)} MB`)
+  assert.ok(blocked, `the gateway read all ${written} bytes of a client that reads nothing`)
+  assert.ok(grown < 64, `RSS grew ${grown.toFixed(1)} MB`)
+  // Another connection is answered while the flood waits for its reader.
+  const other = await fetch(`${gw.url}/other`, { headers: { 'x-k': 'another' } })
+  assert.equal(other.status, 200)
+  s.destroy()
+})
+
+test('a long pipeline read slowly does not keep another connection waiting for its end', async () => {
+  const n = 40_000
+  const s = await open()
+  let answered = 0
+  const read = readAnswers(s, n, (c) => (answered = c))
+  s.write(REQ.repeat(n))
+  // A slow reader: its socket paused between reads.
+  s.on('data', () => {
+    s.pause()
+    setImmediate(() => s.resume())
+  })
+  await new Promise<void>((r) => s.once('data', () => r()))
+  const r = await fetch(`${gw.url}/other`, { headers: { 'x-k': 'third' } })
+  assert.equal(r.status, 200)
+  const seenWhenAnswered = answered
+  await read
+  s.destroy()
+  assert.ok(seenWhenAnswered < n, `the other connection was answered only after all ${n} pipelined requests`)
+})
