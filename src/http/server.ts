@@ -4,6 +4,7 @@
  * access log, and graceful shutdown that drains in-flight requests.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { urlForLog } from '../engine/log-key.js'
 import type { Logger } from '../observe/logger.js'
@@ -76,6 +77,14 @@ export function createListener({ settings, log, routes, fallback, upgrade, lane 
     endRaw(socket, status)
   }
   server.on('clientError', clientError)
+  // Every connection, for shutdown: one that has not sent a byte (a client's preconnected or pooled socket)
+  // has no request in flight, yet closeIdleConnections leaves it (Node counts a connection busy from its
+  // start, for headersTimeout), and it would hold the drain to its deadline.
+  const sockets = new Set<Socket>()
+  server.on('connection', (sock: Socket) => {
+    sockets.add(sock)
+    sock.once('close', () => sockets.delete(sock))
+  })
   if (upgrade) {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (draining) return void socket.destroy()
@@ -101,6 +110,7 @@ export function createListener({ settings, log, routes, fallback, upgrade, lane 
       })
       // Idle keep-alive sockets would otherwise hold close() open until they time out.
       server.closeIdleConnections()
+      for (const sock of sockets) if (sock.bytesRead === 0) sock.destroy()
     })
   }
 

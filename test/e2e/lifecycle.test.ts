@@ -209,4 +209,24 @@ describe('graceful shutdown', { timeout: 30_000 }, () => {
       await backend.close()
     }
   })
+
+  test('a connection that has sent nothing yet (a preconnected socket) does not hold SIGTERM open either', async () => {
+    const gw = await startGateway({ FAIRVISOR_BACKEND_URL: 'http://127.0.0.1:9', FAIRVISOR_CONFIG_FILE: BUNDLE })
+    const sock = connect(gw.port, '127.0.0.1')
+    try {
+      await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject))
+      const closed = new Promise<void>((r) => sock.once('close', () => r()))
+      sock.on('error', () => undefined)
+      // Taken by the gateway, not only queued by the kernel (which refuses the queue when listening stops): a
+      // later connection is accepted after it, and answered.
+      assert.equal((await get(`${gw.url}/livez`)).status, 200)
+      const start = Date.now()
+      assert.equal(await gw.stop('SIGTERM'), 0)
+      assert.ok(Date.now() - start < 3000, `exit took ${Date.now() - start} ms (the drain deadline is 25 s)`)
+      await closed
+    } finally {
+      sock.destroy()
+      await gw.stop('SIGKILL')
+    }
+  })
 })

@@ -165,13 +165,17 @@ function countdown(burst: number, perSecond: number) {
   }
 }
 
-describe('token bucket countdown through the gateway', () => {
+// Both cases wait 4 s for a refill: they run at once, each with its own gateway and its own backend (whose
+// count of requests it checks).
+describe('token bucket countdown through the gateway', { concurrency: true }, () => {
   for (const [label, config] of [
     ['rps alias', { rps: 1, burst: 10 }],
     ['tokens_per_second', { tokens_per_second: 1, burst: 10 }],
   ] as const) {
-    test(`${label}: 9…0 then 429, and after 4 s 3, 2, 1, 0 then 429; rejects never reach the backend`, async () => {
+    test(`${label}: 9…0 then 429, and after 4 s 3, 2, 1, 0 then 429; rejects never reach the backend`, async (t) => {
       const file = bundleFile([policy('api', { pathPrefix: '/' }, [tokenBucket('per_user', ['header:x-user'], config)])])
+      const backend = await startBackend()
+      t.after(() => backend.close())
       await withGateway({ FAIRVISOR_CONFIG_FILE: file }, backend, async (gw) => {
         const before = backend.count
         const alice = countdown(10, 1)

@@ -43,12 +43,13 @@ async function refused(store: string, reason: RegExp): Promise<void> {
   })
 }
 
-describe('a PostgreSQL store that refuses the URL stops start-up (exit 2)', () => {
+// The cases of each group are independent (each its own gateway and URL): they run at once.
+describe('a PostgreSQL store that refuses the URL stops start-up (exit 2)', { concurrency: true }, () => {
   it('an unknown database', () => refused('postgres://postgres@127.0.0.1:5432/fv_no_such_db', /3D000 .*fv_no_such_db/))
   it('an unknown role', () => refused('postgres://fv_no_such_role@127.0.0.1:5432/test', /28000 .*fv_no_such_role/))
 })
 
-describe('a Redis store that refuses the URL stops start-up (exit 2)', () => {
+describe('a Redis store that refuses the URL stops start-up (exit 2)', { concurrency: true }, () => {
   let server: RedisServer
   before(async () => {
     server = await startRedis()
@@ -64,7 +65,8 @@ describe('a Redis store that refuses the URL stops start-up (exit 2)', () => {
   it('a database number the server does not have', () => refused(`redis://:right@127.0.0.1:${server.port}/999`, /DB index is out of range/))
 })
 
-describe('an unreachable store at start-up: the gateway starts and /readyz tells', () => {
+// Each case waits out the gateway's start-up connect wait (3 s) on its own free port: at once, the four wait it once.
+describe('an unreachable store at start-up: the gateway starts and /readyz tells', { concurrency: true }, () => {
   for (const [scheme, url] of [
     ['redis', (p: number) => `redis://127.0.0.1:${p}`],
     ['postgres', (p: number) => `postgres://postgres@127.0.0.1:${p}/test`],

@@ -54,7 +54,7 @@ export async function startGateway(
   opts.onSpawn?.(proc)
   const logs: LogLine[] = []
   const stderr: string[] = []
-  const waiters: { pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = []
+  const waiters: { pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void; fail: (why: string) => void }[] = []
   createInterface({ input: proc.stdout! }).on('line', (line) => {
     let parsed: LogLine
     try {
@@ -69,31 +69,44 @@ export async function startGateway(
   })
   createInterface({ input: proc.stderr! }).on('line', (line) => stderr.push(line))
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+  // 'close' comes after the last stdout line: a line still awaited then will never come. Failing its
+  // waiter at once also clears its timer, which would otherwise keep the test file's process alive for
+  // the whole bound after the test (a 60 s wait after each start-up that is refused).
+  let closed = false
+  proc.once('close', (code, signal) => {
+    closed = true
+    for (const w of waiters.splice(0)) w.fail(`the gateway exited (${signal ?? code}) first`)
+  })
 
   // Generous by default: a loaded machine makes a line late, and only a missing line should fail a test.
   const waitForLog = (pred: (l: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> => {
     const found = logs.find(pred)
     if (found) return Promise.resolve(found)
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `log line not seen within ${timeoutMs} ms; stderr: ${stderr.join('\n')}; logs: ${logs
-                .slice(-5)
-                .map((l) => JSON.stringify(l))
-                .join('\n')}`,
-            ),
-          ),
-        timeoutMs,
+    const failure = (why: string) =>
+      new Error(
+        `log line not seen: ${why}; stderr: ${stderr.join('\n')}; logs: ${logs
+          .slice(-5)
+          .map((l) => JSON.stringify(l))
+          .join('\n')}`,
       )
-      waiters.push({
+    if (closed) return Promise.reject(failure('the gateway had exited'))
+    return new Promise((resolve, reject) => {
+      const waiter = {
         pred,
-        resolve: (l) => {
+        resolve: (l: LogLine) => {
           clearTimeout(t)
           resolve(l)
         },
-      })
+        fail: (why: string) => {
+          clearTimeout(t)
+          reject(failure(why))
+        },
+      }
+      const t = setTimeout(() => {
+        waiters.splice(waiters.indexOf(waiter), 1)
+        reject(failure(`not within ${timeoutMs} ms`))
+      }, timeoutMs)
+      waiters.push(waiter)
     })
   }
   // A start-up that never ends is what this bound catches, not a slow one: a loaded 2-core
@@ -106,6 +119,8 @@ export async function startGateway(
   ]).catch((err: unknown) => {
     // Nobody holds this process to stop it: left running, it would keep the test file from ever exiting.
     proc.kill('SIGKILL')
+    // An exit fails the awaited line too, and may do so first: the exit is the reason to report.
+    if (closed) throw new Error(`gateway exited with ${proc.exitCode} before listening: ${stderr.join('\n')}`)
     throw err
   })
   const port = listening.port as number

@@ -47,7 +47,7 @@ export function debtCases(c: KindContext): void {
     assert.equal(r!.value, 2)
   })
 
-  it('debt: the refill repays it, and a refund (adjust) gives a held request its tokens back', async () => {
+  c.waits('debt: the refill repays it, and a refund (adjust) gives a held request its tokens back', async () => {
     const k = c.key('debt-repay')
     const limit = bucketLimit(5, 1, 2)
     // The refill runs from the first take on, on the store's clock: the client brackets it by c.now()

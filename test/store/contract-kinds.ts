@@ -22,6 +22,8 @@ export interface KindContext {
   apply(checks: Check[]): Promise<Outcomes>
   adjust(adjustments: Adjustment[]): Promise<void>
   pass(seconds: number): Promise<void>
+  /** A case that lets time pass (c.pass): run with the others that do, at once on a server's clock. */
+  waits(name: string, fn: () => Promise<void>): void
 }
 
 const counter = (key: string, limit: number, windowS: number, origin: number, cost = 1, shadow = false): Check => ({
@@ -64,7 +66,7 @@ export function kindCases(c: KindContext): void {
     assert.deepEqual([half!.allowed, half!.value], [true, 3.5], 'the rejected request left no increment')
   })
 
-  it('window counter from the first hit: the count starts over when the window has passed', async () => {
+  c.waits('window counter from the first hit: the count starts over when the window has passed', async () => {
     const k = c.key('wc-first')
     await c.apply([counter(k, 2, 1, -1, 2)])
     assert.equal((await c.apply([counter(k, 2, 1, -1)]))[0]!.allowed, false)
@@ -73,7 +75,7 @@ export function kindCases(c: KindContext): void {
     assert.deepEqual([o!.allowed, o!.value], [true, 1])
   })
 
-  it('window counter aligned to an origin: a new period starts at the boundary, not at the first hit', async () => {
+  c.waits('window counter aligned to an origin: a new period starts at the boundary, not at the first hit', async () => {
     const k = c.key('wc-aligned')
     const [a] = await c.apply([counter(k, 100, 2, 0, 5)])
     assert.ok(a!.retryAfter >= 1 && a!.retryAfter <= 2, `seconds to the period end: ${a!.retryAfter}`)
@@ -138,7 +140,7 @@ export function kindCases(c: KindContext): void {
     assert.deepEqual([half!.allowed, half!.value], [true, 0], 'the rejected request left no count')
   })
 
-  it('sliding window: the previous window counts by the share of it still inside the sliding window', async () => {
+  c.waits('sliding window: the previous window counts by the share of it still inside the sliding window', async () => {
     const k = c.key('sw-slide')
     await c.apply([sliding(k, 4, 2, 4)])
     await c.pass(3) // half into the next window: 4 × ~1/2 still counts
@@ -162,7 +164,7 @@ export function kindCases(c: KindContext): void {
     assert.equal(results.filter((o) => o[0]!.allowed).length, 50)
   })
 
-  it('rate meter: opens when the spend per minute reaches the threshold, rejects while open, measures afresh after', async () => {
+  c.waits('rate meter: opens when the spend per minute reaches the threshold, rejects while open, measures afresh after', async () => {
     const k = c.key('meter')
     const allowed: boolean[] = []
     for (let i = 0; i < 5; i++) allowed.push((await c.apply([meter(k, 5, 1.5)]))[0]!.allowed)
