@@ -8,7 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import type { ForwardFailure } from './forwarding.js'
+import { type ForwardFailure, headAfterInterim } from './forwarding.js'
 import type { UpstreamConn, UpstreamExchange } from './upstream.js'
 
 const kDirect = Symbol('direct-forwarding')
@@ -47,6 +47,7 @@ export class DirectForwarding implements UpstreamExchange {
     this.statusKnown(status)
     this.stored = storeHead(this.res as Outgoing, status, reason, headers)
     if (!this.stored) this.res.writeHead(status, reason, headers)
+    headAfterInterim(this.res)
   }
 
   /**

@@ -35,6 +35,17 @@ export interface Forwarded {
 /** How a forwarding that failed is answered (the proxy's 502/504 or a truncated body). */
 export type ForwardFailure = (f: Forwarded, err: Error & { code?: string }) => void
 
+/**
+ * Puts a response head behind an interim response queued before it. node:http writes the 100 Continue of
+ * an `Expect: 100-continue` request before its handler runs; on a pipelined request whose turn has not come,
+ * that 100 waits in the response's output queue, and the first body chunk sent as a Buffer puts the head in
+ * front of the queue (OutgoingMessage#_send): `head, 100 Continue, body`, which the client cannot parse.
+ * Sent at once as a string, the head queues behind the 100 (Node 20 and 24 alike).
+ */
+export function headAfterInterim(res: ServerResponse): void {
+  if ((res as ServerResponse & { outputData: unknown[] }).outputData.length > 0) res.flushHeaders()
+}
+
 /** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
 function isBufferList(v: unknown): v is Buffer[] {
   return Array.isArray(v) && (v.length === 0 || Buffer.isBuffer(v[0]))
@@ -108,11 +119,14 @@ export class Forwarding implements Dispatcher.DispatchHandler, RelayHost {
     if (statusCode < 200) return // interim responses are not relayed
     this.statusKnown(statusCode)
     if (this.span !== undefined) upstreamStatus(this.span, statusCode)
-    if (this.tap === undefined) return void this.res.writeHead(statusCode, statusText, downstreamFromParsed(headers, this.extraHeaders))
-    // An LLM call's head may be rewritten by its relay (framing, encoding), on the raw list.
-    this.relay = new LlmRelay(this, this.tap)
-    const raw = this.relay.head(statusCode, rawHeadersOf(controller, headers), this.req.url ?? '')
-    this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
+    if (this.tap === undefined) this.res.writeHead(statusCode, statusText, downstreamFromParsed(headers, this.extraHeaders))
+    else {
+      // An LLM call's head may be rewritten by its relay (framing, encoding), on the raw list.
+      this.relay = new LlmRelay(this, this.tap)
+      const raw = this.relay.head(statusCode, rawHeadersOf(controller, headers), this.req.url ?? '')
+      this.res.writeHead(statusCode, statusText, downstreamHeaders(raw, this.extraHeaders))
+    }
+    headAfterInterim(this.res)
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {

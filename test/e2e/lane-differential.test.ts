@@ -43,11 +43,58 @@ async function run(side: Side, reqs: Drawn[], o: SendOptions): Promise<Outcome> 
     .slice(from)
     .map((s) => JSON.stringify(s))
     .sort()
-  // Decided at once on an asynchronous store, they also take their counters in a racing order: two requests
-  // on one key may swap their RateLimit-Remaining (or their 200 and 429). Each answer must still be on both
-  // sides, and the counters' totals must agree; the lane's own order is lane-flood.test.ts's and proxy.test.ts's.
-  if (all.length > 1) exchange.answers = exchange.answers.map(orderFree).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1))
   return { exchange, backend, counters: await counters(side) }
+}
+
+/**
+ * What the two sides' exchanges may differ in without the gateways differing, made alike before they are compared.
+ *
+ * How the connection ended: when a gateway closes (after a close, an HTTP/1.0 answer, a bad request) while the
+ * client is still writing, its bytes reach a closed socket (RST), or sit unread as it closes, and Linux resets
+ * a socket closed with unread input, discarding what it had not sent yet: whether a side sees a FIN or a RST,
+ * and whether its last answer was still in flight then, is where the client's writes and the gateway's close
+ * happened to fall (both sides close that way; more often on Node 24, under load). So whether the gateway
+ * ended the connection is compared, not how; and a side that was reset is compared on what it got before the
+ * reset: its answers a prefix of the other side's, its cut tail not at all.
+ *
+ * The bucket's clock: the bundle refills slowly (0.001 token/s) but not at all, so every reset and retry time
+ * moves a second per second, and the two sides charge a key some milliseconds apart; a time one second off
+ * is the same answer.
+ */
+function alike(lane: Exchange, node: Exchange): void {
+  for (const [a, b] of [
+    [lane, node],
+    [node, lane],
+  ] as const) {
+    if (a.end !== 'reset' || a.answers.length > b.answers.length) continue
+    b.answers.length = a.answers.length
+    a.tail = b.tail = ''
+  }
+  for (const x of [lane, node]) if (x.end === 'reset') x.end = 'closed'
+  for (let i = 0; i < Math.min(lane.answers.length, node.answers.length); i++) {
+    const [a, b] = [lane.answers[i]!, node.answers[i]!]
+    if (a.headers.length !== b.headers.length) continue
+    for (let j = 1; j < a.headers.length; j += 2) {
+      const name = a.headers[j - 1]!
+      if (name === 'ratelimit') a.headers[j] = secondOff(a.headers[j]!, b.headers[j]!, /(?<=;t=)(\d+)/)
+      else if (name === 'ratelimit-reset' || name === 'retry-after') a.headers[j] = secondOff(a.headers[j]!, b.headers[j]!, /^(\d+)$/)
+    }
+    a.body = secondOff(a.body, b.body, /(?<="retry_after":)(\d+)/)
+  }
+  // Decided at once on an asynchronous store, node:http's pipelined requests take their counters in a racing
+  // order: two requests on one key may swap their RateLimit-Remaining (or their 200 and 429). Each answer must
+  // still be on both sides, and the counters' totals must agree; the lane's own order is lane-flood.test.ts's
+  // and proxy.test.ts's.
+  for (const x of [lane, node])
+    if (x.answers.length > 1) x.answers = x.answers.map(orderFree).sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1))
+}
+
+/** `a`, or `b` where the two differ only in numbers `at` finds, by one at most. */
+function secondOff(a: string, b: string, at: RegExp): string {
+  const [pa, pb] = [a.split(at), b.split(at)]
+  if (pa.length !== pb.length || pa.length === 1) return a
+  for (let i = 0; i < pa.length; i++) if (i % 2 === 0 ? pa[i] !== pb[i] : Math.abs(Number(pa[i]) - Number(pb[i])) > 1) return a
+  return b
 }
 
 /** An answer without what depends on the order its request took its counters in (what is left, when to retry). */
@@ -73,6 +120,7 @@ const brief = (r: Drawn): string => {
 /** Runs one sequence on both gateways at once and asserts they agree. */
 async function same(reqs: Drawn[], o: SendOptions): Promise<Outcome> {
   const [lane, node] = await Promise.all(pair.sides.map((s) => run(s, reqs, o)))
+  alike(lane!.exchange, node!.exchange)
   const what = `for ${JSON.stringify(reqs.map(brief))} ${JSON.stringify(o)}`
   assert.deepEqual(lane!.exchange, node!.exchange, `answers differ ${what}`)
   assert.deepEqual(lane!.backend, node!.backend, `the backends' requests differ ${what}`)
@@ -80,14 +128,7 @@ async function same(reqs: Drawn[], o: SendOptions): Promise<Outcome> {
   return lane!
 }
 
-/**
- * Open (seen under load, seed 35): a request with `Expect: 100-continue` handed to node:http behind a lane-served
- * one had `HTTP/1.1 100 Continue` written between its answer's head and body. Until that is fixed the random
- * properties report without failing the suite; the shapes below are fixed cases that must agree.
- */
-const OPEN = 'a 100 Continue interleaved in a handed-over answer under load (see above)'
-
-test('random sequences of hostile heads: the lane and node:http answer, forward and charge alike', { todo: OPEN }, async () => {
+test('random sequences of hostile heads: the lane and node:http answer, forward and charge alike', async () => {
   const statuses = new Map<number, number>()
   // No shrinking: the gateways' counters move with every run, so only the first failure says what happened.
   await fc.assert(
@@ -103,7 +144,7 @@ test('random sequences of hostile heads: the lane and node:http answer, forward 
   assert.ok(pair.lane.gw.proc.exitCode === null && pair.node.gw.proc.exitCode === null)
 })
 
-test('short sequences byte by byte: the same answers as whole', { todo: OPEN }, async () => {
+test('short sequences byte by byte: the same answers as whole', async () => {
   await fc.assert(
     fc.asyncProperty(
       sequence(

@@ -165,6 +165,56 @@ describe('reverse proxy', { timeout: 60_000 }, () => {
     )
   })
 
+  test('pipelined Expect: 100-continue requests answered before their turn: each 100 Continue before its head, not inside its answer', async () => {
+    // The first answer is held until the gateway has read the two others' answers from the backend (they close
+    // their backend connections: the gateway closes them once it has the whole answer), so node:http gets
+    // their heads while their turn has not come and their 100 Continue still waits in their queue.
+    let release!: () => void
+    const bothRead = new Promise<void>((resolve) => {
+      let n = 0
+      release = () => void (++n === 2 && resolve())
+    })
+    special.set('/hold-first', (req, res) => {
+      req.resume()
+      void bothRead.then(() => res.end('first'))
+    })
+    const closing = (req: IncomingMessage): void => {
+      req.resume()
+      req.on('end', () => {
+        const text = `answer ${req.method}`
+        req.socket.once('end', () => {
+          req.socket.destroy()
+          release()
+        })
+        req.socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${text.length}\r\nconnection: close\r\n\r\n${text}`)
+      })
+    }
+    special.set('/expect-get', closing) // no body: the gateway's own upstream pool (direct-forwarding.ts)
+    special.set('/expect-post', closing) // a body: undici (forwarding.ts)
+    const s = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    let got = ''
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')))
+    const h = 'host: gw\r\n'
+    s.write(
+      `POST /hold-first HTTP/1.1\r\n${h}content-length: 4\r\n\r\nbody` +
+        `GET /expect-get HTTP/1.1\r\n${h}expect: 100-continue\r\n\r\n` +
+        `POST /expect-post HTTP/1.1\r\n${h}expect: 100-continue\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello`,
+    )
+    await once(s, 'close')
+    const answers = got.split(/(?=HTTP\/1\.1 )/).map((a) => a.replace(/^(HTTP\/1\.1 200 OK)\r\n[\s\S]*?\r\n\r\n/, '$1 | '))
+    assert.deepEqual(
+      answers,
+      [
+        'HTTP/1.1 200 OK | first',
+        'HTTP/1.1 100 Continue\r\n\r\n',
+        'HTTP/1.1 200 OK | answer GET',
+        'HTTP/1.1 100 Continue\r\n\r\n',
+        'HTTP/1.1 200 OK | answer POST',
+      ],
+      got,
+    )
+  })
+
   test('a chunked request body of unknown length arrives whole', async () => {
     const r = await new Promise<Reply>((resolve, reject) => {
       const req = httpRequest(`${gw.url}/chunked`, { method: 'POST', agent: false }, (res) => {

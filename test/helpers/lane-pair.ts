@@ -47,6 +47,11 @@ async function recordingBackend(seen: Seen[]): Promise<Backend> {
     req.on('end', () => {
       // The Host the gateway adds is its backend's address, which differs by side: named alike.
       const rawHeaders = req.rawHeaders.map((v) => (v === `127.0.0.1:${b.port}` ? 'backend' : v))
+      // A body the client sent chunked reaches the backend chunked, or with its length when the gateway had
+      // all of it by the time it forwarded the request (undici frames a stream that has ended by its length):
+      // when its last bytes came, not a difference; the framing is named alike, the body compared as it came.
+      for (let i = 0; i < rawHeaders.length; i += 2)
+        if (/^(content-length|transfer-encoding)$/i.test(rawHeaders[i]!)) [rawHeaders[i], rawHeaders[i + 1]] = ['framing', '*']
       seen.push({ method: req.method!, url: req.url!, version: req.httpVersion, rawHeaders, body })
       const text = `ok ${req.method} ${req.url}`
       if (req.url!.includes('chunk')) return void res.writeHead(200, { 'x-b': '1' }).end(text)
@@ -129,7 +134,12 @@ export function send(port: number, writes: (string | Buffer)[], o: SendOptions =
     const chunks: Buffer[] = []
     let timer: NodeJS.Timeout | undefined
     let end: Exchange['end'] = 'closed'
+    // The gateway ended its side (its last answer said close, or node:http closed on a bad request): what is
+    // left to send is not sent. Written after that, it only draws a write-after-end error or the RST of a
+    // closed socket, which say when the client wrote, not what the gateway did.
+    let ended = false
     s.on('data', (d: Buffer) => chunks.push(d))
+    s.on('end', () => void (ended = true))
     s.on('error', () => void (end = 'reset'))
     s.on('close', () => {
       clearTimeout(timer)
@@ -140,7 +150,7 @@ export function send(port: number, writes: (string | Buffer)[], o: SendOptions =
         const bufs = writes.map((w) => (typeof w === 'string' ? Buffer.from(w, 'latin1') : w))
         const pieces = o.byteByByte ? bufs.flatMap((b) => [...b].map((x) => Buffer.from([x]))) : o.parts ? bufs : [Buffer.concat(bufs)]
         for (const p of pieces) {
-          if (s.destroyed) break
+          if (s.destroyed || ended) break
           s.write(p)
           // A write of its own reaches the gateway as a read of its own only if the loop turns between them.
           if (pieces.length > 1) await new Promise((r) => setImmediate(r))
@@ -186,8 +196,17 @@ export function parseAnswers(bytes: Buffer, methods: string[]): { answers: Answe
   return { answers, tail: bytes.subarray(consumed).toString('latin1') }
 }
 
-/** The counters a gateway keeps, each as `key=tokens used` (its shadow rules never reject: every key a request carried is charged). */
+/**
+ * The counters a gateway keeps, each as `key=tokens left` (its shadow rules never reject: every key a request
+ * carried is charged), in whole tokens: the bundle's refill (0.001 token/s) adds a fraction that depends on
+ * when each side charged the key, under half a token in a run shorter than 500 s. Rows as the store reads
+ * them: an expired row (the store leaves some as expire_at 0, seen under load on Node 24) is absent, and
+ * each gateway's clean-up deletes such rows on its own 10 s clock, so whether one is still there is when
+ * that clean-up last ran.
+ */
 export async function counters(side: Side): Promise<string[]> {
-  const rows = await sql<{ key: string; s0: number }>(`SELECT key, s0 FROM ${side.prefix}counters ORDER BY key`)
-  return rows.map((r) => `${r.key}=${Math.round(r.s0 * 100) / 100}`)
+  const rows = await sql<{ key: string; s0: number }>(
+    `SELECT key, s0 FROM ${side.prefix}counters WHERE expire_at >= extract(epoch FROM clock_timestamp())::float8 ORDER BY key`,
+  )
+  return rows.map((r) => `${r.key}=${Math.round(r.s0)}`)
 }
