@@ -43,7 +43,8 @@ export type ForwardFailure = (f: Forwarded, err: Error & { code?: string }) => v
  * Sent at once as a string, the head queues behind the 100 (Node 20 and 24 alike).
  */
 export function headAfterInterim(res: ServerResponse): void {
-  if ((res as ServerResponse & { outputData: unknown[] }).outputData.length > 0) res.flushHeaders()
+  // outputData is node:http's internal queue (Node 20 and 24); a runtime without it has nothing to reorder.
+  if (((res as ServerResponse & { outputData?: unknown[] }).outputData?.length ?? 0) > 0) res.flushHeaders()
 }
 
 /** undici hands the handler the response head as it arrived (raw buffers) on the controller; the guard proves it without a cast. */
