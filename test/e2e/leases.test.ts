@@ -210,30 +210,44 @@ describe('token leases', () => {
 
   it('2 workers, 40 concurrent first requests on one key: the process takes ONE slice, and SIGTERM gives its rest back once', async () => {
     const file = bundle({ burst: 1000, tokens_per_second: 0.001, lease: { tokens: 50, ttl_ms: 60_000 } })
-    const key = `tb:hot${n}:w1`
-    const tokens = (): number => readBucket((...a) => redis.cli(...a), key)?.tokens ?? NaN
+    const tokens = (key: string): number => readBucket((...a) => redis.cli(...a), key)?.tokens ?? NaN
     const gw = await startGateway({ ...env(file), FAIRVISOR_WORKERS: '2', FAIRVISOR_ACCESS_LOG: 'true' }, { timeoutMs: 30_000 })
-    const pool = new Pool(gw.url, { connections: 40 })
-    const before = evalshaCalls(redis)
+    // The key whose 40 requests both workers served. Which worker accepts a connection is the
+    // kernel's (SO_REUSEPORT) or, on Node < 22.12's shared socket, whichever thread wakes first: on a
+    // loaded machine one may take all 40, which proves nothing, so a fresh key is tried (at most 4).
+    let key: string | undefined
     try {
-      const codes = await Promise.all(
-        Array.from({ length: 40 }, async () => {
-          const r = await pool.request({ path: '/x', method: 'GET', headers: { 'x-user': 'w1' } })
-          await r.body.dump()
-          return r.statusCode
-        }),
-      )
-      assert.deepEqual(new Set(codes), new Set([200]))
-      const served = new Set(gw.logs.filter((l) => l.msg === 'access').map((l) => l.worker))
-      assert.deepEqual([...served].sort(), [1, 2], 'both workers served the key')
-      // Per-worker leases would hold two slices here (900 left) and have made two calls.
-      assert.ok(Math.abs(tokens() - 950) < 0.5, `one slice of 50 for the whole process: ${tokens()}`)
-      assert.equal(evalshaCalls(redis) - before, 1, 'one fetch for the process')
+      for (let attempt = 1; attempt <= 4 && key === undefined; attempt++) {
+        const user = `w${attempt}`
+        const pool = new Pool(gw.url, { connections: 40 })
+        const before = evalshaCalls(redis)
+        try {
+          const codes = await Promise.all(
+            Array.from({ length: 40 }, async () => {
+              const r = await pool.request({ path: `/${user}`, method: 'GET', headers: { 'x-user': user } })
+              await r.body.dump()
+              return r.statusCode
+            }),
+          )
+          assert.deepEqual(new Set(codes), new Set([200]))
+          const served = new Set(gw.logs.filter((l) => l.msg === 'access' && l.url === `/${user}`).map((l) => l.worker))
+          if (served.size < 2) {
+            console.log(`attempt ${attempt}: one worker took all 40 connections; another key`)
+            continue
+          }
+          key = `tb:hot${n}:${user}`
+          // Per-worker leases would hold two slices here (900 left) and have made two calls.
+          assert.ok(Math.abs(tokens(key) - 950) < 0.5, `one slice of 50 for the whole process: ${tokens(key)}`)
+          assert.equal(evalshaCalls(redis) - before, 1, 'one fetch for the process')
+        } finally {
+          await pool.close()
+        }
+      }
+      assert.ok(key !== undefined, 'both workers served one key in one of 4 attempts')
     } finally {
-      await pool.close()
       await gw.stop('SIGTERM')
     }
     // Given back by exactly one worker: twice would show the bucket full (1000, capped at burst).
-    assert.ok(Math.abs(tokens() - 960) < 0.5, `the 10 unspent tokens came back once: ${tokens()}`)
+    assert.ok(Math.abs(tokens(key) - 960) < 0.5, `the 10 unspent tokens came back once: ${tokens(key)}`)
   })
 })
