@@ -28,16 +28,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { resolve } from 'node:path'
 import { after, describe, it } from 'node:test'
-import { pathToFileURL } from 'node:url'
 import { Pool } from 'undici'
-import { loadSettings } from '../../src/settings.js'
-import type { Supervisor } from '../../src/workers/supervisor.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 import { dropPrefix, PG_URL, uniquePrefix } from '../helpers/postgres-db.js'
 import { startRedis, type RedisServer } from '../helpers/redis-servers.js'
 import { waitFor } from '../helpers/wait.js'
+import { startBuiltSupervisor } from '../helpers/supervisor.js'
 
 const MAX = 5
 const HOLD_MS = 300
@@ -288,21 +285,7 @@ describe('the concurrency algorithm through the gateway', () => {
     it('in-process store, 2 workers: the slots of worker threads killed while holding them are free again within lease_seconds', async () => {
       const b = await ownBackend()
       const leaseS = 6 // killing and restarting two workers takes a while on a busy machine
-      const settingsEnv = {
-        ...env(b),
-        FAIRVISOR_CONFIG_FILE: writeBundle(dir, leaseS),
-        FAIRVISOR_WORKERS: '2',
-        FAIRVISOR_HOST: '127.0.0.1',
-        FAIRVISOR_PORT: '0',
-        FAIRVISOR_LOG_LEVEL: 'silent',
-      }
-      // The built supervisor: its workers run the built entry file.
-      const mod = (await import(
-        pathToFileURL(resolve('dist/workers/supervisor.js')).href
-      )) as typeof import('../../src/workers/supervisor.js')
-      const started = await mod.startSupervisor(loadSettings(settingsEnv), settingsEnv)
-      assert.notEqual(typeof started, 'number')
-      const sup = started as Supervisor
+      const sup = await startBuiltSupervisor({ ...env(b), FAIRVISOR_CONFIG_FILE: writeBundle(dir, leaseS) })
       const url = `http://127.0.0.1:${sup.port}`
       // A connection per holder, so the kernel spreads them over both workers.
       const holders = Array.from({ length: MAX }, () => new Pool(url, { connections: 1 }))

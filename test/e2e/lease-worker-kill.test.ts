@@ -16,15 +16,14 @@
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { after, before, it } from 'node:test'
-import { pathToFileURL } from 'node:url'
 import { Client } from 'undici'
-import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
 import { waitFor } from '../helpers/wait.js'
 import { readBucket, startRedis, type RedisServer } from '../helpers/redis-servers.js'
+import { startBuiltSupervisor } from '../helpers/supervisor.js'
 
 const BURST = 60
 const SLICE = 10
@@ -48,23 +47,14 @@ before(async () => {
     file,
     JSON.stringify({ bundle_version: 1, policies: [{ id: 'api', spec: { selector: { pathPrefix: '/' }, rules: [rule] } }] }),
   )
-  const env = {
+  sup = await startBuiltSupervisor({
     FAIRVISOR_MODE: 'decision_service',
     FAIRVISOR_CONFIG_FILE: file,
-    FAIRVISOR_WORKERS: '2',
-    FAIRVISOR_HOST: '127.0.0.1',
-    FAIRVISOR_PORT: '0',
-    FAIRVISOR_LOG_LEVEL: 'silent',
     FAIRVISOR_STORE: redis.url,
     // Far above the bounds below: an answer that came from the deadline (503, fail closed) cannot pass for a decision.
     FAIRVISOR_STORE_TIMEOUT_MS: '30000',
     FAIRVISOR_FAIL_POLICY: 'closed',
-  }
-  // The built supervisor: its workers run the built entry file.
-  const mod = (await import(pathToFileURL(resolve('dist/workers/supervisor.js')).href)) as typeof import('../../src/workers/supervisor.js')
-  const s = await mod.startSupervisor(loadSettings(env), env)
-  assert.notEqual(typeof s, 'number')
-  sup = s as Supervisor
+  })
   url = `http://127.0.0.1:${sup.port}`
 })
 after(async () => {

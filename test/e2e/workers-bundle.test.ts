@@ -9,16 +9,14 @@
  */
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
-import { resolve } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { pathToFileURL } from 'node:url'
-import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
 import { perIpBundle } from '../helpers/bundles.js'
 import { grpcClients } from '../helpers/grpc-client.js'
 import { startBackend, startGateway, type Backend, type GatewayProcess, type LogLine } from '../helpers/processes.js'
 import { waitFor } from '../helpers/wait.js'
 import { ask, bundleFile, readyz, removeBundleFiles, V1, V2 } from '../helpers/worker-bundles.js'
+import { startBuiltSupervisor } from '../helpers/supervisor.js'
 
 let backend: Backend
 before(async () => {
@@ -35,21 +33,7 @@ describe('a restarted worker runs the supervisor bundle, whatever the file holds
   const url = (): string => `http://127.0.0.1:${sup.port}`
   before(async () => {
     file = bundleFile(V1)
-    const env = {
-      FAIRVISOR_BACKEND_URL: backend.url,
-      FAIRVISOR_CONFIG_FILE: file,
-      FAIRVISOR_WORKERS: '2',
-      FAIRVISOR_HOST: '127.0.0.1',
-      FAIRVISOR_PORT: '0',
-      FAIRVISOR_LOG_LEVEL: 'silent',
-    }
-    // The built supervisor: its workers run the built entry file.
-    const mod = (await import(
-      pathToFileURL(resolve('dist/workers/supervisor.js')).href
-    )) as typeof import('../../src/workers/supervisor.js')
-    const s = await mod.startSupervisor(loadSettings(env), env)
-    assert.notEqual(typeof s, 'number')
-    sup = s as Supervisor
+    sup = await startBuiltSupervisor({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: file })
   })
   after(async () => {
     await sup?.stop('test done')

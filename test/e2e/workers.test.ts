@@ -5,14 +5,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { pathToFileURL } from 'node:url'
-import { loadSettings } from '../../src/settings.js'
 import type { Supervisor } from '../../src/workers/supervisor.js'
 import { replaceAtomically, tempFile } from '../helpers/data-files.js'
 import { countryRecord, writeMmdb } from '../helpers/mmdb.js'
 import { CLI, ROOT, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
+import { startBuiltSupervisor } from '../helpers/supervisor.js'
 
 const BURST = 300
 const BUDGET = 200
@@ -170,21 +169,7 @@ describe('a worker killed mid-load', () => {
   let sup: Supervisor
   before(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fv-workers-kill-'))
-    const env = {
-      FAIRVISOR_MODE: 'decision_service',
-      FAIRVISOR_CONFIG_FILE: writeBundle(dir),
-      FAIRVISOR_WORKERS: '2',
-      FAIRVISOR_HOST: '127.0.0.1',
-      FAIRVISOR_PORT: '0',
-      FAIRVISOR_LOG_LEVEL: 'silent',
-    }
-    // The built supervisor: its workers run the built entry file.
-    const mod = (await import(
-      pathToFileURL(resolve('dist/workers/supervisor.js')).href
-    )) as typeof import('../../src/workers/supervisor.js')
-    const s = await mod.startSupervisor(loadSettings(env), env)
-    assert.notEqual(typeof s, 'number')
-    sup = s as Supervisor
+    sup = await startBuiltSupervisor({ FAIRVISOR_MODE: 'decision_service', FAIRVISOR_CONFIG_FILE: writeBundle(dir) })
   })
   after(async () => {
     await sup.stop('test done')
