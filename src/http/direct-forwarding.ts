@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { type ForwardFailure, headAfterInterim } from './forwarding.js'
+import { BAD_REASON, utcDate } from './respond.js'
 import type { UpstreamConn, UpstreamExchange } from './upstream.js'
 
 const kDirect = Symbol('direct-forwarding')
@@ -103,20 +104,6 @@ type Outgoing = ServerResponse &
   Record<'_keepAliveTimeout' | '_maxRequestsPerSocket', number> & { [key: symbol]: unknown; outputData: unknown[] }
 
 let kOutHeaders: symbol | undefined
-/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
-const BAD_REASON = /[^\t\x20-\x7e\x80-\xff]/
-let dateText = ''
-let dateUntil = 0
-
-/** The Date header's value, made once a second (as Node's own utcDate). */
-function utcDate(): string {
-  const now = Date.now()
-  if (now >= dateUntil) {
-    dateText = new Date(now).toUTCString()
-    dateUntil = now - (now % 1000) + 1000
-  }
-  return dateText
-}
 
 /**
  * Stores the response head as `res.writeHead(status, reason, headers)` would, where a response has a

@@ -13,6 +13,7 @@ import type { Socket } from 'node:net'
 import type { Logger } from '../observe/logger.js'
 import type { RequestInput } from '../request/view.js'
 import { urlForLog } from '../engine/log-key.js'
+import { BAD_REASON, backendFailure, utcDate } from './respond.js'
 import type { UpstreamConn, UpstreamExchange } from './upstream.js'
 
 /** The connection an exchange answers on (lane.ts). */
@@ -26,21 +27,6 @@ export interface LaneOwner {
 }
 
 const SMALL = 16 * 1024
-/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar); llhttp lets it through. */
-const BAD_REASON = /[^\t\x20-\x7e\x80-\xff]/
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
-let dateText = ''
-let dateUntil = 0
-
-/** The Date header's value, made once a second (as Node's own utcDate). */
-export function utcDate(): string {
-  const now = Date.now()
-  if (now >= dateUntil) {
-    dateText = new Date(now).toUTCString()
-    dateUntil = now - (now % 1000) + 1000
-  }
-  return dateText
-}
 
 /** Names whose presence sends a request to node:http: a body (or its framing), Expect: 100-continue. */
 const NOT_PLAIN = new Set(['content-length', 'transfer-encoding', 'expect'])
@@ -184,9 +170,8 @@ export class LaneExchange implements UpstreamExchange {
   error(err: Error & { code?: string }): void {
     if (this.done) return
     const log = this.owner.log
-    const timeout = err.code !== undefined && TIMEOUT_CODES.has(err.code)
-    const status = timeout ? 504 : 502
-    const logged = { err: { code: err.code, message: err.message }, method: this.method, path: urlForLog(this.url), status }
+    const f = backendFailure(err.code)
+    const logged = { err: { code: err.code, message: err.message }, method: this.method, path: urlForLog(this.url), status: f.status as number }
     if (this.socket.destroyed) {
       this.done = true
       return this.close()
@@ -194,15 +179,15 @@ export class LaneExchange implements UpstreamExchange {
     if (this.began || this.head_ !== undefined) {
       this.done = true
       logged.status = this.status // the status the client has, not a 502
-      log.error(logged, timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body')
+      log.error(logged, f.cut)
       this.socket.destroy()
       return this.close()
     }
-    log.error(logged, timeout ? 'backend timed out' : 'backend unreachable')
-    this.statusKnown(status)
-    const body = JSON.stringify({ error: timeout ? 'backend_timeout' : 'bad_gateway', status })
+    log.error(logged, f.failed)
+    this.statusKnown(f.status)
+    const body = JSON.stringify(f.answer)
     // The headers of proxy.ts's sendJson, in its order: the same 502/504 on both paths.
-    this.answer(status, ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store'], body)
+    this.answer(f.status, ['content-type', 'application/json', 'content-length', String(body.length), 'cache-control', 'no-store'], body)
   }
 
   /** The response is over: 'close' listeners, then the connection's next request. */

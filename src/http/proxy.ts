@@ -20,7 +20,7 @@ import { Forwarding, type Forwarded } from './forwarding.js'
 import { UpstreamPool } from './upstream.js'
 import { upstreamSpan } from './spans.js'
 import type { Context } from '../observe/tracing.js'
-import { endRaw, rawHead, sendJson } from './respond.js'
+import { backendFailure, endRaw, rawHead, sendJson } from './respond.js'
 
 export interface ProxyOptions {
   settings: Readonly<Settings>
@@ -68,8 +68,6 @@ export interface Proxy {
 
 /** A request-target the direct path writes as it is (undici's own check); anything else goes through undici, which refuses it. */
 const VALID_TARGET = /^\/[\u0021-\u00ff]*$/
-
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
 
 /** An LLM call asks the upstream for an uncompressed answer, which the gateway can count and cut (a compressed one is decoded). */
 function askIdentity(headers: string[]): void {
@@ -119,8 +117,7 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
 
   /** Answers a forwarding the backend failed; the status the client got, if it got one now. */
   function fail(req: IncomingMessage, res: ServerResponse, client: Duplex, err: Error & { code?: string }): number | undefined {
-    const timeout = err.code !== undefined && TIMEOUT_CODES.has(err.code)
-    const status = timeout ? 504 : 502
+    const f = backendFailure(err.code)
     // The client went away: nothing to answer. (req itself may be destroyed, and
     // req.socket detached, by undici, which destroys the request body on an
     // upstream error; that alone does not mean the client has gone.)
@@ -129,18 +126,15 @@ export function createProxy({ settings, log, isTrustedPeer }: ProxyOptions): Pro
       // The client already has the backend's status and part of the body: say that, not "502".
       log.error(
         { err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status: res.statusCode },
-        timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body',
+        f.cut,
       )
       res.destroy(err) // mid-body: the only honest signal is a truncated response
       return undefined
     }
-    log.error(
-      { err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status },
-      timeout ? 'backend timed out' : 'backend unreachable',
-    )
+    log.error({ err: { code: err.code, message: err.message }, method: req.method, path: urlForLog(req.url), status: f.status }, f.failed)
     res.statusMessage = '' // a backend reason writeHead refused stays set, and would refuse the 502 too
-    sendJson(res, status, { error: timeout ? 'backend_timeout' : 'bad_gateway', status })
-    return status
+    sendJson(res, f.status, f.answer)
+    return f.status
   }
 
   const trustCheck = settings.trustedProxiesText ? isTrustedPeer : undefined

@@ -83,3 +83,42 @@ export function rawHead(status: number, headers: readonly string[]): string {
 export function endRaw(socket: Duplex, status: number, headers: readonly string[] = [], body = ''): void {
   socket.end(rawHead(status, ['connection', 'close', 'content-length', String(Buffer.byteLength(body)), ...headers]) + body)
 }
+
+/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar); llhttp lets it through. */
+export const BAD_REASON = /[^\t\x20-\x7e\x80-\xff]/
+let dateText = ''
+let dateUntil = 0
+
+/** The Date header's value, made once a second (as Node's own utcDate), for heads written without writeHead. */
+export function utcDate(): string {
+  const now = Date.now()
+  if (now >= dateUntil) {
+    dateText = new Date(now).toUTCString()
+    dateUntil = now - (now % 1000) + 1000
+  }
+  return dateText
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
+
+/** How a failed backend call is told, on node:http's path (proxy.ts) and the lane's (lane-exchange.ts) alike. */
+export interface BackendFailure {
+  /** 504 for a timeout, else 502. */
+  status: 502 | 504
+  /** The gateway's own answer (its JSON body) while nothing was sent. */
+  answer: { error: 'backend_timeout' | 'bad_gateway'; status: 502 | 504 }
+  /** The log message: before the head was sent, and once part of the answer was. */
+  failed: string
+  cut: string
+}
+
+export function backendFailure(code: string | undefined): BackendFailure {
+  const timeout = code !== undefined && TIMEOUT_CODES.has(code)
+  const status = timeout ? 504 : 502
+  return {
+    status,
+    answer: { error: timeout ? 'backend_timeout' : 'bad_gateway', status },
+    failed: timeout ? 'backend timed out' : 'backend unreachable',
+    cut: timeout ? 'response aborted: backend body timed out' : 'response aborted: backend connection lost mid-body',
+  }
+}
