@@ -8,29 +8,18 @@
  */
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
+import { writeHeaderBucketBundle } from '../helpers/bundles.js'
 import { parseAnswers } from '../helpers/lane-pair.js'
 import { metricValue, startBackend, startGateway, type Backend, type GatewayProcess } from '../helpers/processes.js'
 
-const BUNDLE = {
-  bundle_version: 1,
-  policies: [
-    {
-      id: 'p',
-      spec: {
-        selector: { pathPrefix: '/' },
-        rules: [
-          { name: 'r', limit_keys: ['header:x-k'], algorithm: 'token_bucket', algorithm_config: { tokens_per_second: 0.001, burst: 1 } },
-        ],
-      },
-    },
-  ],
-}
-const REQ = 'GET /f HTTP/1.1\r\nHost: a\r\nX-K: flood\r\n\r\n'
+/** One token per key, refilled too slowly to matter: a key's first request passes, the rest are rejected at once. */
+const BUCKET = { tokens_per_second: 0.001, burst: 1 }
+const REQ = 'GET /f HTTP/1.1\r\nHost: a\r\nX-User: flood\r\n\r\n'
 
 let backend: Backend
 let gw: GatewayProcess
@@ -38,8 +27,7 @@ let dir: string
 before(async () => {
   backend = await startBackend()
   dir = mkdtempSync(join(tmpdir(), 'fv-lane-flood-'))
-  writeFileSync(join(dir, 'bundle.json'), JSON.stringify(BUNDLE))
-  gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: join(dir, 'bundle.json') })
+  gw = await startGateway({ FAIRVISOR_BACKEND_URL: backend.url, FAIRVISOR_CONFIG_FILE: writeHeaderBucketBundle(dir, 'r', BUCKET) })
 })
 after(async () => {
   await gw.stop()
@@ -86,7 +74,7 @@ test('4,000 pipelined requests rejected at once, in one write: every one answere
     [200, ...Array<number>(n - 1).fill(429)],
   )
   assert.equal(gw.proc.exitCode, null)
-  assert.equal((await fetch(`${gw.url}/after`, { headers: { 'x-k': 'other' } })).status, 200)
+  assert.equal((await fetch(`${gw.url}/after`, { headers: { 'x-user': 'other' } })).status, 200)
 })
 
 test('a client that writes a flood and never reads: the gateway stops reading it (bounded memory), and serves others meanwhile', async () => {
@@ -111,7 +99,7 @@ test('a client that writes a flood and never reads: the gateway stops reading it
   assert.ok(blocked, `the gateway read all ${written} bytes of a client that reads nothing`)
   assert.ok(grown < 64, `RSS grew ${grown.toFixed(1)} MB`)
   // Another connection is answered while the flood waits for its reader.
-  const other = await fetch(`${gw.url}/other`, { headers: { 'x-k': 'another' } })
+  const other = await fetch(`${gw.url}/other`, { headers: { 'x-user': 'another' } })
   assert.equal(other.status, 200)
   s.destroy()
 })
@@ -125,7 +113,7 @@ test('a long pipeline whose client reads only later does not keep another connec
   s.pause()
   const before = (await metricValue(gw, 'fairvisor_decisions_total', 'action="reject"')) ?? 0
   s.write(REQ.repeat(n))
-  const r = await fetch(`${gw.url}/other`, { headers: { 'x-k': 'third' } })
+  const r = await fetch(`${gw.url}/other`, { headers: { 'x-user': 'third' } })
   assert.equal(r.status, 200)
   await r.text()
   // Decided by the gateway when /other had been answered (the pipeline's first request is allowed, the rest rejected).
