@@ -52,39 +52,23 @@ const BURST_WINDOW_S = 10
 
 const dir = mkdtempSync(join(tmpdir(), 'fv-sliding-'))
 const bundle = join(dir, 'bundle.json')
+/** A policy on `path` with one sliding_window rule of LIMIT per `windowS`, keyed on X-Client. */
+const slidingPolicy = (id: string, path: string, name: string, windowS: number): object => ({
+  id,
+  spec: {
+    selector: { pathExact: path },
+    rules: [
+      { name, limit_keys: ['header:x-client'], algorithm: 'sliding_window', algorithm_config: { limit: LIMIT, window_seconds: windowS } },
+    ],
+  },
+})
 writeFileSync(
   bundle,
   JSON.stringify({
     bundle_version: 1,
     policies: [
-      {
-        id: 'sliding',
-        spec: {
-          selector: { pathExact: '/api/x' },
-          rules: [
-            {
-              name: RULE,
-              limit_keys: ['header:x-client'],
-              algorithm: 'sliding_window',
-              algorithm_config: { limit: LIMIT, window_seconds: WINDOW_S },
-            },
-          ],
-        },
-      },
-      {
-        id: 'sliding-burst',
-        spec: {
-          selector: { pathExact: '/api/burst' },
-          rules: [
-            {
-              name: BURST_RULE,
-              limit_keys: ['header:x-client'],
-              algorithm: 'sliding_window',
-              algorithm_config: { limit: LIMIT, window_seconds: BURST_WINDOW_S },
-            },
-          ],
-        },
-      },
+      slidingPolicy('sliding', '/api/x', RULE, WINDOW_S),
+      slidingPolicy('sliding-burst', '/api/burst', BURST_RULE, BURST_WINDOW_S),
     ],
   }),
 )
