@@ -20,6 +20,11 @@ let lane: Lane
 let port = 0
 /** Requests the lane's route answers later, by path (`/later/...`): answered when released. */
 const later: LaneExchange[] = []
+/** The first request held by the route, once it has come. */
+async function heldRequest(): Promise<LaneExchange> {
+  while (later.length === 0) await new Promise((r) => setImmediate(r))
+  return later.shift()!
+}
 let clientErrors: string[] = []
 const headersSeen: number[] = []
 
@@ -111,8 +116,7 @@ test('pipelined requests are answered in order, also when the first answers last
     (g) => g.includes('/3'),
     s,
   )
-  while (later.length === 0) await new Promise((r) => setImmediate(r))
-  later.shift()!.answer(200, [], 'first')
+  ;(await heldRequest()).answer(200, [], 'first')
   const { got: text } = await got
   assert.ok(text.indexOf('first') < text.indexOf('lane GET /2'))
   assert.ok(text.indexOf('lane GET /2') < text.indexOf('lane GET /3'))
@@ -139,8 +143,7 @@ test('a request behind a pipelined one the lane answers later is handed over onc
     (g) => g.includes('node GET /node/y'),
     s,
   )
-  while (later.length === 0) await new Promise((r) => setImmediate(r))
-  later.shift()!.answer(200, [], 'held')
+  ;(await heldRequest()).answer(200, [], 'held')
   const { got: text } = await got
   assert.ok(text.indexOf('held') < text.indexOf('node GET /node/y'))
   s.destroy()
@@ -196,11 +199,11 @@ test('shutdown: an idle connection is closed, a busy one answers with Connection
   const got = exchange('GET /later/z HTTP/1.1\r\nhost: x\r\n\r\n', () => false, busy)
   const idle = connect(port, '127.0.0.1')
   await once(idle, 'connect')
-  while (later.length === 0) await new Promise((r) => setImmediate(r))
+  const held = await heldRequest()
   const closed = once(idle, 'close')
   lane.close(false)
   await closed
-  later.shift()!.answer(200, [], 'last')
+  held.answer(200, [], 'last')
   const { got: text } = await got
   assert.match(text, /Connection: close\r\n\r\nlast$/)
   assert.equal(count(text, 'HTTP/1.1'), 1)
