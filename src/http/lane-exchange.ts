@@ -171,7 +171,12 @@ export class LaneExchange implements UpstreamExchange {
     if (this.done) return
     const log = this.owner.log
     const f = backendFailure(err.code)
-    const logged = { err: { code: err.code, message: err.message }, method: this.method, path: urlForLog(this.url), status: f.status as number }
+    const logged = {
+      err: { code: err.code, message: err.message },
+      method: this.method,
+      path: urlForLog(this.url),
+      status: f.status as number,
+    }
     if (this.socket.destroyed) {
       this.done = true
       return this.close()
